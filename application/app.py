@@ -1,0 +1,65 @@
+"""The app-layer façade (SPEC §4): ``write`` and ``query`` by name, never raising for a
+caller's mistake."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from application.context import Context
+from application.errors import StoreUnavailable
+from application.handlers import QUERIES, WRITES, UseCase
+from application.payloads import parse
+from application.ports import Projections
+from application.result import Result
+from application.users import User
+
+log = logging.getLogger("tidings.app")
+
+
+class App:
+    def __init__(
+        self, ctx: Context, projections: Projections, on_close: Callable[[], None] = lambda: None,
+        *, project_inline: bool = False,
+    ) -> None:
+        self.ctx = ctx
+        self.projections = projections
+        self._on_close = on_close
+        self._project_inline = project_inline
+
+    def write(self, name: str, payload: Any, user: User) -> Result:
+        result = self._dispatch(WRITES, "write handler", name, payload, user)
+        if result.is_success and self._project_inline:
+            self.projections.catch_up()
+        return result
+
+    def query(self, name: str, payload: Any, user: User) -> Result:
+        return self._dispatch(QUERIES, "query", name, payload, user)
+
+    def _dispatch(self, table: dict[str, UseCase], kind: str, name: str, payload: Any,
+                  user: User) -> Result:
+        use_case = table.get(name)
+        if use_case is None:
+            return Result.fail("unknown_handler", 404, f"no {kind} named {name!r}",
+                               known=sorted(table))
+        if not isinstance(user, User):
+            return Result.fail("invalid_user", 400, "the caller must be a User")
+        parsed = parse(use_case.payload, payload)
+        if isinstance(parsed, Result):
+            return parsed
+        try:
+            result: Result = use_case.handle(parsed, user, self.ctx)
+        except StoreUnavailable as error:
+            log.warning("store unavailable handler=%s error=%s", name, type(error).__name__)
+            return Result.fail("unavailable", 503, "the store is unavailable; try again")
+        return result
+
+    def close(self) -> None:
+        self._on_close()
+
+    def __enter__(self) -> App:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

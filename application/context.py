@@ -1,0 +1,24 @@
+"""What handlers get to work with: ports and the policy knobs from settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from application.custom_fields.ports import CustomFieldsReadModel
+from application.ports import Clock, EventStore
+from application.users import TENANT_ADMIN, TENANT_MEMBER
+
+
+@dataclass(frozen=True)
+class Policy:
+    field_definition_limit_per_tenant: int | None = None
+    field_definition_write_roles: frozenset[str] = frozenset({TENANT_ADMIN})
+    value_write_roles: frozenset[str] = frozenset({TENANT_ADMIN, TENANT_MEMBER})
+
+
+@dataclass(frozen=True)
+class Context:
+    store: EventStore
+    clock: Clock
+    custom_fields: CustomFieldsReadModel
+    policy: Policy = field(default_factory=Policy)

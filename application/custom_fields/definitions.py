@@ -1,0 +1,172 @@
+"""Shared rules of the definition handlers (define/update/delete, tenant and system)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints
+
+from application.context import Context
+from application.payloads import Payload
+from application.result import Result, forbidden, invalid_payload, not_found
+from application.streams import commit, load, retrying
+from application.users import KNOWN_ROLES, SYSTEM_ADMIN, SYSTEM_TENANT_ID, User
+from domain.field_definition import (
+    CapExceeded,
+    FieldCatalog,
+    FieldDefinition,
+    FieldSettings,
+    FieldTypeImmutable,
+    Scope,
+    catalog_id,
+    definition_id,
+)
+from domain.field_types import Invalid, check_field_spec
+
+KEY_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_-]*$"
+Key = Annotated[str, StringConstraints(pattern=KEY_PATTERN, max_length=64)]
+EntityId = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+
+
+class FieldRef(Payload):
+    entity_name: Key
+    field_key: Key
+
+
+class DefinitionPayload(FieldRef):
+    field: dict[str, Any]
+    required: bool = False
+    searchable: bool = False
+    display_order: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
+    label: Annotated[str, StringConstraints(max_length=200)] | None = None
+
+
+def settings_from(payload: DefinitionPayload) -> FieldSettings | Result:
+    field = dict(payload.field)
+    field_type = field.pop("type", None)
+    access = field.pop("fieldAccess", field.pop("field_access", None))
+    errors: list[dict[str, str]] = []
+    write_roles: tuple[str, ...] | None = None
+    if access is not None:
+        roles = access.get("write") if isinstance(access, dict) else None
+        if (
+            not isinstance(roles, list) or not roles
+            or not all(isinstance(r, str) and r in KNOWN_ROLES for r in roles)
+            or set(access) != {"write"}
+        ):
+            errors.append({"path": "field.fieldAccess",
+                           "message": f"expected {{'write': [roles]}} with roles from {sorted(KNOWN_ROLES)}"})
+        else:
+            write_roles = tuple(sorted(set(roles)))
+    if not isinstance(field_type, str):
+        errors.append({"path": "field.type", "message": "field type is required"})
+        return invalid_payload(errors)
+    try:
+        spec = check_field_spec(field_type, field)
+    except Invalid as invalid:
+        errors.extend({"path": "field", "message": issue} for issue in invalid.issues)
+    if errors:
+        return invalid_payload(errors)
+    return FieldSettings(
+        spec=spec, write_roles=write_roles, required=payload.required,
+        searchable=payload.searchable, display_order=payload.display_order,
+        label=payload.label if payload.label is not None else payload.field_key,
+    )
+
+
+def check_tenant_definition_writer(user: User, ctx: Context) -> Result | None:
+    if user.in_system_tenant:
+        return Result.fail("system_tenant_not_allowed", 422,
+                           "the system tenant defines system fields, not tenant fields")
+    if not user.has_any(ctx.policy.field_definition_write_roles):
+        return forbidden()
+    return None
+
+
+def check_system_definition_writer(user: User) -> Result | None:
+    return None if SYSTEM_ADMIN in user.roles else forbidden()
+
+
+def _described(payload: FieldRef, scope: Scope, generation: int) -> dict[str, Any]:
+    return {"entityName": payload.entity_name, "fieldKey": payload.field_key,
+            "scope": scope, "generation": generation}
+
+
+def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Context) -> Result:
+    settings = settings_from(payload)
+    if isinstance(settings, Result):
+        return settings
+    entity, key = payload.entity_name, payload.field_key
+
+    def attempt() -> Result:
+        if scope == "tenant":
+            system = load(ctx.store, FieldDefinition, definition_id(SYSTEM_TENANT_ID, entity, key))
+            if system.active:
+                return Result.fail("field_key_reserved", 422,
+                                   f"the system defines {entity}.{key}",
+                                   entityName=entity, fieldKey=key)
+        definition = load(ctx.store, FieldDefinition, definition_id(tenant_id, entity, key))
+        if definition.active:
+            return Result.fail("version_conflict", 409, f"{entity}.{key} is already defined")
+        now = ctx.clock.now()
+        definition.define(tenant_id=tenant_id, entity_name=entity, field_key=key, scope=scope,
+                          settings=settings, now=now)
+        if scope == "system":
+            commit(ctx.store, definition)
+            return Result.ok(_described(payload, scope, definition.generation))
+        catalog = load(ctx.store, FieldCatalog, catalog_id(tenant_id))
+        limit = ctx.policy.field_definition_limit_per_tenant
+        try:
+            catalog.claim(tenant_id=tenant_id, entity_name=entity, field_key=key,
+                          limit=limit, now=now)
+        except CapExceeded as exceeded:
+            return Result.fail("cap_exceeded", 422, str(exceeded),
+                               capName="fieldDefinitionsPerTenant",
+                               limit=exceeded.limit, current=exceeded.current)
+        commit(ctx.store, definition, catalog)
+        return Result.ok(_described(payload, scope, definition.generation))
+
+    return retrying(attempt)
+
+
+def update(payload: DefinitionPayload, tenant_id: str, ctx: Context) -> Result:
+    settings = settings_from(payload)
+    if isinstance(settings, Result):
+        return settings
+    entity, key = payload.entity_name, payload.field_key
+
+    def attempt() -> Result:
+        definition = load(ctx.store, FieldDefinition, definition_id(tenant_id, entity, key))
+        if not definition.active:
+            return not_found(f"field {entity}.{key}")
+        try:
+            definition.update(tenant_id=tenant_id, entity_name=entity, field_key=key,
+                              settings=settings, now=ctx.clock.now())
+        except FieldTypeImmutable as immutable:
+            return Result.fail("field_type_immutable", 422, str(immutable), entityName=entity,
+                               fieldKey=key, currentType=immutable.current,
+                               requestedType=immutable.requested)
+        commit(ctx.store, definition)
+        return Result.ok(_described(payload, definition.scope, definition.generation))
+
+    return retrying(attempt)
+
+
+def delete(payload: FieldRef, tenant_id: str, ctx: Context) -> Result:
+    entity, key = payload.entity_name, payload.field_key
+
+    def attempt() -> Result:
+        definition = load(ctx.store, FieldDefinition, definition_id(tenant_id, entity, key))
+        if not definition.active:
+            return not_found(f"field {entity}.{key}")
+        now = ctx.clock.now()
+        definition.delete(tenant_id=tenant_id, entity_name=entity, field_key=key, now=now)
+        aggregates: list[FieldDefinition | FieldCatalog] = [definition]
+        if definition.scope == "tenant":
+            catalog = load(ctx.store, FieldCatalog, catalog_id(tenant_id))
+            catalog.release(tenant_id=tenant_id, entity_name=entity, field_key=key, now=now)
+            aggregates.append(catalog)
+        commit(ctx.store, *aggregates)
+        return Result.ok(_described(payload, definition.scope, definition.generation))
+
+    return retrying(attempt)

@@ -1,0 +1,43 @@
+"""The table of write handlers and queries that ``App.write`` / ``App.query`` dispatch to.
+
+Each use case is one module exposing ``NAME``, ``Payload`` and ``handle``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from application.custom_fields import (
+    clear_custom_field,
+    define_system_field,
+    define_tenant_field,
+    delete_system_field,
+    delete_tenant_field,
+    get_entity,
+    list_entities,
+    list_field_definitions,
+    set_custom_field,
+    update_tenant_field,
+)
+from application.payloads import Payload
+
+
+@dataclass(frozen=True)
+class UseCase:
+    name: str
+    payload: type[Payload]
+    handle: Callable[..., Any]
+
+
+def _table(*modules: ModuleType) -> dict[str, UseCase]:
+    return {m.NAME: UseCase(m.NAME, m.Payload, m.handle) for m in modules}
+
+
+WRITES = _table(
+    define_tenant_field, update_tenant_field, delete_tenant_field,
+    define_system_field, delete_system_field, set_custom_field, clear_custom_field,
+)
+QUERIES = _table(list_field_definitions, get_entity, list_entities)

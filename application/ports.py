@@ -1,0 +1,103 @@
+"""Ports: what the application needs from the outside world, as Protocols.
+
+Adapters in ``infrastructure`` (and read models in ``projections``) implement them;
+only the composition root knows which implementation is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, Protocol
+from uuid import UUID
+
+from domain.events import DomainEvent
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class EventStore(Protocol):
+    def load(self, stream_id: UUID) -> list[DomainEvent]:
+        """Every event of one stream, in version order (empty for a new stream)."""
+        ...
+
+    def append(self, events: Sequence[DomainEvent]) -> None:
+        """Store all the events atomically, or none: raise ``ConcurrencyConflict``
+        when any (stream, version) is taken already."""
+        ...
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """An event with its position in the global log (1-based, gap-free in commit order)."""
+
+    position: int
+    event: DomainEvent
+
+
+class EventLog(Protocol):
+    def read(self, after: int, limit: int) -> Sequence[Recorded]: ...
+
+    def head(self) -> int:
+        """The highest position written so far (0 for an empty log)."""
+        ...
+
+
+Dialect = Literal["sqlite", "postgresql"]
+
+
+class SqlCursor(Protocol):
+    """A DB-API cursor whose statements use ``?`` placeholders on every backend."""
+
+    rowcount: int
+
+    def execute(self, sql: str, params: Sequence[Any] = ...) -> Any: ...
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class SqlDatabase(Protocol):
+    """The read-model database (the same database as the events)."""
+
+    dialect: Dialect
+
+    def transaction(self) -> AbstractContextManager[SqlCursor]:
+        """A write transaction that excludes other writers (SQLite: BEGIN IMMEDIATE)."""
+        ...
+
+    def reading(self) -> AbstractContextManager[SqlCursor]: ...
+
+
+@dataclass(frozen=True)
+class ProjectionStatus:
+    name: str
+    position: int
+    head: int
+
+    @property
+    def lag(self) -> int:
+        return max(self.head - self.position, 0)
+
+
+class Progress(Protocol):
+    def __call__(self, done: int, total: int) -> None: ...
+
+
+class Projections(Protocol):
+    """The operator's handle on the read models (``app.projections``)."""
+
+    def catch_up(self) -> int: ...
+
+    def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None: ...
+
+    def status(self) -> list[ProjectionStatus]: ...
+
+    def follow(self, stop: Any, interval: float = 0.5) -> Iterator[int]: ...

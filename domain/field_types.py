@@ -1,0 +1,232 @@
+"""Custom-field types: what a field's options may say, and which values a field accepts.
+
+Validation is strict — JSON types are never coerced: ``"42"`` is not a number and
+``"yes"`` is not a boolean. Validators return the value in its canonical stored form
+(money amounts as decimal strings) or a list of human-readable issues.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+FieldType = Literal[
+    "text", "number", "boolean", "date", "enum", "multi_enum", "money", "email", "url"
+]
+FIELD_TYPES: tuple[FieldType, ...] = (
+    "text", "number", "boolean", "date", "enum", "multi_enum", "money", "email", "url",
+)
+
+# Active ISO 4217 codes.
+CURRENCIES = frozenset(
+    """AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD BIF BMD BND BOB BRL BSD
+    BTN BWP BYN BZD CAD CDF CHF CLP CNY COP CRC CUP CVE CZK DJF DKK DOP DZD EGP ERN ETB EUR
+    FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL HTG HUF IDR ILS INR IQD IRR ISK JMD JOD
+    JPY KES KGS KHR KMF KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD MMK MNT
+    MOP MRU MUR MVR MWK MXN MYR MZN NAD NGN NIO NOK NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG
+    QAR RON RSD RUB RWF SAR SBD SCR SDG SEK SGD SHP SLE SOS SRD SSP STN SVC SYP SZL THB TJS
+    TMT TND TOP TRY TTD TWD TZS UAH UGX USD UYU UZS VES VND VUV WST XAF XCD XCG XOF XPF YER
+    ZAR ZMW ZWG""".split()
+)
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_EMAIL = re.compile(
+    r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A field's type and its type options, as given in a definition's ``field``."""
+
+    type: FieldType
+    options: Mapping[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"type": self.type, **self.options}
+
+
+class Invalid(Exception):
+    """A value or option does not fit; ``issues`` says why, one line each."""
+
+    def __init__(self, issues: list[str]) -> None:
+        super().__init__("; ".join(issues))
+        self.issues = issues
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and not (isinstance(value, float) and not math.isfinite(value))
+    )
+
+
+def _string_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+# --- field options -----------------------------------------------------------------
+
+_ALLOWED_OPTIONS: dict[str, frozenset[str]] = {
+    "text": frozenset({"maxLength"}),
+    "number": frozenset({"min", "max"}),
+    "boolean": frozenset(),
+    "date": frozenset(),
+    "enum": frozenset({"options"}),
+    "multi_enum": frozenset({"options"}),
+    "money": frozenset({"currency"}),
+    "email": frozenset(),
+    "url": frozenset(),
+}
+
+
+def check_field_spec(field_type: str, options: Mapping[str, Any]) -> FieldSpec:
+    """Validate a definition's type options; raise ``Invalid`` with every issue found."""
+    if field_type not in _ALLOWED_OPTIONS:
+        raise Invalid([f"unknown field type {field_type!r}; expected one of {list(FIELD_TYPES)}"])
+    issues = [
+        f"option {name!r} does not apply to type {field_type}"
+        for name in options
+        if name not in _ALLOWED_OPTIONS[field_type]
+    ]
+    if field_type == "text" and "maxLength" in options:
+        max_length = options["maxLength"]
+        if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
+            issues.append("maxLength must be a positive integer")
+    if field_type == "number":
+        for bound in ("min", "max"):
+            if bound in options and not _is_number(options[bound]):
+                issues.append(f"{bound} must be a number")
+        if (
+            _is_number(options.get("min")) and _is_number(options.get("max"))
+            and options["min"] > options["max"]
+        ):
+            issues.append("min must not exceed max")
+    if field_type in ("enum", "multi_enum"):
+        choices = options.get("options")
+        if not _string_list(choices) or not choices:
+            issues.append("options must be a non-empty list of strings")
+        elif len(set(choices)) != len(choices):
+            issues.append("options must be unique")
+    if field_type == "money" and "currency" in options and options["currency"] not in CURRENCIES:
+        issues.append("currency must be an ISO 4217 code")
+    if issues:
+        raise Invalid(issues)
+    return FieldSpec(type=field_type, options=dict(options))  # type: ignore[arg-type]
+
+
+# --- values ------------------------------------------------------------------------
+
+
+def _text(spec: FieldSpec, value: Any) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(["expected a string"])
+    max_length = spec.options.get("maxLength")
+    if max_length is not None and len(value) > max_length:
+        raise Invalid([f"longer than maxLength {max_length}"])
+    return value
+
+
+def _number(spec: FieldSpec, value: Any) -> Any:
+    if not _is_number(value):
+        raise Invalid(["expected a number"])
+    issues = []
+    if "min" in spec.options and value < spec.options["min"]:
+        issues.append(f"less than min {spec.options['min']}")
+    if "max" in spec.options and value > spec.options["max"]:
+        issues.append(f"greater than max {spec.options['max']}")
+    if issues:
+        raise Invalid(issues)
+    return value
+
+
+def _boolean(spec: FieldSpec, value: Any) -> Any:
+    if not isinstance(value, bool):
+        raise Invalid(["expected true or false"])
+    return value
+
+
+def _date(spec: FieldSpec, value: Any) -> Any:
+    if not isinstance(value, str) or not _DATE.match(value):
+        raise Invalid(["expected a date as YYYY-MM-DD"])
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        raise Invalid(["not a calendar day"]) from None
+    return value
+
+
+def _enum(spec: FieldSpec, value: Any) -> Any:
+    if not isinstance(value, str) or value not in spec.options["options"]:
+        raise Invalid([f"expected one of {spec.options['options']}"])
+    return value
+
+
+def _multi_enum(spec: FieldSpec, value: Any) -> Any:
+    if not _string_list(value):
+        raise Invalid(["expected a list of options"])
+    issues = [f"{v!r} is not one of the options" for v in value if v not in spec.options["options"]]
+    if len(set(value)) != len(value):
+        issues.append("options must be distinct")
+    if issues:
+        raise Invalid(issues)
+    return value
+
+
+def _money(spec: FieldSpec, value: Any) -> Any:
+    if not isinstance(value, dict) or set(value) != {"amount", "currency"}:
+        raise Invalid(['expected {"amount": ..., "currency": ...}'])
+    amount, currency = value["amount"], value["currency"]
+    issues = []
+    parsed: Decimal | None = None
+    if isinstance(amount, str) or _is_number(amount):
+        try:
+            parsed = Decimal(str(amount))
+        except InvalidOperation:
+            parsed = None
+    if parsed is None or not parsed.is_finite():
+        issues.append("amount must be a decimal string or a number")
+    if not isinstance(currency, str) or currency not in CURRENCIES:
+        issues.append("currency must be an ISO 4217 code")
+    elif spec.options.get("currency") not in (None, currency):
+        issues.append(f"currency must be {spec.options['currency']}")
+    if issues:
+        raise Invalid(issues)
+    return {"amount": str(parsed), "currency": currency}
+
+
+def _email(spec: FieldSpec, value: Any) -> Any:
+    if not isinstance(value, str) or len(value) > 254 or not _EMAIL.match(value):
+        raise Invalid(["expected an address like local@domain"])
+    return value
+
+
+def _url(spec: FieldSpec, value: Any) -> Any:
+    if not isinstance(value, str):
+        raise Invalid(["expected an absolute http or https URL"])
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        raise Invalid(["expected an absolute http or https URL"]) from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+        raise Invalid(["expected an absolute http or https URL"])
+    return value
+
+
+_VALIDATORS: dict[str, Callable[[FieldSpec, Any], Any]] = {
+    "text": _text, "number": _number, "boolean": _boolean, "date": _date, "enum": _enum,
+    "multi_enum": _multi_enum, "money": _money, "email": _email, "url": _url,
+}
+
+
+def validate_value(spec: FieldSpec, value: Any) -> Any:
+    """Return the canonical form of ``value`` for ``spec``, or raise ``Invalid``."""
+    return _VALIDATORS[spec.type](spec, value)

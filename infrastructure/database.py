@@ -1,0 +1,191 @@
+"""The read-model database: SQLite or PostgreSQL behind one small interface.
+
+Statements use ``?`` placeholders everywhere; the PostgreSQL cursor rewrites them to
+``%s`` (our SQL never contains a literal ``?`` or ``%``). Write transactions exclude
+other writers from the start (SQLite ``BEGIN IMMEDIATE``) so a projection step reads
+its tracking position and writes it back without a lost update.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import psycopg
+import psycopg_pool
+
+from application.errors import StoreUnavailable
+
+
+class BadDatabaseUrl(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class DatabaseUrl:
+    dialect: Literal["sqlite", "postgresql"]
+    sqlite_path: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 5432
+    user: str = "postgres"
+    password: str = ""
+    dbname: str = "postgres"
+    schema: str = "public"
+
+    @staticmethod
+    def parse(url: str) -> DatabaseUrl:
+        parts = urlsplit(url)
+        if parts.scheme == "sqlite":
+            # sqlite:///relative/path or sqlite:////absolute/path
+            path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+            if not path or ":memory:" in path:
+                raise BadDatabaseUrl("sqlite needs a file path, e.g. sqlite:///./tidings.db")
+            return DatabaseUrl("sqlite", sqlite_path=Path(path))
+        if parts.scheme in ("postgresql", "postgres"):
+            query = parse_qs(parts.query)
+            return DatabaseUrl(
+                "postgresql",
+                host=parts.hostname or "127.0.0.1",
+                port=parts.port or 5432,
+                user=unquote(parts.username or "postgres"),
+                password=unquote(parts.password or ""),
+                dbname=parts.path.lstrip("/") or "postgres",
+                schema=query.get("schema", ["public"])[0],
+            )
+        raise BadDatabaseUrl(f"unsupported database url scheme {parts.scheme!r}")
+
+    @property
+    def conninfo(self) -> str:
+        return psycopg.conninfo.make_conninfo(
+            host=self.host, port=self.port, user=self.user, password=self.password or None,
+            dbname=self.dbname, options=f"-c search_path={self.schema}",
+        )
+
+
+class SqliteDatabase:
+    dialect: Literal["sqlite"] = "sqlite"
+
+    def __init__(self, path: Path, busy_timeout: float = 30.0) -> None:
+        self.path = path
+        self._busy_timeout = busy_timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=self._busy_timeout,
+                                   isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise StoreUnavailable(str(error)) from error
+        cursor = conn.cursor()
+        try:
+            yield cursor
+        except BaseException:
+            conn.rollback()
+            raise
+        else:
+            conn.commit()
+        finally:
+            cursor.close()
+
+    @contextmanager
+    def reading(self) -> Iterator[Any]:
+        conn = self._connection()
+        cursor = conn.cursor()
+        try:
+            yield cursor
+        finally:
+            cursor.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._all:
+                conn.close()
+            self._all.clear()
+        self._local = threading.local()
+
+
+class _PgCursor:
+    """Wraps a psycopg cursor: ``?`` placeholders, DB-API surface."""
+
+    _translated: dict[str, str] = {}
+
+    def __init__(self, cursor: psycopg.Cursor[Any]) -> None:
+        self._cursor = cursor
+
+    @classmethod
+    def _sql(cls, sql: str) -> str:
+        translated = cls._translated.get(sql)
+        if translated is None:
+            translated = cls._translated[sql] = sql.replace("?", "%s")
+        return translated
+
+    @property
+    def rowcount(self) -> int:
+        return self._cursor.rowcount
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        return self._cursor.execute(self._sql(sql), params, prepare=True)  # type: ignore[call-overload]
+
+    def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any:
+        return self._cursor.executemany(self._sql(sql), params)  # type: ignore[call-overload]
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+
+class PostgresDatabase:
+    dialect: Literal["postgresql"] = "postgresql"
+
+    def __init__(self, url: DatabaseUrl, max_size: int = 8) -> None:
+        self.url = url
+        self.pool = psycopg_pool.ConnectionPool(
+            url.conninfo, min_size=1, max_size=max_size, open=False, timeout=10.0,
+            check=psycopg_pool.ConnectionPool.check_connection,
+        )
+
+    def ensure_schema(self) -> None:
+        with psycopg.connect(self.url.conninfo, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.url.schema}"')  # type: ignore[arg-type]
+
+    @contextmanager
+    def _cursor(self, *, write: bool) -> Iterator[Any]:
+        try:
+            self.pool.open(wait=False)
+            with self.pool.connection() as conn, conn.transaction(force_rollback=not write):
+                with conn.cursor() as cursor:
+                    yield _PgCursor(cursor)
+        except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as error:
+            raise StoreUnavailable(str(error)) from error
+
+    def transaction(self) -> Any:
+        return self._cursor(write=True)
+
+    def reading(self) -> Any:
+        return self._cursor(write=False)
+
+    def close(self) -> None:
+        self.pool.close()

@@ -1,0 +1,239 @@
+"""The custom-fields read model: active definitions and each entity's values.
+
+Tables (names via ``tables`` so a rebuild can build them under shadow names):
+
+- ``definitions``: one row per (tenant or ``system``, entity, key) with its current
+  generation and whether it is active; ``body`` is the definition as queries show it.
+- ``entity_values``: one row per (tenant, entity name, entity id); ``fields`` is a JSON
+  object key -> value (jsonb on PostgreSQL).
+
+A value event lands only if its definition is active at the value's generation — a
+check inside the same statement as the write. A delete removes the key from every
+affected row with one set-based UPDATE (jsonb ``-`` / ``json_remove``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
+from application.users import SYSTEM_TENANT_ID
+from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
+from domain.field_definition import (
+    FieldDefinitionDefined,
+    FieldDefinitionDeleted,
+    FieldDefinitionUpdated,
+    definition_id,
+)
+from projections.base import index_name, shadow_tables
+
+TABLES = {"definitions": "cf_definitions", "entity_values": "cf_entity_values"}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _path(key: str) -> str:
+    # Keys match ^[a-zA-Z][a-zA-Z0-9_-]*$, so quoting them in a JSON path is safe.
+    return f'$."{key}"'
+
+
+def _body(event: FieldDefinitionDefined | FieldDefinitionUpdated, scope: str) -> str:
+    field = dict(event.field)
+    if event.field_access is not None:
+        field["fieldAccess"] = event.field_access
+    return _dumps({
+        "entityName": event.entity_name, "fieldKey": event.field_key, "scope": scope,
+        "field": field, "required": event.required, "searchable": event.searchable,
+        "displayOrder": event.display_order, "label": event.label,
+    })
+
+
+class _Sql:
+    """The few statements whose spelling differs between the two dialects."""
+
+    def __init__(self, dialect: Dialect, definitions: str, values: str) -> None:
+        pg = dialect == "postgresql"
+        json_type = "JSONB" if pg else "TEXT"
+        self.create = [
+            f"CREATE TABLE IF NOT EXISTS {definitions} ("
+            " tenant_id TEXT NOT NULL, entity_name TEXT NOT NULL, field_key TEXT NOT NULL,"
+            " definition_id TEXT NOT NULL, generation INTEGER NOT NULL,"
+            " active INTEGER NOT NULL, searchable INTEGER NOT NULL,"
+            " display_order INTEGER NOT NULL, body TEXT NOT NULL,"
+            " PRIMARY KEY (tenant_id, entity_name, field_key))",
+            f"CREATE INDEX {index_name(definitions, 'id')} ON {definitions} (definition_id)",
+            f"CREATE TABLE IF NOT EXISTS {values} ("
+            " tenant_id TEXT NOT NULL, entity_name TEXT NOT NULL, entity_id TEXT NOT NULL,"
+            f" fields {json_type} NOT NULL,"
+            " PRIMARY KEY (tenant_id, entity_name, entity_id))",
+        ]
+        live = (f"EXISTS (SELECT 1 FROM {definitions} d WHERE d.definition_id = ?"
+                " AND d.generation = ? AND d.active = 1)")
+        if pg:
+            self.set_value = (
+                f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
+                f" SELECT ?, ?, ?, jsonb_build_object(?::text, ?::jsonb) WHERE {live}"
+                " ON CONFLICT (tenant_id, entity_name, entity_id)"
+                f" DO UPDATE SET fields = {values}.fields || EXCLUDED.fields")
+            self.clear_value = (
+                f"UPDATE {values} SET fields = fields - ?::text"
+                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}")
+            self.cascade = (
+                f"UPDATE {values} SET fields = fields - ?::text"
+                " WHERE entity_name = ? AND jsonb_exists(fields, ?::text)")
+        else:
+            self.set_value = (
+                f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
+                f" SELECT ?, ?, ?, json_object(?, json(?)) WHERE {live}"
+                " ON CONFLICT (tenant_id, entity_name, entity_id)"
+                " DO UPDATE SET fields = json_set(fields, ?, json(?))")
+            self.clear_value = (
+                f"UPDATE {values} SET fields = json_remove(fields, ?)"
+                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}")
+            self.cascade = (
+                f"UPDATE {values} SET fields = json_remove(fields, ?)"
+                " WHERE entity_name = ? AND json_type(fields, ?) IS NOT NULL")
+        self.pg = pg
+
+
+class CustomFieldsProjection:
+    name = "custom_fields"
+
+    def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "custom_fields") -> None:
+        self.tables = dict(tables)
+        self.name = name
+        self._sql: dict[Dialect, _Sql] = {}
+
+    def shadow(self) -> CustomFieldsProjection:
+        return CustomFieldsProjection(shadow_tables(self.tables), name=f"{self.name}__next")
+
+    def sql(self, dialect: Dialect) -> _Sql:
+        if dialect not in self._sql:
+            self._sql[dialect] = _Sql(dialect, self.tables["definitions"],
+                                      self.tables["entity_values"])
+        return self._sql[dialect]
+
+    def create(self, cur: SqlCursor, dialect: Dialect) -> None:
+        for statement in self.sql(dialect).create:
+            cur.execute(statement)
+
+    def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
+        sql = self.sql(dialect)
+        definitions = self.tables["definitions"]
+        for recorded in batch:
+            event = recorded.event
+            if isinstance(event, CustomFieldValueSet):
+                value = _dumps(event.value)
+                params = [event.tenant_id, event.entity_name, event.entity_id,
+                          event.field_key, value, event.definition_id, event.generation]
+                if not sql.pg:  # the upsert's json_set names the key again
+                    params += [_path(event.field_key), value]
+                cur.execute(sql.set_value, params)
+            elif isinstance(event, CustomFieldValueCleared):
+                cur.execute(sql.clear_value, (
+                    event.field_key if sql.pg else _path(event.field_key), event.tenant_id,
+                    event.entity_name, event.entity_id, event.definition_id, event.generation))
+            elif isinstance(event, FieldDefinitionDefined):
+                cur.execute(
+                    f"INSERT INTO {definitions} (tenant_id, entity_name, field_key,"
+                    " definition_id, generation, active, searchable, display_order, body)"
+                    " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)"
+                    " ON CONFLICT (tenant_id, entity_name, field_key) DO UPDATE SET"
+                    " generation = excluded.generation, active = 1,"
+                    " searchable = excluded.searchable,"
+                    " display_order = excluded.display_order, body = excluded.body",
+                    (event.tenant_id, event.entity_name, event.field_key,
+                     str(definition_id(event.tenant_id, event.entity_name, event.field_key)),
+                     event.generation, int(event.searchable), event.display_order,
+                     _body(event, event.scope)))
+            elif isinstance(event, FieldDefinitionUpdated):
+                scope = "system" if event.tenant_id == SYSTEM_TENANT_ID else "tenant"
+                cur.execute(
+                    f"UPDATE {definitions} SET searchable = ?, display_order = ?, body = ?"
+                    " WHERE tenant_id = ? AND entity_name = ? AND field_key = ?"
+                    " AND generation = ?",
+                    (int(event.searchable), event.display_order, _body(event, scope),
+                     event.tenant_id, event.entity_name, event.field_key, event.generation))
+            elif isinstance(event, FieldDefinitionDeleted):
+                cur.execute(
+                    f"UPDATE {definitions} SET active = 0"
+                    " WHERE tenant_id = ? AND entity_name = ? AND field_key = ?",
+                    (event.tenant_id, event.entity_name, event.field_key))
+                self._cascade(cur, sql, event)
+
+    def _cascade(self, cur: SqlCursor, sql: _Sql, event: FieldDefinitionDeleted) -> None:
+        """One set-based statement: the key leaves every affected entity row at once."""
+        key = event.field_key if sql.pg else _path(event.field_key)
+        statement, params = sql.cascade, [key, event.entity_name, key]
+        if event.scope == "tenant":
+            statement += " AND tenant_id = ?"
+            params.append(event.tenant_id)
+        cur.execute(statement, params)
+
+
+class CustomFieldsReader:
+    """Implements ``CustomFieldsReadModel`` over the serving tables."""
+
+    def __init__(self, db: SqlDatabase, tables: Mapping[str, str] = TABLES) -> None:
+        self.db = db
+        self.definitions = tables["definitions"]
+        self.values = tables["entity_values"]
+
+    def list_definitions(self, tenant_id: str, entity_name: str | None) -> list[dict[str, Any]]:
+        sql = (f"SELECT body FROM {self.definitions} WHERE active = 1"
+               " AND tenant_id IN (?, ?)")
+        params: list[Any] = [tenant_id, SYSTEM_TENANT_ID]
+        if entity_name is not None:
+            sql += " AND entity_name = ?"
+            params.append(entity_name)
+        sql += " ORDER BY entity_name, display_order, field_key, tenant_id"
+        with self.db.reading() as cur:
+            cur.execute(sql, params)
+            return [json.loads(row[0]) for row in cur.fetchall()]
+
+    def searchable_keys(self, tenant_id: str, entity_name: str) -> set[str]:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT field_key FROM {self.definitions} WHERE active = 1 AND searchable = 1"
+                " AND tenant_id IN (?, ?) AND entity_name = ?",
+                (tenant_id, SYSTEM_TENANT_ID, entity_name))
+            return {row[0] for row in cur.fetchall()}
+
+    @staticmethod
+    def _fields(raw: Any) -> dict[str, Any]:
+        return raw if isinstance(raw, dict) else json.loads(raw)
+
+    def get_entity(self, tenant_id: str, entity_name: str,
+                   entity_id: str) -> dict[str, Any] | None:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT fields FROM {self.values}"
+                " WHERE tenant_id = ? AND entity_name = ? AND entity_id = ?",
+                (tenant_id, entity_name, entity_id))
+            row = cur.fetchone()
+        if row is None:
+            return None
+        return {"entityName": entity_name, "entityId": entity_id,
+                "customFields": self._fields(row[0])}
+
+    def list_entities(self, tenant_id: str, entity_name: str, where: Mapping[str, Any],
+                      limit: int, after: str | None) -> list[dict[str, Any]]:
+        pg = self.db.dialect == "postgresql"
+        sql = f"SELECT entity_id, fields FROM {self.values} WHERE tenant_id = ? AND entity_name = ?"
+        params: list[Any] = [tenant_id, entity_name]
+        for key, value in sorted(where.items()):
+            sql += " AND fields -> ?::text = ?::jsonb" if pg else " AND fields -> ? = json(?)"
+            params += [key if pg else _path(key), _dumps(value)]
+        if after is not None:
+            sql += " AND entity_id > ?"
+            params.append(after)
+        sql += " ORDER BY entity_id LIMIT ?"
+        params.append(limit)
+        with self.db.reading() as cur:
+            cur.execute(sql, params)
+            return [{"entityId": entity_id, "customFields": self._fields(fields)}
+                    for entity_id, fields in cur.fetchall()]
