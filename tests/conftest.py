@@ -1,0 +1,86 @@
+"""Shared fixtures. ``app`` runs a test on both backends: a fresh SQLite file and a
+fresh PostgreSQL schema (real server at 127.0.0.1:5432, database ``test``)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from application import SYSTEM_TENANT_ID, User
+from application.app import App
+from infrastructure.bootstrap import bootstrap
+
+PG_DSN = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
+BACKENDS = ["sqlite", "postgresql"]
+
+
+def _drop_schema(schema: str) -> None:
+    with psycopg.connect(PG_DSN.split("?")[0], autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    backend = getattr(request, "param", "sqlite")
+    if backend == "sqlite":
+        yield f"sqlite:///{tmp_path / 'tidings.db'}"
+        return
+    schema = "t_" + uuid.uuid4().hex[:12]
+    yield f"{PG_DSN}?schema={schema}"
+    _drop_schema(schema)
+
+
+@pytest.fixture
+def make_app(database_url: str) -> Iterator[Callable[..., App]]:
+    """Build apps on this test's database (several may share it, like processes do)."""
+    apps: list[App] = []
+
+    def make(**settings: Any) -> App:
+        settings.setdefault("project_inline", False)
+        app = bootstrap(database_url=database_url, **settings)
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.close()
+
+
+@pytest.fixture
+def app(make_app: Callable[..., App]) -> App:
+    return make_app()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Every test that uses a database runs on both backends.
+    if "database_url" in metafunc.fixturenames and not any(
+        m.name == "parametrize" and "database_url" in m.args[0]
+        for m in metafunc.definition.iter_markers()
+    ):
+        metafunc.parametrize("database_url", BACKENDS, indirect=True)
+
+
+@pytest.fixture
+def tenant() -> str:
+    return "t-" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def admin(tenant: str) -> User:
+    return User(id="admin-" + tenant, tenant_id=tenant, roles=frozenset({"TenantAdmin"}))
+
+
+@pytest.fixture
+def member(tenant: str) -> User:
+    return User(id="member-" + tenant, tenant_id=tenant, roles=frozenset({"TenantMember"}))
+
+
+@pytest.fixture
+def operator() -> User:
+    return User(id="operator", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
