@@ -20,8 +20,12 @@ log = logging.getLogger("tidings.app")
 
 class App:
     def __init__(
-        self, ctx: Context, projections: Projections, on_close: Callable[[], None] = lambda: None,
-        *, project_inline: bool = False,
+        self,
+        ctx: Context,
+        projections: Projections,
+        on_close: Callable[[], None] = lambda: None,
+        *,
+        project_inline: bool = False,
     ) -> None:
         self.ctx = ctx
         self.projections = projections
@@ -37,12 +41,14 @@ class App:
     def query(self, name: str, payload: Any, user: User) -> Result:
         return self._dispatch(QUERIES, "query", name, payload, user)
 
-    def _dispatch(self, table: dict[str, UseCase], kind: str, name: str, payload: Any,
-                  user: User) -> Result:
+    def _dispatch(
+        self, table: dict[str, UseCase], kind: str, name: str, payload: Any, user: User
+    ) -> Result:
         use_case = table.get(name)
         if use_case is None:
-            return Result.fail("unknown_handler", 404, f"no {kind} named {name!r}",
-                               known=sorted(table))
+            return Result.fail(
+                "unknown_handler", 404, f"no {kind} named {name!r}", known=sorted(table)
+            )
         if not isinstance(user, User):
             return Result.fail("invalid_user", 400, "the caller must be a User")
         parsed = parse(use_case.payload, payload)

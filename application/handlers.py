@@ -37,7 +37,12 @@ def _table(*modules: ModuleType) -> dict[str, UseCase]:
 
 
 WRITES = _table(
-    define_tenant_field, update_tenant_field, delete_tenant_field,
-    define_system_field, delete_system_field, set_custom_field, clear_custom_field,
+    define_tenant_field,
+    update_tenant_field,
+    delete_tenant_field,
+    define_system_field,
+    delete_system_field,
+    set_custom_field,
+    clear_custom_field,
 )
 QUERIES = _table(list_field_definitions, get_entity, list_entities)

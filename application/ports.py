@@ -67,7 +67,8 @@ class SqlCursor(Protocol):
 class SqlDatabase(Protocol):
     """The read-model database (the same database as the events)."""
 
-    dialect: Dialect
+    @property
+    def dialect(self) -> Dialect: ...
 
     def transaction(self) -> AbstractContextManager[SqlCursor]:
         """A write transaction that excludes other writers (SQLite: BEGIN IMMEDIATE)."""

@@ -51,23 +51,53 @@ class EntityCustomFields(Aggregate):
         # field key -> (definition id, generation, value)
         self.values: dict[str, tuple[str, int, Any]] = {}
 
-    def set_value(self, *, tenant_id: str, entity_name: str, entity_id: str, field_key: str,
-                  definition_id: UUID, generation: int, value: Any, now: datetime) -> None:
+    def set_value(
+        self,
+        *,
+        tenant_id: str,
+        entity_name: str,
+        entity_id: str,
+        field_key: str,
+        definition_id: UUID,
+        generation: int,
+        value: Any,
+        now: datetime,
+    ) -> None:
         self._trigger(
-            CustomFieldValueSet, now, tenant_id=tenant_id, entity_name=entity_name,
-            entity_id=entity_id, field_key=field_key, definition_id=str(definition_id),
-            generation=generation, value=value,
+            CustomFieldValueSet,
+            now,
+            tenant_id=tenant_id,
+            entity_name=entity_name,
+            entity_id=entity_id,
+            field_key=field_key,
+            definition_id=str(definition_id),
+            generation=generation,
+            value=value,
         )
 
-    def clear_value(self, *, tenant_id: str, entity_name: str, entity_id: str, field_key: str,
-                    definition_id: UUID, generation: int, now: datetime) -> bool:
+    def clear_value(
+        self,
+        *,
+        tenant_id: str,
+        entity_name: str,
+        entity_id: str,
+        field_key: str,
+        definition_id: UUID,
+        generation: int,
+        now: datetime,
+    ) -> bool:
         """Clear a live value; answer whether there was one (no event when not)."""
         held = self.values.get(field_key)
         if held is None or held[:2] != (str(definition_id), generation):
             return False
         self._trigger(
-            CustomFieldValueCleared, now, tenant_id=tenant_id, entity_name=entity_name,
-            entity_id=entity_id, field_key=field_key, definition_id=str(definition_id),
+            CustomFieldValueCleared,
+            now,
+            tenant_id=tenant_id,
+            entity_name=entity_name,
+            entity_id=entity_id,
+            field_key=field_key,
+            definition_id=str(definition_id),
             generation=generation,
         )
         return True

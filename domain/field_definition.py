@@ -148,34 +148,62 @@ class FieldDefinition(Aggregate):
         return self.settings.spec
 
     def define(
-        self, *, tenant_id: str, entity_name: str, field_key: str, scope: Scope,
-        settings: FieldSettings, now: datetime,
+        self,
+        *,
+        tenant_id: str,
+        entity_name: str,
+        field_key: str,
+        scope: Scope,
+        settings: FieldSettings,
+        now: datetime,
     ) -> None:
         if self.active:
             raise DefinitionAlreadyActive(f"{entity_name}.{field_key} is already defined")
         self._trigger(
-            FieldDefinitionDefined, now, tenant_id=tenant_id, entity_name=entity_name,
-            field_key=field_key, scope=scope, generation=self.generation + 1,
+            FieldDefinitionDefined,
+            now,
+            tenant_id=tenant_id,
+            entity_name=entity_name,
+            field_key=field_key,
+            scope=scope,
+            generation=self.generation + 1,
             **settings.as_event_fields(),
         )
 
-    def update(self, *, tenant_id: str, entity_name: str, field_key: str,
-               settings: FieldSettings, now: datetime) -> None:
+    def update(
+        self,
+        *,
+        tenant_id: str,
+        entity_name: str,
+        field_key: str,
+        settings: FieldSettings,
+        now: datetime,
+    ) -> None:
         if not self.active:
             raise DefinitionNotActive(f"{entity_name}.{field_key} is not defined")
         if settings.spec.type != self.spec.type:
             raise FieldTypeImmutable(self.spec.type, settings.spec.type)
         self._trigger(
-            FieldDefinitionUpdated, now, tenant_id=tenant_id, entity_name=entity_name,
-            field_key=field_key, generation=self.generation, **settings.as_event_fields(),
+            FieldDefinitionUpdated,
+            now,
+            tenant_id=tenant_id,
+            entity_name=entity_name,
+            field_key=field_key,
+            generation=self.generation,
+            **settings.as_event_fields(),
         )
 
     def delete(self, *, tenant_id: str, entity_name: str, field_key: str, now: datetime) -> None:
         if not self.active:
             raise DefinitionNotActive(f"{entity_name}.{field_key} is not defined")
         self._trigger(
-            FieldDefinitionDeleted, now, tenant_id=tenant_id, entity_name=entity_name,
-            field_key=field_key, scope=self.scope, generation=self.generation,
+            FieldDefinitionDeleted,
+            now,
+            tenant_id=tenant_id,
+            entity_name=entity_name,
+            field_key=field_key,
+            scope=self.scope,
+            generation=self.generation,
         )
 
     def mutate(self, event: DomainEvent) -> None:
@@ -233,16 +261,23 @@ class FieldCatalog(Aggregate):
         super().__init__(aggregate_id)
         self.active: set[tuple[str, str]] = set()
 
-    def claim(self, *, tenant_id: str, entity_name: str, field_key: str,
-              limit: int | None, now: datetime) -> None:
+    def claim(
+        self, *, tenant_id: str, entity_name: str, field_key: str, limit: int | None, now: datetime
+    ) -> None:
         if limit is not None and len(self.active) >= limit:
             raise CapExceeded(limit, len(self.active))
-        self._trigger(FieldSlotClaimed, now, tenant_id=tenant_id, entity_name=entity_name,
-                      field_key=field_key)
+        self._trigger(
+            FieldSlotClaimed, now, tenant_id=tenant_id, entity_name=entity_name, field_key=field_key
+        )
 
     def release(self, *, tenant_id: str, entity_name: str, field_key: str, now: datetime) -> None:
-        self._trigger(FieldSlotReleased, now, tenant_id=tenant_id, entity_name=entity_name,
-                      field_key=field_key)
+        self._trigger(
+            FieldSlotReleased,
+            now,
+            tenant_id=tenant_id,
+            entity_name=entity_name,
+            field_key=field_key,
+        )
 
     def mutate(self, event: DomainEvent) -> None:
         if isinstance(event, FieldSlotClaimed):
@@ -252,6 +287,9 @@ class FieldCatalog(Aggregate):
 
 
 EVENTS: tuple[type[DomainEvent], ...] = (
-    FieldDefinitionDefined, FieldDefinitionUpdated, FieldDefinitionDeleted,
-    FieldSlotClaimed, FieldSlotReleased,
+    FieldDefinitionDefined,
+    FieldDefinitionUpdated,
+    FieldDefinitionDeleted,
+    FieldSlotClaimed,
+    FieldSlotReleased,
 )

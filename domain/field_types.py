@@ -20,7 +20,15 @@ FieldType = Literal[
     "text", "number", "boolean", "date", "enum", "multi_enum", "money", "email", "url"
 ]
 FIELD_TYPES: tuple[FieldType, ...] = (
-    "text", "number", "boolean", "date", "enum", "multi_enum", "money", "email", "url",
+    "text",
+    "number",
+    "boolean",
+    "date",
+    "enum",
+    "multi_enum",
+    "money",
+    "email",
+    "url",
 )
 
 # Active ISO 4217 codes.
@@ -106,7 +114,8 @@ def check_field_spec(field_type: str, options: Mapping[str, Any]) -> FieldSpec:
             if bound in options and not _is_number(options[bound]):
                 issues.append(f"{bound} must be a number")
         if (
-            _is_number(options.get("min")) and _is_number(options.get("max"))
+            _is_number(options.get("min"))
+            and _is_number(options.get("max"))
             and options["min"] > options["max"]
         ):
             issues.append("min must not exceed max")
@@ -222,8 +231,15 @@ def _url(spec: FieldSpec, value: Any) -> Any:
 
 
 _VALIDATORS: dict[str, Callable[[FieldSpec, Any], Any]] = {
-    "text": _text, "number": _number, "boolean": _boolean, "date": _date, "enum": _enum,
-    "multi_enum": _multi_enum, "money": _money, "email": _email, "url": _url,
+    "text": _text,
+    "number": _number,
+    "boolean": _boolean,
+    "date": _date,
+    "enum": _enum,
+    "multi_enum": _multi_enum,
+    "money": _money,
+    "email": _email,
+    "url": _url,
 }
 
 

@@ -32,8 +32,9 @@ def open_event_store(url: DatabaseUrl) -> tuple[RecorderEventStore, Any]:
     return RecorderEventStore(recorder, EventCodec(EVENT_CLASSES)), datastore
 
 
-def build_projections(db: SqlDatabase, store: RecorderEventStore,
-                      batch_size: int) -> ProjectionRunner:
+def build_projections(
+    db: SqlDatabase, store: RecorderEventStore, batch_size: int
+) -> ProjectionRunner:
     runner = ProjectionRunner(db, store, [CustomFieldsProjection()], batch_size=batch_size)
     runner.setup()
     return runner
@@ -62,5 +63,9 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         datastore.close()
 
     inline = settings.project_inline
-    return App(ctx, runner, on_close=close,
-               project_inline=url.dialect == "sqlite" if inline is None else inline)
+    return App(
+        ctx,
+        runner,
+        on_close=close,
+        project_inline=url.dialect == "sqlite" if inline is None else inline,
+    )

@@ -32,12 +32,16 @@ class EventCodec:
 
     @staticmethod
     def state_of(event: DomainEvent) -> bytes:
-        state = {"_v": event.CLASS_VERSION, "timestamp": event.timestamp.isoformat(),
-                 **event.payload()}
+        state = {
+            "_v": event.CLASS_VERSION,
+            "timestamp": event.timestamp.isoformat(),
+            **event.payload(),
+        }
         return json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode()
 
-    def decode(self, originator_id: UUID | str, version: int, topic: str,
-               state: bytes) -> DomainEvent:
+    def decode(
+        self, originator_id: UUID | str, version: int, topic: str, state: bytes
+    ) -> DomainEvent:
         cls = self.classes.get(topic)
         if cls is None:
             raise UnknownTopic(f"no event class for topic {topic!r}")

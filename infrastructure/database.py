@@ -63,8 +63,12 @@ class DatabaseUrl:
     @property
     def conninfo(self) -> str:
         return psycopg.conninfo.make_conninfo(
-            host=self.host, port=self.port, user=self.user, password=self.password or None,
-            dbname=self.dbname, options=f"-c search_path={self.schema}",
+            host=self.host,
+            port=self.port,
+            user=self.user,
+            password=self.password or None,
+            dbname=self.dbname,
+            options=f"-c search_path={self.schema}",
         )
 
 
@@ -81,8 +85,9 @@ class SqliteDatabase:
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, timeout=self._busy_timeout,
-                                   isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                self.path, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
@@ -145,10 +150,10 @@ class _PgCursor:
         return self._cursor.rowcount
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
-        return self._cursor.execute(self._sql(sql), params, prepare=True)  # type: ignore[call-overload]
+        return self._cursor.execute(self._sql(sql), params, prepare=True)
 
     def executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> Any:
-        return self._cursor.executemany(self._sql(sql), params)  # type: ignore[call-overload]
+        return self._cursor.executemany(self._sql(sql), params)
 
     def fetchone(self) -> Any:
         return self._cursor.fetchone()
@@ -163,21 +168,28 @@ class PostgresDatabase:
     def __init__(self, url: DatabaseUrl, max_size: int = 8) -> None:
         self.url = url
         self.pool = psycopg_pool.ConnectionPool(
-            url.conninfo, min_size=1, max_size=max_size, open=False, timeout=10.0,
+            url.conninfo,
+            min_size=1,
+            max_size=max_size,
+            open=False,
+            timeout=10.0,
             check=psycopg_pool.ConnectionPool.check_connection,
         )
 
     def ensure_schema(self) -> None:
         with psycopg.connect(self.url.conninfo, autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.url.schema}"')  # type: ignore[arg-type]
+            conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.url.schema}"')
 
     @contextmanager
     def _cursor(self, *, write: bool) -> Iterator[Any]:
         try:
             self.pool.open(wait=False)
-            with self.pool.connection() as conn, conn.transaction(force_rollback=not write):
-                with conn.cursor() as cursor:
-                    yield _PgCursor(cursor)
+            with (
+                self.pool.connection() as conn,
+                conn.transaction(force_rollback=not write),
+                conn.cursor() as cursor,
+            ):
+                yield _PgCursor(cursor)
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as error:
             raise StoreUnavailable(str(error)) from error
 

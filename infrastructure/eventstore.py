@@ -18,6 +18,7 @@ from eventsourcing.persistence import (
     IntegrityError,
     InterfaceError,
     OperationalError,
+    StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
@@ -58,8 +59,6 @@ class RecorderEventStore:
 
     def append_stored(self, rows: Sequence[tuple[UUID, int, str, bytes]]) -> None:
         """Append already-encoded events as they are (``events import``)."""
-        from eventsourcing.persistence import StoredEvent
-
         try:
             self.recorder.insert_events([StoredEvent(*row) for row in rows])
         except IntegrityError:
@@ -67,8 +66,9 @@ class RecorderEventStore:
 
     def read(self, after: int, limit: int) -> list[Recorded]:
         return [
-            Recorded(n.id, self.codec.decode(n.originator_id, n.originator_version, n.topic,
-                                             n.state))
+            Recorded(
+                n.id, self.codec.decode(n.originator_id, n.originator_version, n.topic, n.state)
+            )
             for n in self.read_raw(after, limit)
         ]
 
@@ -90,15 +90,24 @@ def open_recorder(url: DatabaseUrl) -> tuple[ApplicationRecorder, object]:
     recorder: ApplicationRecorder
     if url.dialect == "sqlite":
         assert url.sqlite_path is not None
-        sqlite_store = SQLiteDatastore(str(url.sqlite_path), lock_timeout=30, pool_size=4,
-                                       max_overflow=8)
+        sqlite_store = SQLiteDatastore(
+            str(url.sqlite_path), lock_timeout=30, pool_size=4, max_overflow=8
+        )
         recorder = SQLiteApplicationRecorder(sqlite_store, events_table_name=EVENTS_TABLE)
         recorder.create_table()
         return recorder, sqlite_store
     pg_store = PostgresDatastore(
-        dbname=url.dbname, host=url.host, port=url.port, user=url.user,
-        password=url.password, schema=url.schema, pool_size=4, max_overflow=8,
-        pre_ping=True, lock_timeout=10, connect_timeout=10,
+        dbname=url.dbname,
+        host=url.host,
+        port=url.port,
+        user=url.user,
+        password=url.password,
+        schema=url.schema,
+        pool_size=4,
+        max_overflow=8,
+        pre_ping=True,
+        lock_timeout=10,
+        connect_timeout=10,
     )
     recorder = PostgresApplicationRecorder(pg_store, events_table_name=EVENTS_TABLE)
     recorder.create_table()

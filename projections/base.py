@@ -17,8 +17,13 @@ SHADOW_SUFFIX = "__next"
 
 
 class Projection(Protocol):
-    name: str
-    tables: Mapping[str, str]  # role -> actual table name
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tables(self) -> Mapping[str, str]:
+        """Role -> actual table name."""
+        ...
 
     def shadow(self) -> Projection:
         """The same projection writing to shadow tables (for rebuilds)."""

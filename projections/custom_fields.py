@@ -45,11 +45,18 @@ def _body(event: FieldDefinitionDefined | FieldDefinitionUpdated, scope: str) ->
     field = dict(event.field)
     if event.field_access is not None:
         field["fieldAccess"] = event.field_access
-    return _dumps({
-        "entityName": event.entity_name, "fieldKey": event.field_key, "scope": scope,
-        "field": field, "required": event.required, "searchable": event.searchable,
-        "displayOrder": event.display_order, "label": event.label,
-    })
+    return _dumps(
+        {
+            "entityName": event.entity_name,
+            "fieldKey": event.field_key,
+            "scope": scope,
+            "field": field,
+            "required": event.required,
+            "searchable": event.searchable,
+            "displayOrder": event.display_order,
+            "label": event.label,
+        }
+    )
 
 
 class _Sql:
@@ -71,32 +78,40 @@ class _Sql:
             f" fields {json_type} NOT NULL,"
             " PRIMARY KEY (tenant_id, entity_name, entity_id))",
         ]
-        live = (f"EXISTS (SELECT 1 FROM {definitions} d WHERE d.definition_id = ?"
-                " AND d.generation = ? AND d.active = 1)")
+        live = (
+            f"EXISTS (SELECT 1 FROM {definitions} d WHERE d.definition_id = ?"
+            " AND d.generation = ? AND d.active = 1)"
+        )
         if pg:
             self.set_value = (
                 f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
                 f" SELECT ?, ?, ?, jsonb_build_object(?::text, ?::jsonb) WHERE {live}"
                 " ON CONFLICT (tenant_id, entity_name, entity_id)"
-                f" DO UPDATE SET fields = {values}.fields || EXCLUDED.fields")
+                f" DO UPDATE SET fields = {values}.fields || EXCLUDED.fields"
+            )
             self.clear_value = (
                 f"UPDATE {values} SET fields = fields - ?::text"
-                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}")
+                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}"
+            )
             self.cascade = (
                 f"UPDATE {values} SET fields = fields - ?::text"
-                " WHERE entity_name = ? AND jsonb_exists(fields, ?::text)")
+                " WHERE entity_name = ? AND jsonb_exists(fields, ?::text)"
+            )
         else:
             self.set_value = (
                 f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
                 f" SELECT ?, ?, ?, json_object(?, json(?)) WHERE {live}"
                 " ON CONFLICT (tenant_id, entity_name, entity_id)"
-                " DO UPDATE SET fields = json_set(fields, ?, json(?))")
+                " DO UPDATE SET fields = json_set(fields, ?, json(?))"
+            )
             self.clear_value = (
                 f"UPDATE {values} SET fields = json_remove(fields, ?)"
-                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}")
+                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}"
+            )
             self.cascade = (
                 f"UPDATE {values} SET fields = json_remove(fields, ?)"
-                " WHERE entity_name = ? AND json_type(fields, ?) IS NOT NULL")
+                " WHERE entity_name = ? AND json_type(fields, ?) IS NOT NULL"
+            )
         self.pg = pg
 
 
@@ -113,8 +128,9 @@ class CustomFieldsProjection:
 
     def sql(self, dialect: Dialect) -> _Sql:
         if dialect not in self._sql:
-            self._sql[dialect] = _Sql(dialect, self.tables["definitions"],
-                                      self.tables["entity_values"])
+            self._sql[dialect] = _Sql(
+                dialect, self.tables["definitions"], self.tables["entity_values"]
+            )
         return self._sql[dialect]
 
     def create(self, cur: SqlCursor, dialect: Dialect) -> None:
@@ -128,15 +144,30 @@ class CustomFieldsProjection:
             event = recorded.event
             if isinstance(event, CustomFieldValueSet):
                 value = _dumps(event.value)
-                params = [event.tenant_id, event.entity_name, event.entity_id,
-                          event.field_key, value, event.definition_id, event.generation]
+                params = [
+                    event.tenant_id,
+                    event.entity_name,
+                    event.entity_id,
+                    event.field_key,
+                    value,
+                    event.definition_id,
+                    event.generation,
+                ]
                 if not sql.pg:  # the upsert's json_set names the key again
                     params += [_path(event.field_key), value]
                 cur.execute(sql.set_value, params)
             elif isinstance(event, CustomFieldValueCleared):
-                cur.execute(sql.clear_value, (
-                    event.field_key if sql.pg else _path(event.field_key), event.tenant_id,
-                    event.entity_name, event.entity_id, event.definition_id, event.generation))
+                cur.execute(
+                    sql.clear_value,
+                    (
+                        event.field_key if sql.pg else _path(event.field_key),
+                        event.tenant_id,
+                        event.entity_name,
+                        event.entity_id,
+                        event.definition_id,
+                        event.generation,
+                    ),
+                )
             elif isinstance(event, FieldDefinitionDefined):
                 cur.execute(
                     f"INSERT INTO {definitions} (tenant_id, entity_name, field_key,"
@@ -146,23 +177,39 @@ class CustomFieldsProjection:
                     " generation = excluded.generation, active = 1,"
                     " searchable = excluded.searchable,"
                     " display_order = excluded.display_order, body = excluded.body",
-                    (event.tenant_id, event.entity_name, event.field_key,
-                     str(definition_id(event.tenant_id, event.entity_name, event.field_key)),
-                     event.generation, int(event.searchable), event.display_order,
-                     _body(event, event.scope)))
+                    (
+                        event.tenant_id,
+                        event.entity_name,
+                        event.field_key,
+                        str(definition_id(event.tenant_id, event.entity_name, event.field_key)),
+                        event.generation,
+                        int(event.searchable),
+                        event.display_order,
+                        _body(event, event.scope),
+                    ),
+                )
             elif isinstance(event, FieldDefinitionUpdated):
                 scope = "system" if event.tenant_id == SYSTEM_TENANT_ID else "tenant"
                 cur.execute(
                     f"UPDATE {definitions} SET searchable = ?, display_order = ?, body = ?"
                     " WHERE tenant_id = ? AND entity_name = ? AND field_key = ?"
                     " AND generation = ?",
-                    (int(event.searchable), event.display_order, _body(event, scope),
-                     event.tenant_id, event.entity_name, event.field_key, event.generation))
+                    (
+                        int(event.searchable),
+                        event.display_order,
+                        _body(event, scope),
+                        event.tenant_id,
+                        event.entity_name,
+                        event.field_key,
+                        event.generation,
+                    ),
+                )
             elif isinstance(event, FieldDefinitionDeleted):
                 cur.execute(
                     f"UPDATE {definitions} SET active = 0"
                     " WHERE tenant_id = ? AND entity_name = ? AND field_key = ?",
-                    (event.tenant_id, event.entity_name, event.field_key))
+                    (event.tenant_id, event.entity_name, event.field_key),
+                )
                 self._cascade(cur, sql, event)
 
     def _cascade(self, cur: SqlCursor, sql: _Sql, event: FieldDefinitionDeleted) -> None:
@@ -184,8 +231,7 @@ class CustomFieldsReader:
         self.values = tables["entity_values"]
 
     def list_definitions(self, tenant_id: str, entity_name: str | None) -> list[dict[str, Any]]:
-        sql = (f"SELECT body FROM {self.definitions} WHERE active = 1"
-               " AND tenant_id IN (?, ?)")
+        sql = f"SELECT body FROM {self.definitions} WHERE active = 1 AND tenant_id IN (?, ?)"
         params: list[Any] = [tenant_id, SYSTEM_TENANT_ID]
         if entity_name is not None:
             sql += " AND entity_name = ?"
@@ -200,28 +246,38 @@ class CustomFieldsReader:
             cur.execute(
                 f"SELECT field_key FROM {self.definitions} WHERE active = 1 AND searchable = 1"
                 " AND tenant_id IN (?, ?) AND entity_name = ?",
-                (tenant_id, SYSTEM_TENANT_ID, entity_name))
+                (tenant_id, SYSTEM_TENANT_ID, entity_name),
+            )
             return {row[0] for row in cur.fetchall()}
 
     @staticmethod
     def _fields(raw: Any) -> dict[str, Any]:
         return raw if isinstance(raw, dict) else json.loads(raw)
 
-    def get_entity(self, tenant_id: str, entity_name: str,
-                   entity_id: str) -> dict[str, Any] | None:
+    def get_entity(self, tenant_id: str, entity_name: str, entity_id: str) -> dict[str, Any] | None:
         with self.db.reading() as cur:
             cur.execute(
                 f"SELECT fields FROM {self.values}"
                 " WHERE tenant_id = ? AND entity_name = ? AND entity_id = ?",
-                (tenant_id, entity_name, entity_id))
+                (tenant_id, entity_name, entity_id),
+            )
             row = cur.fetchone()
         if row is None:
             return None
-        return {"entityName": entity_name, "entityId": entity_id,
-                "customFields": self._fields(row[0])}
+        return {
+            "entityName": entity_name,
+            "entityId": entity_id,
+            "customFields": self._fields(row[0]),
+        }
 
-    def list_entities(self, tenant_id: str, entity_name: str, where: Mapping[str, Any],
-                      limit: int, after: str | None) -> list[dict[str, Any]]:
+    def list_entities(
+        self,
+        tenant_id: str,
+        entity_name: str,
+        where: Mapping[str, Any],
+        limit: int,
+        after: str | None,
+    ) -> list[dict[str, Any]]:
         pg = self.db.dialect == "postgresql"
         sql = f"SELECT entity_id, fields FROM {self.values} WHERE tenant_id = ? AND entity_name = ?"
         params: list[Any] = [tenant_id, entity_name]
@@ -235,5 +291,7 @@ class CustomFieldsReader:
         params.append(limit)
         with self.db.reading() as cur:
             cur.execute(sql, params)
-            return [{"entityId": entity_id, "customFields": self._fields(fields)}
-                    for entity_id, fields in cur.fetchall()]
+            return [
+                {"entityId": entity_id, "customFields": self._fields(fields)}
+                for entity_id, fields in cur.fetchall()
+            ]

@@ -34,8 +34,13 @@ class UnknownProjection(LookupError):
 
 
 class ProjectionRunner:
-    def __init__(self, db: SqlDatabase, log: EventLog, projections: Sequence[Projection],
-                 batch_size: int = 1000) -> None:
+    def __init__(
+        self,
+        db: SqlDatabase,
+        log: EventLog,
+        projections: Sequence[Projection],
+        batch_size: int = 1000,
+    ) -> None:
         self.db = db
         self.log = log
         self.projections = {p.name: p for p in projections}
@@ -45,14 +50,19 @@ class ProjectionRunner:
 
     def setup(self) -> None:
         with self.db.transaction() as cur:
-            cur.execute(f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} "
-                        "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)")
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} "
+                "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)"
+            )
             for projection in self.projections.values():
                 self._ensure(cur, projection)
 
     def _ensure(self, cur: SqlCursor, projection: Projection) -> None:
-        cur.execute(f"INSERT INTO {TRACKING_TABLE} (name, position) VALUES (?, 0) "
-                    "ON CONFLICT (name) DO NOTHING", (projection.name,))
+        cur.execute(
+            f"INSERT INTO {TRACKING_TABLE} (name, position) VALUES (?, 0) "
+            "ON CONFLICT (name) DO NOTHING",
+            (projection.name,),
+        )
         if cur.rowcount:
             projection.create(cur, self.db.dialect)
 
@@ -70,8 +80,10 @@ class ProjectionRunner:
         batch = self.log.read(position, self.batch_size)
         if batch:
             projection.apply(cur, self.db.dialect, batch)
-            cur.execute(f"UPDATE {TRACKING_TABLE} SET position = ? WHERE name = ?",
-                        (batch[-1].position, projection.name))
+            cur.execute(
+                f"UPDATE {TRACKING_TABLE} SET position = ? WHERE name = ?",
+                (batch[-1].position, projection.name),
+            )
         return len(batch)
 
     def step(self, projection: Projection) -> int:
@@ -99,8 +111,7 @@ class ProjectionRunner:
         with self.db.reading() as cur:
             cur.execute(f"SELECT name, position FROM {TRACKING_TABLE} ORDER BY name")
             positions = {name: int(pos) for name, pos in cur.fetchall()}
-        return [ProjectionStatus(name, positions.get(name, 0), head)
-                for name in self.projections]
+        return [ProjectionStatus(name, positions.get(name, 0), head) for name in self.projections]
 
     # --- rebuild ------------------------------------------------------------------
 
@@ -134,8 +145,10 @@ class ProjectionRunner:
             for role, table in projection.tables.items():
                 cur.execute(f"DROP TABLE IF EXISTS {table}")
                 cur.execute(f"ALTER TABLE {shadow.tables[role]} RENAME TO {table}")
-            cur.execute(f"UPDATE {TRACKING_TABLE} SET position = ? WHERE name = ?",
-                        (position, projection.name))
+            cur.execute(
+                f"UPDATE {TRACKING_TABLE} SET position = ? WHERE name = ?",
+                (position, projection.name),
+            )
             cur.execute(f"DELETE FROM {TRACKING_TABLE} WHERE name = ?", (shadow.name,))
         if progress is not None:
             progress(done, max(done, total))

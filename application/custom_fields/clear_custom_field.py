@@ -20,11 +20,22 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     def attempt() -> Result:
         entity = load(ctx.store, EntityCustomFields, stream)
         cleared = entity.clear_value(
-            tenant_id=user.tenant_id, entity_name=payload.entity_name,
-            entity_id=payload.entity_id, field_key=payload.field_key,
-            definition_id=definition.id, generation=definition.generation, now=ctx.clock.now())
+            tenant_id=user.tenant_id,
+            entity_name=payload.entity_name,
+            entity_id=payload.entity_id,
+            field_key=payload.field_key,
+            definition_id=definition.id,
+            generation=definition.generation,
+            now=ctx.clock.now(),
+        )
         commit(ctx.store, entity)
-        return Result.ok({"entityName": payload.entity_name, "entityId": payload.entity_id,
-                          "fieldKey": payload.field_key, "cleared": cleared})
+        return Result.ok(
+            {
+                "entityName": payload.entity_name,
+                "entityId": payload.entity_id,
+                "fieldKey": payload.field_key,
+                "cleared": cleared,
+            }
+        )
 
     return retrying(attempt)

@@ -50,12 +50,17 @@ def settings_from(payload: DefinitionPayload) -> FieldSettings | Result:
     if access is not None:
         roles = access.get("write") if isinstance(access, dict) else None
         if (
-            not isinstance(roles, list) or not roles
+            not isinstance(roles, list)
+            or not roles
             or not all(isinstance(r, str) and r in KNOWN_ROLES for r in roles)
             or set(access) != {"write"}
         ):
-            errors.append({"path": "field.fieldAccess",
-                           "message": f"expected {{'write': [roles]}} with roles from {sorted(KNOWN_ROLES)}"})
+            errors.append(
+                {
+                    "path": "field.fieldAccess",
+                    "message": f"expected {{'write': [roles]}}, roles from {sorted(KNOWN_ROLES)}",
+                }
+            )
         else:
             write_roles = tuple(sorted(set(roles)))
     if not isinstance(field_type, str):
@@ -68,16 +73,22 @@ def settings_from(payload: DefinitionPayload) -> FieldSettings | Result:
     if errors:
         return invalid_payload(errors)
     return FieldSettings(
-        spec=spec, write_roles=write_roles, required=payload.required,
-        searchable=payload.searchable, display_order=payload.display_order,
+        spec=spec,
+        write_roles=write_roles,
+        required=payload.required,
+        searchable=payload.searchable,
+        display_order=payload.display_order,
         label=payload.label if payload.label is not None else payload.field_key,
     )
 
 
 def check_tenant_definition_writer(user: User, ctx: Context) -> Result | None:
     if user.in_system_tenant:
-        return Result.fail("system_tenant_not_allowed", 422,
-                           "the system tenant defines system fields, not tenant fields")
+        return Result.fail(
+            "system_tenant_not_allowed",
+            422,
+            "the system tenant defines system fields, not tenant fields",
+        )
     if not user.has_any(ctx.policy.field_definition_write_roles):
         return forbidden()
     return None
@@ -88,8 +99,12 @@ def check_system_definition_writer(user: User) -> Result | None:
 
 
 def _described(payload: FieldRef, scope: Scope, generation: int) -> dict[str, Any]:
-    return {"entityName": payload.entity_name, "fieldKey": payload.field_key,
-            "scope": scope, "generation": generation}
+    return {
+        "entityName": payload.entity_name,
+        "fieldKey": payload.field_key,
+        "scope": scope,
+        "generation": generation,
+    }
 
 
 def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Context) -> Result:
@@ -102,27 +117,43 @@ def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Contex
         if scope == "tenant":
             system = load(ctx.store, FieldDefinition, definition_id(SYSTEM_TENANT_ID, entity, key))
             if system.active:
-                return Result.fail("field_key_reserved", 422,
-                                   f"the system defines {entity}.{key}",
-                                   entityName=entity, fieldKey=key)
+                return Result.fail(
+                    "field_key_reserved",
+                    422,
+                    f"the system defines {entity}.{key}",
+                    entityName=entity,
+                    fieldKey=key,
+                )
         definition = load(ctx.store, FieldDefinition, definition_id(tenant_id, entity, key))
         if definition.active:
             return Result.fail("version_conflict", 409, f"{entity}.{key} is already defined")
         now = ctx.clock.now()
-        definition.define(tenant_id=tenant_id, entity_name=entity, field_key=key, scope=scope,
-                          settings=settings, now=now)
+        definition.define(
+            tenant_id=tenant_id,
+            entity_name=entity,
+            field_key=key,
+            scope=scope,
+            settings=settings,
+            now=now,
+        )
         if scope == "system":
             commit(ctx.store, definition)
             return Result.ok(_described(payload, scope, definition.generation))
         catalog = load(ctx.store, FieldCatalog, catalog_id(tenant_id))
         limit = ctx.policy.field_definition_limit_per_tenant
         try:
-            catalog.claim(tenant_id=tenant_id, entity_name=entity, field_key=key,
-                          limit=limit, now=now)
+            catalog.claim(
+                tenant_id=tenant_id, entity_name=entity, field_key=key, limit=limit, now=now
+            )
         except CapExceeded as exceeded:
-            return Result.fail("cap_exceeded", 422, str(exceeded),
-                               capName="fieldDefinitionsPerTenant",
-                               limit=exceeded.limit, current=exceeded.current)
+            return Result.fail(
+                "cap_exceeded",
+                422,
+                str(exceeded),
+                capName="fieldDefinitionsPerTenant",
+                limit=exceeded.limit,
+                current=exceeded.current,
+            )
         commit(ctx.store, definition, catalog)
         return Result.ok(_described(payload, scope, definition.generation))
 
@@ -140,12 +171,23 @@ def update(payload: DefinitionPayload, tenant_id: str, ctx: Context) -> Result:
         if not definition.active:
             return not_found(f"field {entity}.{key}")
         try:
-            definition.update(tenant_id=tenant_id, entity_name=entity, field_key=key,
-                              settings=settings, now=ctx.clock.now())
+            definition.update(
+                tenant_id=tenant_id,
+                entity_name=entity,
+                field_key=key,
+                settings=settings,
+                now=ctx.clock.now(),
+            )
         except FieldTypeImmutable as immutable:
-            return Result.fail("field_type_immutable", 422, str(immutable), entityName=entity,
-                               fieldKey=key, currentType=immutable.current,
-                               requestedType=immutable.requested)
+            return Result.fail(
+                "field_type_immutable",
+                422,
+                str(immutable),
+                entityName=entity,
+                fieldKey=key,
+                currentType=immutable.current,
+                requestedType=immutable.requested,
+            )
         commit(ctx.store, definition)
         return Result.ok(_described(payload, definition.scope, definition.generation))
 

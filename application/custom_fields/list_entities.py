@@ -38,11 +38,15 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         searchable = ctx.custom_fields.searchable_keys(user.tenant_id, payload.entity_name)
         unsearchable = sorted(set(payload.where) - searchable)
         if unsearchable:
-            return Result.fail("field_not_searchable", 422,
-                               f"not searchable fields: {', '.join(unsearchable)}",
-                               fieldKeys=unsearchable)
+            return Result.fail(
+                "field_not_searchable",
+                422,
+                f"not searchable fields: {', '.join(unsearchable)}",
+                fieldKeys=unsearchable,
+            )
     items = ctx.custom_fields.list_entities(
-        user.tenant_id, payload.entity_name, payload.where, payload.limit + 1, after)
+        user.tenant_id, payload.entity_name, payload.where, payload.limit + 1, after
+    )
     more = len(items) > payload.limit
     items = items[: payload.limit]
     next_cursor = encode_cursor(items[-1]["entityId"]) if more else None

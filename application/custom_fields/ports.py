@@ -18,7 +18,11 @@ class CustomFieldsReadModel(Protocol):
     ) -> dict[str, Any] | None: ...
 
     def list_entities(
-        self, tenant_id: str, entity_name: str, where: Mapping[str, Any], limit: int,
+        self,
+        tenant_id: str,
+        entity_name: str,
+        where: Mapping[str, Any],
+        limit: int,
         after: str | None,
     ) -> list[dict[str, Any]]:
         """Up to ``limit`` entities ordered by id, after the id ``after``."""

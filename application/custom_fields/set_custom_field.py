@@ -27,19 +27,36 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     try:
         value = validate_value(spec, payload.value)
     except Invalid as invalid:
-        return Result.fail("custom_field_value_invalid", 422, str(invalid),
-                           fieldKey=payload.field_key, fieldType=spec.type,
-                           issues=invalid.issues)
+        return Result.fail(
+            "custom_field_value_invalid",
+            422,
+            str(invalid),
+            fieldKey=payload.field_key,
+            fieldType=spec.type,
+            issues=invalid.issues,
+        )
     stream = entity_stream_id(user.tenant_id, payload.entity_name, payload.entity_id)
 
     def attempt() -> Result:
         entity = load(ctx.store, EntityCustomFields, stream)
-        entity.set_value(tenant_id=user.tenant_id, entity_name=payload.entity_name,
-                         entity_id=payload.entity_id, field_key=payload.field_key,
-                         definition_id=definition.id, generation=definition.generation,
-                         value=value, now=ctx.clock.now())
+        entity.set_value(
+            tenant_id=user.tenant_id,
+            entity_name=payload.entity_name,
+            entity_id=payload.entity_id,
+            field_key=payload.field_key,
+            definition_id=definition.id,
+            generation=definition.generation,
+            value=value,
+            now=ctx.clock.now(),
+        )
         commit(ctx.store, entity)
-        return Result.ok({"entityName": payload.entity_name, "entityId": payload.entity_id,
-                          "fieldKey": payload.field_key, "value": value})
+        return Result.ok(
+            {
+                "entityName": payload.entity_name,
+                "entityId": payload.entity_id,
+                "fieldKey": payload.field_key,
+                "value": value,
+            }
+        )
 
     return retrying(attempt)

@@ -14,7 +14,9 @@ class ValueRef(FieldRef):
     entity_id: EntityId
 
 
-def active_definition(ctx: Context, tenant_id: str, entity: str, key: str) -> FieldDefinition | None:
+def active_definition(
+    ctx: Context, tenant_id: str, entity: str, key: str
+) -> FieldDefinition | None:
     """The tenant's own definition of the key, else the system's, if active."""
     for owner in (tenant_id, SYSTEM_TENANT_ID):
         definition = load(ctx.store, FieldDefinition, definition_id(owner, entity, key))
@@ -31,7 +33,10 @@ def gate(payload: ValueRef, user: User, ctx: Context) -> FieldDefinition | Resul
         return not_found(f"field {payload.entity_name}.{payload.field_key}")
     required = definition.settings.write_roles
     if required is not None and not user.has_any(required):
-        return Result.fail("field_access_denied", 422,
-                           f"writing {payload.field_key} needs one of {list(required)}",
-                           requiredRoles=list(required))
+        return Result.fail(
+            "field_access_denied",
+            422,
+            f"writing {payload.field_key} needs one of {list(required)}",
+            requiredRoles=list(required),
+        )
     return definition

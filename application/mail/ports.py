@@ -1,0 +1,231 @@
+"""Ports of the mail feature: reading a mailbox, storing raw MIME, OAuth tokens.
+
+Adapters live in ``infrastructure`` (``infrastructure.imap``,
+``infrastructure.blobstore``); test fakes live in ``tests``. Everything here is
+standard library only and does no I/O.
+
+Fetch contract (``MailboxSession.fetch_since``):
+
+- The cursor is ``{uidvalidity, last_uid, highestmodseq}``. ``None`` means a
+  first sync: the page starts with the messages whose INTERNALDATE is on or
+  after ``backfill_since``; every later page continues by UID from the cursor,
+  so it takes every message that arrived after that point.
+- When the mailbox's UIDVALIDITY differs from the cursor's, ``fetch_since``
+  raises ``MailboxCursorInvalid`` and fetches nothing. The caller resets (calls
+  again with ``None``) and relies on dedup by ``provider_message_id``, which
+  survives the change.
+- ``has_more`` means another call with ``new_cursor`` may return more now.
+  Save ``new_cursor`` only after the batch is ingested.
+- A message's body comes inline (``raw``) when small, as a blob ref when it
+  was streamed to the blob store in chunks, or not at all when it is over the
+  size cap (``too_large``: metadata only). Messages expunged between search
+  and fetch are skipped; the cursor moves past them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from types import TracebackType
+from typing import BinaryIO, Literal, Protocol, Self
+
+from application.errors import ApplicationError
+
+Security = Literal["tls", "starttls", "none"]
+AuthMethod = Literal["password", "xoauth2"]
+BodyState = Literal["inline", "blob", "too_large"]
+
+
+@dataclass(frozen=True, slots=True)
+class ImapEndpoint:
+    host: str
+    port: int
+    security: Security
+    username: str
+
+    def __repr__(self) -> str:  # the username is often an address: keep it out of logs
+        return (
+            f"ImapEndpoint(host={self.host!r}, port={self.port}, "
+            f"security={self.security!r}, username=<redacted>)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """A password, or for ``xoauth2`` an access token used when no TokenProvider is wired."""
+
+    method: AuthMethod
+    secret: str
+
+    def __repr__(self) -> str:
+        return f"Credentials(method={self.method!r}, secret=<redacted>)"
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxStatus:
+    uidvalidity: int
+    uidnext: int | None
+    highestmodseq: int | None
+    exists: int
+
+
+@dataclass(frozen=True, slots=True)
+class MailboxCursor:
+    uidvalidity: int
+    last_uid: int
+    highestmodseq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRef:
+    """What the server says about a message before its body is read."""
+
+    uid: int
+    provider_message_id: str
+    size: int
+    internal_date: datetime | None
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedMessage:
+    ref: MessageRef
+    raw: bytes | None = field(default=None, repr=False)
+    blob_ref: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.raw is not None and self.blob_ref is not None:
+            raise ValueError("a fetched message has raw bytes or a blob ref, not both")
+
+    @property
+    def state(self) -> BodyState:
+        if self.raw is not None:
+            return "inline"
+        return "blob" if self.blob_ref is not None else "too_large"
+
+    @property
+    def uid(self) -> int:
+        return self.ref.uid
+
+    @property
+    def provider_message_id(self) -> str:
+        return self.ref.provider_message_id
+
+
+@dataclass(frozen=True, slots=True)
+class FetchBatch:
+    messages: tuple[FetchedMessage, ...]
+    new_cursor: MailboxCursor
+    has_more: bool
+
+
+# -- errors ------------------------------------------------------------------
+
+
+class MailProviderError(ApplicationError):
+    """Base of what a mail provider raises. Messages hold no secret, address or mail text."""
+
+
+class MailboxAuthError(MailProviderError):
+    """The server refused the credentials (or the token); retrying will not help."""
+
+
+class MailboxThrottled(MailProviderError):
+    """The server asks us to slow down; ``retry_after`` seconds when it said so."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class MailboxCursorInvalid(MailProviderError):
+    """The mailbox's UIDVALIDITY changed: the cursor no longer means anything."""
+
+    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class MailboxTransientError(MailProviderError):
+    """Timeouts, dropped connections, server hiccups: try again on the next tick."""
+
+
+class MailboxUnreachable(MailboxTransientError):
+    """No connection could be made: DNS, refused, no route, TLS handshake rejected."""
+
+
+class BlobStoreError(ApplicationError):
+    """Base of what a blob store raises."""
+
+
+class BlobNotFound(BlobStoreError):
+    pass
+
+
+# -- protocols ---------------------------------------------------------------
+
+
+class MailboxSession(Protocol):
+    """One logged-in connection. Use as a context manager; not thread-safe."""
+
+    @property
+    def capabilities(self) -> frozenset[str]: ...
+
+    def select_inbox(self) -> MailboxStatus:
+        """Open INBOX read-only and return its status."""
+        ...
+
+    def fetch_since(
+        self, cursor: MailboxCursor | None, *, backfill_since: date, limit: int
+    ) -> FetchBatch: ...
+
+    def verify(self) -> None:
+        """Raise unless INBOX can be opened (login already succeeded in ``open``)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+
+class MailProvider(Protocol):
+    def open(
+        self, endpoint: ImapEndpoint, credentials: Credentials, *, account_id: str
+    ) -> MailboxSession:
+        """Connect and log in, or raise a ``MailProviderError``."""
+        ...
+
+
+class BlobStore(Protocol):
+    """Content-addressed storage of raw MIME. Refs look like ``sha256:<64 hex>``."""
+
+    def put_bytes(self, data: bytes) -> str: ...
+
+    def put_stream(self, chunks: Iterable[bytes]) -> str:
+        """Store the concatenated chunks without holding them all in memory."""
+        ...
+
+    def open(self, ref: str) -> BinaryIO:
+        """A binary file positioned at the start; raise ``BlobNotFound``."""
+        ...
+
+    def exists(self, ref: str) -> bool: ...
+
+    def delete(self, ref: str) -> None:
+        """Idempotent."""
+        ...
+
+
+class TokenProvider(Protocol):
+    def get_access_token(self, account_id: str) -> str:
+        """A currently valid OAuth2 access token for the account's mailbox."""
+        ...
