@@ -1,0 +1,31 @@
+"""The codebase's own gates, run by the test command: layering, types, lint."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _run(*command: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def test_dependencies_point_inward() -> None:
+    lint_imports = shutil.which("lint-imports")
+    assert lint_imports, "import-linter is not installed (pip install -e '.[dev]')"
+    result = _run(lint_imports, "--no-cache")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_strict() -> None:
+    result = _run(sys.executable, "-m", "mypy")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff() -> None:
+    result = _run(sys.executable, "-m", "ruff", "check", ".")
+    assert result.returncode == 0, result.stdout + result.stderr
