@@ -1,0 +1,37 @@
+"""Ports for personal data and secrets.
+
+Personal data is encrypted under a per-account key (wrapped by a per-tenant key,
+itself wrapped by the master key) before it enters an event or a read model; queries
+decrypt for callers allowed to see it. Shredding a key makes everything under it
+unreadable at once — ``reveal`` then answers ``None``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+ERASED = "[erased]"
+
+
+class PiiCipher(Protocol):
+    def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:
+        """An opaque token naming its key; never contains the plaintext."""
+        ...
+
+    def reveal(self, token: str) -> str | None:
+        """The plaintext, or None when its key was shredded."""
+        ...
+
+    def shred_account(self, tenant_id: str, account_id: str) -> None: ...
+
+    def shred_tenant(self, tenant_id: str) -> None: ...
+
+
+class SecretStore(Protocol):
+    """Mailbox passwords and tokens: encrypted at rest, never in an event or a log."""
+
+    def put(self, tenant_id: str, account_id: str, secret: str) -> None: ...
+
+    def get(self, account_id: str) -> str | None: ...
+
+    def delete(self, account_id: str) -> None: ...

@@ -1,0 +1,52 @@
+"""Inbound messages: one stream per (account, provider message id), holding exactly one
+``MessageIngested``. The stream id is derived from that pair, so two workers ingesting
+the same message collide in the store and exactly one event survives.
+
+``state``: ``ok``; ``malformed`` (recorded with what could be read); ``too_large``
+(metadata only, body never fetched); ``rejected`` (DMARC failed per a trusted
+Authentication-Results; recorded, not shown as mail). Personal fields (addresses,
+subject, snippet) arrive encrypted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+from uuid import UUID
+
+from domain.events import DomainEvent
+from domain.identity import stream_id
+
+MessageState = Literal["ok", "malformed", "too_large", "rejected"]
+MESSAGE_STATES: tuple[MessageState, ...] = ("ok", "malformed", "too_large", "rejected")
+
+
+def message_id(account_id: UUID | str, provider_message_id: str) -> UUID:
+    return stream_id("message", str(account_id), provider_message_id)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageIngested(DomainEvent):
+    TOPIC: ClassVar[str] = "tidings.mail.MessageIngested"
+
+    tenant_id: str
+    account_id: str
+    provider_message_id: str
+    thread_key: str
+    message_id_header: str  # ciphertext
+    references: str  # ciphertext (JSON list)
+    sender: str  # ciphertext (JSON list of {name, address})
+    to: str  # ciphertext
+    cc: str  # ciphertext
+    subject: str  # ciphertext
+    snippet: str  # ciphertext
+    received_at: str  # ISO 8601
+    body_ref: str | None
+    size_bytes: int
+    folder: str
+    state: MessageState
+    defects: list[str]
+    extra: dict[str, Any]
+
+
+EVENTS: tuple[type[DomainEvent], ...] = (MessageIngested,)

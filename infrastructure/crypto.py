@@ -1,0 +1,209 @@
+"""Envelope encryption for personal data and secrets (AES-256-GCM).
+
+Key hierarchy: master key (never stored in the database) wraps one key per tenant;
+a tenant key wraps one key per mail account. Tokens name the key that sealed them:
+``pii1:<key id>:<base64 nonce+ciphertext>``, the key id being the additional data.
+
+Shredding replaces a key's wrapped bytes with a tombstone in one statement: every
+token under it, in events, read models and blobs, is unreadable from then on, and a
+shredded key is never re-created. Unwrapped keys are cached for ``cache_seconds`` so
+another process's shred takes effect here within that time.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from application.ports import SqlDatabase
+
+log = logging.getLogger("tidings.crypto")
+
+TOKEN_PREFIX = "pii1"  # noqa: S105 - a format tag, not a secret
+KEYS_TABLE = "crypto_keys"
+SECRETS_TABLE = "mail_secrets"
+
+
+class KeyShredded(Exception):
+    """Sealing under a key that was shredded (its account or tenant was erased)."""
+
+
+def load_master_key(configured: str | None, data_dir: Path) -> bytes:
+    """The configured key (base64 of 32 bytes), else one generated into the data dir."""
+    if configured:
+        key = base64.b64decode(configured)
+        if len(key) != 32:
+            raise ValueError("TIDINGS_MASTER_KEY must be base64 of 32 bytes")
+        return key
+    path = data_dir / "master.key"
+    if path.exists():
+        return base64.b64decode(path.read_bytes())
+    data_dir.mkdir(parents=True, exist_ok=True)
+    key = AESGCM.generate_key(bit_length=256)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(base64.b64encode(key))
+    log.warning("generated a master key path=%s: set TIDINGS_MASTER_KEY in production", path)
+    return key
+
+
+def _seal(key: bytes, aad: str, plaintext: bytes) -> bytes:
+    nonce = os.urandom(12)
+    return nonce + AESGCM(key).encrypt(nonce, plaintext, aad.encode())
+
+
+def _open(key: bytes, aad: str, sealed: bytes) -> bytes:
+    return AESGCM(key).decrypt(sealed[:12], sealed[12:], aad.encode())
+
+
+class KeyRing:
+    """Implements ``PiiCipher``."""
+
+    def __init__(self, db: SqlDatabase, master_key: bytes, cache_seconds: float = 10.0) -> None:
+        self.db = db
+        self._master = master_key
+        self._cache: dict[str, tuple[float, bytes | None]] = {}
+        self._cache_seconds = cache_seconds
+        self._lock = threading.Lock()
+
+    def setup(self) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key_id TEXT PRIMARY KEY,"
+                " wrapped TEXT)"  # NULL wrapped = shredded
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {SECRETS_TABLE} (account_id TEXT PRIMARY KEY,"
+                " sealed TEXT NOT NULL)"
+            )
+
+    # --- keys ---------------------------------------------------------------------
+
+    def _key(self, key_id: str, parent: tuple[str, bytes] | None, create: bool) -> bytes | None:
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(key_id)
+        if cached is not None and cached[0] > now:
+            return cached[1]
+        wrapping_id, wrapping = parent if parent is not None else ("master", self._master)
+        with self.db.reading() as cur:
+            cur.execute(f"SELECT wrapped FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,))
+            row = cur.fetchone()
+        if row is None and create:
+            fresh = _seal(wrapping, key_id, AESGCM.generate_key(bit_length=256))
+            with self.db.transaction() as cur:
+                cur.execute(
+                    f"INSERT INTO {KEYS_TABLE} (key_id, wrapped) VALUES (?, ?)"
+                    " ON CONFLICT (key_id) DO NOTHING",
+                    (key_id, base64.b64encode(fresh).decode()),
+                )
+                cur.execute(f"SELECT wrapped FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,))
+                row = cur.fetchone()
+        key: bytes | None = None
+        if row is not None and row[0] is not None:
+            try:
+                key = _open(wrapping, key_id, base64.b64decode(row[0]))
+            except InvalidTag:
+                log.error("key does not unwrap key_id=%s wrapping=%s", key_id, wrapping_id)
+                key = None
+        if row is not None or not create:
+            with self._lock:
+                self._cache[key_id] = (now + self._cache_seconds, key)
+        return key
+
+    @staticmethod
+    def _tenant_key_id(tenant_id: str) -> str:
+        return f"t.{tenant_id}"
+
+    @staticmethod
+    def _account_key_id(account_id: str) -> str:
+        return f"a.{account_id}"
+
+    def _chain(self, tenant_id: str, account_id: str | None, create: bool) -> tuple[str, bytes]:
+        tenant_key_id = self._tenant_key_id(tenant_id)
+        tenant_key = self._key(tenant_key_id, None, create)
+        if tenant_key is None:
+            raise KeyShredded(tenant_key_id)
+        if account_id is None:
+            return tenant_key_id, tenant_key
+        account_key_id = f"{self._account_key_id(account_id)}@{tenant_id}"
+        account_key = self._key(account_key_id, (tenant_key_id, tenant_key), create)
+        if account_key is None:
+            raise KeyShredded(account_key_id)
+        return account_key_id, account_key
+
+    # --- PiiCipher ----------------------------------------------------------------
+
+    def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:
+        key_id, key = self._chain(tenant_id, account_id, create=True)
+        sealed = base64.b64encode(_seal(key, key_id, plaintext.encode())).decode()
+        return f"{TOKEN_PREFIX}:{key_id}:{sealed}"
+
+    def reveal(self, token: str) -> str | None:
+        try:
+            prefix, rest = token.split(":", 1)
+            key_id, sealed = rest.rsplit(":", 1)
+        except ValueError:
+            return None
+        if prefix != TOKEN_PREFIX:
+            return None
+        if key_id.startswith("a."):
+            account_part, _, tenant_id = key_id.partition("@")
+            account_id: str | None = account_part[2:]
+        else:
+            tenant_id, account_id = key_id[2:], None
+        try:
+            _, key = self._chain(tenant_id, account_id, create=False)
+            return _open(key, key_id, base64.b64decode(sealed)).decode()
+        except (KeyShredded, InvalidTag, ValueError):
+            return None
+
+    def _shred(self, key_id: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {KEYS_TABLE} (key_id, wrapped) VALUES (?, NULL)"
+                " ON CONFLICT (key_id) DO UPDATE SET wrapped = NULL",
+                (key_id,),
+            )
+        with self._lock:
+            self._cache[key_id] = (float("inf"), None)
+
+    def shred_account(self, tenant_id: str, account_id: str) -> None:
+        self._shred(f"{self._account_key_id(account_id)}@{tenant_id}")
+
+    def shred_tenant(self, tenant_id: str) -> None:
+        self._shred(self._tenant_key_id(tenant_id))
+
+
+class SqlSecretStore:
+    """Implements ``SecretStore``: secrets sealed under the account's own key."""
+
+    def __init__(self, db: SqlDatabase, keys: KeyRing) -> None:
+        self.db = db
+        self.keys = keys
+
+    def put(self, tenant_id: str, account_id: str, secret: str) -> None:
+        sealed = self.keys.seal(tenant_id, account_id, secret)
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {SECRETS_TABLE} (account_id, sealed) VALUES (?, ?)"
+                " ON CONFLICT (account_id) DO UPDATE SET sealed = excluded.sealed",
+                (account_id, sealed),
+            )
+
+    def get(self, account_id: str) -> str | None:
+        with self.db.reading() as cur:
+            cur.execute(f"SELECT sealed FROM {SECRETS_TABLE} WHERE account_id = ?", (account_id,))
+            row = cur.fetchone()
+        return None if row is None else self.keys.reveal(row[0])
+
+    def delete(self, account_id: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(f"DELETE FROM {SECRETS_TABLE} WHERE account_id = ?", (account_id,))
