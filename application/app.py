@@ -35,7 +35,14 @@ class App:
     def write(self, name: str, payload: Any, user: User) -> Result:
         result = self._dispatch(WRITES, "write handler", name, payload, user)
         if result.is_success and self._project_inline:
-            self.projections.catch_up()
+            try:
+                self.projections.catch_up()
+            except StoreUnavailable as error:
+                # The write is committed; answering 503 (or raising) would invite a retry
+                # of a write that happened. The next catch-up applies it.
+                log.warning(
+                    "inline projection deferred handler=%s error=%s", name, type(error).__name__
+                )
         return result
 
     def query(self, name: str, payload: Any, user: User) -> Result:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from application.custom_fields.ports import CustomFieldsReadModel
+from application.mail.context import MailPorts
 from application.ports import Clock, EventStore
 from application.users import TENANT_ADMIN, TENANT_MEMBER
 
@@ -22,3 +23,10 @@ class Context:
     clock: Clock
     custom_fields: CustomFieldsReadModel
     policy: Policy = field(default_factory=Policy)
+    mail_ports: MailPorts | None = None
+
+    @property
+    def mail(self) -> MailPorts:
+        if self.mail_ports is None:
+            raise RuntimeError("mail ports are not wired (composition root bug)")
+        return self.mail_ports

@@ -22,6 +22,20 @@ from application.custom_fields import (
     set_custom_field,
     update_tenant_field,
 )
+from application.mail import (
+    connect_mail_account,
+    delete_mail_account,
+    disconnect_mail_account,
+    get_message,
+    ingest_message,
+    list_mail_accounts,
+    list_messages,
+    list_threads,
+    reconnect_mail_account,
+    sync_account_now,
+    update_mail_account,
+    user_active,
+)
 from application.payloads import Payload
 
 
@@ -44,5 +58,21 @@ WRITES = _table(
     delete_system_field,
     set_custom_field,
     clear_custom_field,
+    connect_mail_account,
+    update_mail_account,
+    disconnect_mail_account,
+    reconnect_mail_account,
+    delete_mail_account,
+    ingest_message,
+    sync_account_now,
+    user_active,
 )
-QUERIES = _table(list_field_definitions, get_entity, list_entities)
+QUERIES = _table(
+    list_field_definitions,
+    get_entity,
+    list_entities,
+    list_mail_accounts,
+    list_messages,
+    get_message,
+    list_threads,
+)

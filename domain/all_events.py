@@ -1,9 +1,11 @@
 """Every event class the store may hold, listed explicitly (no import-time registry)."""
 
-from domain import custom_field_values, field_definition
+from domain import custom_field_values, field_definition, mail_account, message
 from domain.events import DomainEvent
 
 EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     *field_definition.EVENTS,
     *custom_field_values.EVENTS,
+    *mail_account.EVENTS,
+    *message.EVENTS,
 )

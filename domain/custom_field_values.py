@@ -48,8 +48,10 @@ def entity_stream_id(tenant_id: str, entity_name: str, entity_id: str) -> UUID:
 class EntityCustomFields(Aggregate):
     def __init__(self, aggregate_id: UUID) -> None:
         super().__init__(aggregate_id)
-        # field key -> (definition id, generation, value)
-        self.values: dict[str, tuple[str, int, Any]] = {}
+        # (field key, definition id, generation) -> value. Keyed by generation too: a
+        # racing writer's value of a dead generation, stored after the live one, must not
+        # hide the live value from a later clear.
+        self.values: dict[tuple[str, str, int], Any] = {}
 
     def set_value(
         self,
@@ -87,8 +89,7 @@ class EntityCustomFields(Aggregate):
         now: datetime,
     ) -> bool:
         """Clear a live value; answer whether there was one (no event when not)."""
-        held = self.values.get(field_key)
-        if held is None or held[:2] != (str(definition_id), generation):
+        if (field_key, str(definition_id), generation) not in self.values:
             return False
         self._trigger(
             CustomFieldValueCleared,
@@ -104,9 +105,9 @@ class EntityCustomFields(Aggregate):
 
     def mutate(self, event: DomainEvent) -> None:
         if isinstance(event, CustomFieldValueSet):
-            self.values[event.field_key] = (event.definition_id, event.generation, event.value)
+            self.values[event.field_key, event.definition_id, event.generation] = event.value
         elif isinstance(event, CustomFieldValueCleared):
-            self.values.pop(event.field_key, None)
+            self.values.pop((event.field_key, event.definition_id, event.generation), None)
 
 
 EVENTS: tuple[type[DomainEvent], ...] = (CustomFieldValueSet, CustomFieldValueCleared)

@@ -44,6 +44,7 @@ CURRENCIES = frozenset(
 )
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_AMOUNT = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _EMAIL = re.compile(
     r"^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]+@"
     r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
@@ -196,7 +197,8 @@ def _money(spec: FieldSpec, value: Any) -> Any:
     amount, currency = value["amount"], value["currency"]
     issues = []
     parsed: Decimal | None = None
-    if isinstance(amount, str) or _is_number(amount):
+    # Strings must be plain decimals: Decimal() alone would also take " 1_000 " or "1e3".
+    if (isinstance(amount, str) and _AMOUNT.fullmatch(amount)) or _is_number(amount):
         try:
             parsed = Decimal(str(amount))
         except InvalidOperation:
@@ -209,11 +211,12 @@ def _money(spec: FieldSpec, value: Any) -> Any:
         issues.append(f"currency must be {spec.options['currency']}")
     if issues:
         raise Invalid(issues)
-    return {"amount": str(parsed), "currency": currency}
+    # Canonical: plain notation, never an exponent (a float 1e-07 becomes "0.0000001").
+    return {"amount": format(parsed, "f"), "currency": currency}
 
 
 def _email(spec: FieldSpec, value: Any) -> Any:
-    if not isinstance(value, str) or len(value) > 254 or not _EMAIL.match(value):
+    if not isinstance(value, str) or len(value) > 254 or not _EMAIL.fullmatch(value):
         raise Invalid(["expected an address like local@domain"])
     return value
 
@@ -221,11 +224,15 @@ def _email(spec: FieldSpec, value: Any) -> Any:
 def _url(spec: FieldSpec, value: Any) -> Any:
     if not isinstance(value, str):
         raise Invalid(["expected an absolute http or https URL"])
+    # urlsplit silently drops tabs and newlines, so whitespace is refused up front.
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise Invalid(["expected an absolute http or https URL"])
     try:
         parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
     except ValueError:
         raise Invalid(["expected an absolute http or https URL"]) from None
-    if parts.scheme not in ("http", "https") or not parts.hostname or " " in value:
+    if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Invalid(["expected an absolute http or https URL"])
     return value
 

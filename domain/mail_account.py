@@ -95,6 +95,8 @@ class MailAccount(Aggregate):
         super().__init__(aggregate_id)
         self.tenant_id = ""
         self.owner_user_id: str | None = None
+        self.scope = "shared"
+        self.auth_method: Literal["password", "xoauth2"] = "password"
         self.status: Status | None = None
         self.trusted_authserv_id: str | None = None
         self.imap: dict[str, Any] = {}
@@ -116,14 +118,14 @@ class MailAccount(Aggregate):
         self._require_exists()
         if self.status == "disconnected":
             raise AccountDisconnected(str(self.id))
-        self._trigger(MailAccountUpdated, now, tenant_id=self.tenant_id, changes=changes,
-                      reason=reason)
+        self._trigger(
+            MailAccountUpdated, now, tenant_id=self.tenant_id, changes=changes, reason=reason
+        )
 
     def auth_failed(self, *, error_kind: str, now: datetime) -> bool:
         if self.status != "active":
             return False
-        self._trigger(MailAccountAuthFailed, now, tenant_id=self.tenant_id,
-                      error_kind=error_kind)
+        self._trigger(MailAccountAuthFailed, now, tenant_id=self.tenant_id, error_kind=error_kind)
         return True
 
     def disconnect(self, *, now: datetime) -> bool:
@@ -149,6 +151,8 @@ class MailAccount(Aggregate):
         if isinstance(event, MailAccountConnected):
             self.tenant_id = event.tenant_id
             self.owner_user_id = event.owner_user_id
+            self.scope = event.scope
+            self.auth_method = "xoauth2" if event.auth_method == "xoauth2" else "password"
             self.trusted_authserv_id = event.trusted_authserv_id
             self.imap = dict(event.imap)
             self.status = "active"
@@ -168,6 +172,10 @@ class MailAccount(Aggregate):
 
 
 EVENTS: tuple[type[DomainEvent], ...] = (
-    MailAccountConnected, MailAccountUpdated, MailAccountAuthFailed,
-    MailAccountDisconnected, MailAccountReconnected, MailAccountDeleted,
+    MailAccountConnected,
+    MailAccountUpdated,
+    MailAccountAuthFailed,
+    MailAccountDisconnected,
+    MailAccountReconnected,
+    MailAccountDeleted,
 )

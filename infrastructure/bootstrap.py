@@ -6,15 +6,25 @@ from typing import Any
 
 from application.app import App
 from application.context import Context, Policy
+from application.mail.context import MailPorts
 from application.ports import SqlDatabase
 from domain.all_events import EVENT_CLASSES
+from infrastructure.blobstore import FilesystemBlobStore
 from infrastructure.clock import SystemClock
 from infrastructure.codec import EventCodec
+from infrastructure.crypto import KeyRing, SqlSecretStore, load_master_key
 from infrastructure.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
 from infrastructure.eventstore import RecorderEventStore, open_recorder
+from infrastructure.imap.provider import ImapMailProvider
+from infrastructure.imap.settings import ImapSettings
+from infrastructure.mail.parser import EmailMimeParser
 from infrastructure.settings import Settings
+from infrastructure.signals import InProcessSignals
+from infrastructure.sync_state import SqlMailboxState
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
+from projections.mail import MailProjection, MailReader
 from projections.runner import ProjectionRunner
+from workers.sync import AccountSyncer, SyncSettings
 
 
 def open_database(url: DatabaseUrl) -> SqliteDatabase | PostgresDatabase:
@@ -35,9 +45,43 @@ def open_event_store(url: DatabaseUrl) -> tuple[RecorderEventStore, Any]:
 def build_projections(
     db: SqlDatabase, store: RecorderEventStore, batch_size: int
 ) -> ProjectionRunner:
-    runner = ProjectionRunner(db, store, [CustomFieldsProjection()], batch_size=batch_size)
+    runner = ProjectionRunner(
+        db, store, [CustomFieldsProjection(), MailProjection()], batch_size=batch_size
+    )
     runner.setup()
     return runner
+
+
+def imap_settings(settings: Settings) -> ImapSettings:
+    mib = 1024 * 1024
+    return ImapSettings(
+        read_timeout=settings.imap_read_timeout,
+        stream_threshold_bytes=int(settings.stream_parse_mb * mib),
+        max_message_bytes=int(settings.max_message_mb * mib),
+    )
+
+
+def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
+    blobs = FilesystemBlobStore(settings.blob_dir)
+    keys = KeyRing(
+        db,
+        load_master_key(
+            settings.master_key.get_secret_value() if settings.master_key else None,
+            settings.blob_dir,
+        ),
+    )
+    keys.setup()
+    state = SqlMailboxState(db)
+    state.setup()
+    return MailPorts(
+        cipher=keys,
+        secrets=SqlSecretStore(db, keys),
+        provider=ImapMailProvider(blob_store=blobs, settings=imap_settings(settings)),
+        blobs=blobs,
+        state=state,
+        read_model=MailReader(db),
+        signals=InProcessSignals(),
+    )
 
 
 def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
@@ -47,6 +91,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
     db = open_database(url)
     store, datastore = open_event_store(url)
     runner = build_projections(db, store, settings.projection_batch_size)
+    mail = build_mail_ports(settings, db)
     ctx = Context(
         store=store,
         clock=SystemClock(),
@@ -56,6 +101,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             field_definition_write_roles=settings.field_definition_write_roles,
             value_write_roles=settings.value_write_roles,
         ),
+        mail_ports=mail,
     )
 
     def close() -> None:
@@ -68,4 +114,34 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         runner,
         on_close=close,
         project_inline=url.dialect == "sqlite" if inline is None else inline,
+    )
+
+
+# --- operator handles (the CLI's projections and events commands) --------------------
+
+
+def projection_runner(app: App) -> ProjectionRunner:
+    """The runner behind ``app.projections``, for per-batch work (``projections run``)."""
+    if not isinstance(app.projections, ProjectionRunner):
+        raise TypeError("this App was not built by bootstrap()")
+    return app.projections
+
+
+def event_store(app: App) -> RecorderEventStore:
+    """The app's event store with its raw log access (``events export`` / ``import``)."""
+    if not isinstance(app.ctx.store, RecorderEventStore):
+        raise TypeError("this App was not built by bootstrap()")
+    return app.ctx.store
+
+
+def build_syncer(app: App, settings: Settings) -> AccountSyncer:
+    """The poll's unit of work, wired to the app's ports and a MIME parser."""
+    return AccountSyncer(
+        app.ctx,
+        EmailMimeParser(app.ctx.mail.blobs),
+        SyncSettings(
+            backfill_window_days=settings.backfill_window_days,
+            max_messages_per_poll=settings.max_messages_per_poll,
+            parse_concurrency=settings.parse_concurrency,
+        ),
     )

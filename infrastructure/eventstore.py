@@ -5,10 +5,17 @@ whose global order is safe for tailing readers (SQLite: one writer at a time;
 PostgreSQL: a table lock per write transaction), so the projection runner never
 skips an event committed late by a slower writer. The database-function insert
 path is deliberately not enabled (measured to skip events).
+
+Long streams (a tenant's field catalog gains an event at every define and delete) keep
+their decoded events in a small in-process cache, so a load reads and decodes only the
+events after the cached version: stored events are never changed or removed, so a
+cached prefix stays true, and every load still asks the database for what is newer.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -32,22 +39,59 @@ from infrastructure.database import DatabaseUrl
 EVENTS_TABLE = "stored_events"
 
 
+class _StreamCache:
+    """Decoded events of recently loaded long streams, least recently used out first."""
+
+    def __init__(self, min_events: int = 16, max_events: int = 20_000) -> None:
+        self.min_events = min_events
+        self.max_events = max_events
+        self._streams: OrderedDict[UUID, tuple[DomainEvent, ...]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, stream_id: UUID) -> tuple[DomainEvent, ...]:
+        with self._lock:
+            events = self._streams.get(stream_id, ())
+            if events:
+                self._streams.move_to_end(stream_id)
+            return events
+
+    def put(self, stream_id: UUID, events: tuple[DomainEvent, ...]) -> None:
+        if len(events) < self.min_events:
+            return
+        with self._lock:
+            self._size += len(events) - len(self._streams.pop(stream_id, ()))
+            self._streams[stream_id] = events
+            while self._size > self.max_events and self._streams:
+                self._size -= len(self._streams.popitem(last=False)[1])
+
+
 class RecorderEventStore:
     """Implements the ``EventStore`` and ``EventLog`` ports."""
 
     def __init__(self, recorder: ApplicationRecorder, codec: EventCodec) -> None:
         self.recorder = recorder
         self.codec = codec
+        self._cache = _StreamCache()
 
     def load(self, stream_id: UUID) -> list[DomainEvent]:
+        known = self._cache.get(stream_id)
+        after = known[-1].originator_version if known else None
         try:
-            stored = self.recorder.select_events(stream_id)
+            stored = self.recorder.select_events(stream_id, gt=after)
         except (OperationalError, InterfaceError) as error:
             raise StoreUnavailable(str(error)) from None
-        return [
-            self.codec.decode(s.originator_id, s.originator_version, s.topic, s.state)
-            for s in stored
-        ]
+        if not stored:
+            return list(known)
+        events = (
+            *known,
+            *(
+                self.codec.decode(s.originator_id, s.originator_version, s.topic, s.state)
+                for s in stored
+            ),
+        )
+        self._cache.put(stream_id, events)
+        return list(events)
 
     def append(self, events: Sequence[DomainEvent]) -> None:
         try:

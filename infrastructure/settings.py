@@ -9,7 +9,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from application.users import KNOWN_ROLES, TENANT_ADMIN, TENANT_MEMBER
+from application.users import TENANT_ADMIN, TENANT_MEMBER
 
 Roles = Annotated[frozenset[str], NoDecode]
 
@@ -28,15 +28,33 @@ class Settings(BaseSettings):
     # Apply projections right after each write (default: on for SQLite, off for PostgreSQL).
     project_inline: bool | None = None
 
+    # Workers (SPEC §7); durations in seconds.
+    poll_interval: Annotated[float, Field(gt=0)] = 300.0
+    poll_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
+    poll_deadline: Annotated[float, Field(gt=0)] = 120.0
+    backfill_window_days: Annotated[int, Field(ge=0)] = 30
+    max_messages_per_poll: Annotated[int, Field(ge=1, le=10_000)] = 200
+    parse_concurrency: Annotated[int, Field(ge=1, le=64)] = 4
+    stream_parse_mb: Annotated[float, Field(gt=0)] = 4.0
+    max_message_mb: Annotated[float, Field(gt=0)] = 100.0
+    imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
+    watch_lease_ttl: Annotated[float, Field(ge=3)] = 90.0
+    poll_warm: Annotated[float, Field(gt=0)] = 300.0
+    poll_cold: Annotated[float, Field(gt=0)] = 1800.0
+    max_accounts_per_worker: Annotated[int, Field(ge=1)] = 5000
+    hot_budget_per_worker: Annotated[int, Field(ge=0)] = 2000
+    per_host_conn_cap: Annotated[int, Field(ge=1)] = 2000
+
     @field_validator("field_definition_write_roles", "value_write_roles", mode="before")
     @classmethod
     def _roles(cls, value: Any) -> Any:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
+        # Any role name is allowed: a configured set replaces the default (SPEC §3), e.g.
+        # a custom ``FieldManager`` role for definitions shuts ``TenantAdmin`` out.
         roles = frozenset(value)
-        unknown = roles - KNOWN_ROLES
-        if unknown:
-            raise ValueError(f"unknown roles {sorted(unknown)}; known: {sorted(KNOWN_ROLES)}")
+        if not all(isinstance(role, str) and role.strip() == role and role for role in roles):
+            raise ValueError("role names must be non-empty strings without surrounding spaces")
         if not roles:
             raise ValueError("at least one role is needed")
         return roles

@@ -115,6 +115,29 @@ class _Sql:
         self.pg = pg
 
 
+class _Runs:
+    """Consecutive value statements of one kind, sent as one ``executemany``: PostgreSQL
+    pipelines it (one round trip a run instead of one an event). Order is kept."""
+
+    def __init__(self, cur: SqlCursor) -> None:
+        self.cur = cur
+        self.statement = ""
+        self.params: list[Sequence[Any]] = []
+
+    def add(self, statement: str, params: Sequence[Any]) -> None:
+        if statement != self.statement:
+            self.flush()
+            self.statement = statement
+        self.params.append(params)
+
+    def flush(self) -> None:
+        if len(self.params) == 1:
+            self.cur.execute(self.statement, self.params[0])
+        elif self.params:
+            self.cur.executemany(self.statement, self.params)
+        self.params = []
+
+
 class CustomFieldsProjection:
     name = "custom_fields"
 
@@ -140,8 +163,11 @@ class CustomFieldsProjection:
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         sql = self.sql(dialect)
         definitions = self.tables["definitions"]
+        runs = _Runs(cur)
         for recorded in batch:
             event = recorded.event
+            if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
+                runs.flush()  # definition events see every earlier value applied
             if isinstance(event, CustomFieldValueSet):
                 value = _dumps(event.value)
                 params = [
@@ -155,9 +181,9 @@ class CustomFieldsProjection:
                 ]
                 if not sql.pg:  # the upsert's json_set names the key again
                     params += [_path(event.field_key), value]
-                cur.execute(sql.set_value, params)
+                runs.add(sql.set_value, params)
             elif isinstance(event, CustomFieldValueCleared):
-                cur.execute(
+                runs.add(
                     sql.clear_value,
                     (
                         event.field_key if sql.pg else _path(event.field_key),
@@ -211,6 +237,7 @@ class CustomFieldsProjection:
                     (event.tenant_id, event.entity_name, event.field_key),
                 )
                 self._cascade(cur, sql, event)
+        runs.flush()
 
     def _cascade(self, cur: SqlCursor, sql: _Sql, event: FieldDefinitionDeleted) -> None:
         """One set-based statement: the key leaves every affected entity row at once."""
@@ -219,6 +246,16 @@ class CustomFieldsProjection:
         if event.scope == "tenant":
             statement += " AND tenant_id = ?"
             params.append(event.tenant_id)
+        else:
+            # A tenant's own active definition of the key shadows the system's for that
+            # tenant; its values are not the system's to remove.
+            values, definitions = self.tables["entity_values"], self.tables["definitions"]
+            statement += (
+                f" AND NOT EXISTS (SELECT 1 FROM {definitions} d"
+                f" WHERE d.tenant_id = {values}.tenant_id AND d.entity_name = ?"
+                " AND d.field_key = ? AND d.active = 1)"
+            )
+            params += [event.entity_name, event.field_key]
         cur.execute(statement, params)
 
 

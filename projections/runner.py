@@ -23,7 +23,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from application.ports import EventLog, Progress, ProjectionStatus, SqlCursor, SqlDatabase
+from application.ports import (
+    EventLog,
+    Progress,
+    ProjectionStatus,
+    Recorded,
+    SqlCursor,
+    SqlDatabase,
+)
 from projections.base import Projection
 
 TRACKING_TABLE = "projection_tracking"
@@ -45,6 +52,11 @@ class ProjectionRunner:
         self.log = log
         self.projections = {p.name: p for p in projections}
         self.batch_size = batch_size
+        # The last batch read, by the position it was read after: projections standing
+        # at one position share it, so the log is read and decoded once, not once each.
+        # Reusing it is safe: the log is append-only and gap-free in commit order, so a
+        # batch read after a position stays a prefix of what follows that position.
+        self._last_read: tuple[int, Sequence[Recorded]] = (-1, ())
 
     # --- set-up -------------------------------------------------------------------
 
@@ -76,8 +88,17 @@ class ProjectionRunner:
             raise UnknownProjection(name)
         return int(row[0])
 
+    def _read(self, position: int) -> Sequence[Recorded]:
+        after, batch = self._last_read
+        # Only a full batch is reused: a short one ended at the head of its time, and the
+        # log may have grown since (reusing it would stop a catch-up short of the head).
+        if after != position or len(batch) < self.batch_size:
+            batch = self.log.read(position, self.batch_size)
+            self._last_read = (position, batch)
+        return batch
+
     def _advance(self, cur: SqlCursor, projection: Projection, position: int) -> int:
-        batch = self.log.read(position, self.batch_size)
+        batch = self._read(position)
         if batch:
             projection.apply(cur, self.db.dialect, batch)
             cur.execute(
@@ -93,9 +114,18 @@ class ProjectionRunner:
     def catch_up(self) -> int:
         """Apply every event written before this call to every read model."""
         applied = 0
-        for projection in self.projections.values():
-            while count := self.step(projection):
+        pending = list(self.projections.values())
+        # Round-robin, a batch each, so that projections at one position share each read.
+        # A short batch reached the head, which already covers every event written
+        # before this call: no extra empty transaction (2,500 events = 3 at 1,000).
+        while pending:
+            busy = []
+            for projection in pending:
+                count = self.step(projection)
                 applied += count
+                if count >= self.batch_size:
+                    busy.append(projection)
+            pending = busy
         return applied
 
     def follow(self, stop: Any, interval: float = 0.5) -> Iterator[int]:
@@ -118,29 +148,40 @@ class ProjectionRunner:
     def rebuild(self, name: str | None = None, progress: Progress | None = None) -> None:
         if name is not None and name not in self.projections:
             raise UnknownProjection(name)
-        for projection in self.projections.values():
-            if name in (None, projection.name):
-                self._rebuild(projection, progress)
+        chosen = [p for p in self.projections.values() if name in (None, p.name)]
+        shadows = [self._fresh_shadow(projection) for projection in chosen]
+        total = self.log.head()
+        done = 0
+        # The shadows advance in step, a batch each, so each batch is read once for all;
+        # a short batch reached the head, and the swap applies whatever came since.
+        while True:
+            count = max([self.step(shadow) for shadow in shadows], default=0)
+            done += count
+            if progress is not None:
+                total = max(total, done)
+                progress(done, total)
+            if count < self.batch_size:
+                break
+        for projection, shadow in zip(chosen, shadows, strict=True):
+            self._swap(projection, shadow)
+        if progress is not None:
+            progress(max(done, total), max(done, total))
 
-    def _rebuild(self, projection: Projection, progress: Progress | None) -> None:
+    def _fresh_shadow(self, projection: Projection) -> Projection:
         shadow = projection.shadow()
         with self.db.transaction() as cur:
             for table in shadow.tables.values():
                 cur.execute(f"DROP TABLE IF EXISTS {table}")
             cur.execute(f"DELETE FROM {TRACKING_TABLE} WHERE name = ?", (shadow.name,))
             self._ensure(cur, shadow)
-        total = self.log.head()
-        done = 0
-        while count := self.step(shadow):
-            done += count
-            if progress is not None:
-                total = max(total, done)
-                progress(done, total)
+        return shadow
+
+    def _swap(self, projection: Projection, shadow: Projection) -> None:
+        """Catch the shadow up under the serving projection's lock, then swap it in."""
         with self.db.transaction() as cur:
             self._locked_position(cur, projection.name)
             position = self._locked_position(cur, shadow.name)
-            while count := self._advance(cur, shadow, position):
-                done += count
+            while self._advance(cur, shadow, position):
                 position = self._locked_position(cur, shadow.name)
             for role, table in projection.tables.items():
                 cur.execute(f"DROP TABLE IF EXISTS {table}")
@@ -150,5 +191,3 @@ class ProjectionRunner:
                 (position, projection.name),
             )
             cur.execute(f"DELETE FROM {TRACKING_TABLE} WHERE name = ?", (shadow.name,))
-        if progress is not None:
-            progress(done, max(done, total))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from pydantic import Field, StringConstraints
+from pydantic.alias_generators import to_camel
 
 from application.context import Context
 from application.payloads import Payload
@@ -42,23 +43,26 @@ class DefinitionPayload(FieldRef):
 
 
 def settings_from(payload: DefinitionPayload) -> FieldSettings | Result:
-    field = dict(payload.field)
-    field_type = field.pop("type", None)
-    access = field.pop("fieldAccess", field.pop("field_access", None))
+    # Option names are camelCase on the wire; snake_case (``max_length``) is accepted too.
+    field = {to_camel(n) if "_" in n else n: value for n, value in payload.field.items()}
     errors: list[dict[str, str]] = []
+    if len(field) != len(payload.field):
+        errors.append({"path": "field", "message": "an option is given twice"})
+    field_type = field.pop("type", None)
+    access = field.pop("fieldAccess", None)
     write_roles: tuple[str, ...] | None = None
     if access is not None:
         roles = access.get("write") if isinstance(access, dict) else None
         if (
             not isinstance(roles, list)
             or not roles
-            or not all(isinstance(r, str) and r in KNOWN_ROLES for r in roles)
+            or not all(isinstance(r, str) and r and r.strip() == r for r in roles)
             or set(access) != {"write"}
         ):
             errors.append(
                 {
                     "path": "field.fieldAccess",
-                    "message": f"expected {{'write': [roles]}}, roles from {sorted(KNOWN_ROLES)}",
+                    "message": "expected {'write': [role names]}",
                 }
             )
         else:
@@ -92,6 +96,13 @@ def check_tenant_definition_writer(user: User, ctx: Context) -> Result | None:
     if not user.has_any(ctx.policy.field_definition_write_roles):
         return forbidden()
     return None
+
+
+def check_reader(user: User, ctx: Context) -> Result | None:
+    """Queries: any built-in role, or any role configured to write here (custom roles)."""
+    policy = ctx.policy
+    readers = KNOWN_ROLES | policy.field_definition_write_roles | policy.value_write_roles
+    return None if user.has_any(readers) else forbidden()
 
 
 def check_system_definition_writer(user: User) -> Result | None:

@@ -1,10 +1,10 @@
 """get-entity: an entity's custom-field values (404 when it never had any here)."""
 
 from application.context import Context
-from application.custom_fields.definitions import EntityId, Key
+from application.custom_fields.definitions import EntityId, Key, check_reader
 from application.payloads import Payload as Base
-from application.result import Result, forbidden, not_found
-from application.users import KNOWN_ROLES, User
+from application.result import Result, not_found
+from application.users import User
 
 NAME = "get-entity"
 
@@ -15,8 +15,9 @@ class Payload(Base):
 
 
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
-    if not user.has_any(KNOWN_ROLES):
-        return forbidden()
+    denied = check_reader(user, ctx)
+    if denied:
+        return denied
     entity = ctx.custom_fields.get_entity(user.tenant_id, payload.entity_name, payload.entity_id)
     if entity is None:
         return not_found(f"{payload.entity_name} {payload.entity_id}")

@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from application.context import Context
-from application.custom_fields.definitions import Key
+from application.custom_fields.definitions import Key, check_reader
 from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, encode_cursor
 from application.payloads import Payload as Base
-from application.result import Result, forbidden, invalid_payload
-from application.users import KNOWN_ROLES, User
+from application.result import Result, invalid_payload
+from application.users import User
 
 NAME = "list-entities"
 
@@ -24,8 +24,9 @@ class Payload(Base):
 
 
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
-    if not user.has_any(KNOWN_ROLES):
-        return forbidden()
+    denied = check_reader(user, ctx)
+    if denied:
+        return denied
     after: str | None = None
     if payload.cursor is not None:
         try:

@@ -1,0 +1,70 @@
+"""Coordination ports of the watch supervisor (SPEC §7.4, §7.8): leases and fleet membership.
+
+A lease says which worker holds the IDLE watch of an account. Contract of ``Lease``:
+
+- ``acquire(key)`` takes a free key for ``ttl_seconds`` and returns a fresh random token
+  (one per acquisition), or ``None`` when someone holds the key. Only the token's holder
+  may renew or release: a lock value that is not a per-holder token would let an expired
+  holder release someone else's lease.
+- ``renew(key, token)`` extends the key to a full ttl from now if it still holds
+  ``token``; ``False`` means "not yours" (expired, released or taken by another holder).
+- ``release(key, token)`` deletes the key if it still holds ``token``; ``False`` means it
+  was not ours any more, which is not an error.
+- ``renew_many`` / ``release_many`` do the same for many keys in one round trip;
+  ``held(keys)`` says which keys anyone holds right now (to find free accounts).
+- A backend that cannot answer raises ``LeaseBackendUnavailable``; it never answers
+  ``False`` for "I don't know". The caller keeps acting on a lease only until the ttl
+  since its last successful acquire/renew runs out (see ``workers.policies.lease_keeper``).
+
+Fleet membership (``WorkerRegistry``): each worker heartbeats with a ttl and reports how
+many leases it holds; ``live_workers`` lists the workers whose heartbeat has not expired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+from application.errors import ApplicationError
+
+
+class LeaseBackendUnavailable(ApplicationError):
+    """The lease/fleet backend could not answer (connection refused, timeout, error reply).
+
+    Distinct from a ``False`` answer ("not yours"): the lease may still be ours.
+    """
+
+
+class Lease(Protocol):
+    @property
+    def ttl_seconds(self) -> float: ...
+
+    def acquire(self, key: str) -> str | None: ...
+
+    def renew(self, key: str, token: str) -> bool: ...
+
+    def release(self, key: str, token: str) -> bool: ...
+
+    def renew_many(self, items: Mapping[str, str]) -> dict[str, bool]: ...
+
+    def release_many(self, items: Mapping[str, str]) -> dict[str, bool]: ...
+
+    def held(self, keys: Iterable[str]) -> set[str]: ...
+
+
+class WorkerRegistry(Protocol):
+    @property
+    def worker_id(self) -> str: ...
+
+    @property
+    def interval(self) -> float:
+        """How often to heartbeat (a third of the heartbeat ttl)."""
+        ...
+
+    def heartbeat(self, held: int) -> None: ...
+
+    def live_workers(self) -> dict[str, int]:
+        """Live worker id -> how many leases it reported holding."""
+        ...
+
+    def leave(self) -> None: ...

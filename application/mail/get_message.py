@@ -1,0 +1,43 @@
+"""get-message: one message, with its raw MIME (base64) read from the blob store."""
+
+from __future__ import annotations
+
+import base64
+
+from application.context import Context
+from application.mail.access import visible_account_ids
+from application.mail.ports import BlobStoreError
+from application.mail.views import message_view
+from application.payloads import Payload as Base
+from application.result import Result, forbidden, not_found
+from application.users import KNOWN_ROLES, User
+
+NAME = "get-message"
+MAX_INLINE_RAW = 25 * 1024 * 1024
+
+
+class Payload(Base):
+    message_id: str
+    include_raw: bool = True
+
+
+def handle(payload: Payload, user: User, ctx: Context) -> Result:
+    if not user.has_any(KNOWN_ROLES):
+        return forbidden()
+    row = ctx.mail.read_model.message(payload.message_id)
+    if (
+        row is None
+        or row["tenantId"] != user.tenant_id
+        or (row["accountId"] not in visible_account_ids(ctx, user))
+    ):
+        return not_found(f"message {payload.message_id}")
+    view = message_view(ctx, row)
+    view["raw"] = None
+    if payload.include_raw and row["bodyRef"] and row["sizeBytes"] <= MAX_INLINE_RAW:
+        try:
+            with ctx.mail.blobs.open(row["bodyRef"]) as blob:
+                view["raw"] = base64.b64encode(blob.read()).decode()
+        except BlobStoreError:
+            view["raw"] = None
+    view["rawEncoding"] = "base64"
+    return Result.ok(view)

@@ -1,0 +1,56 @@
+"""list-threads: conversations, most recent first."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from application.context import Context
+from application.mail.access import reveal, visible_account_ids
+from application.mail.list_messages import page_after
+from application.paging import DEFAULT_LIMIT, MAX_LIMIT, encode_cursor
+from application.payloads import Payload as Base
+from application.result import Result, forbidden, not_found
+from application.users import KNOWN_ROLES, User
+
+NAME = "list-threads"
+
+
+class Payload(Base):
+    account_id: str | None = None
+    limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
+    cursor: str | None = None
+
+
+def handle(payload: Payload, user: User, ctx: Context) -> Result:
+    if not user.has_any(KNOWN_ROLES):
+        return forbidden()
+    after = page_after(payload.cursor)
+    if isinstance(after, Result):
+        return after
+    visible = visible_account_ids(ctx, user)
+    if payload.account_id is not None:
+        if payload.account_id not in visible:
+            return not_found(f"mail account {payload.account_id}")
+        visible = [payload.account_id]
+    rows = ctx.mail.read_model.threads(
+        user.tenant_id, account_ids=visible, limit=payload.limit + 1, after=after
+    )
+    more = len(rows) > payload.limit
+    rows = rows[: payload.limit]
+    items = [
+        {
+            "threadKey": r["threadKey"],
+            "accountId": r["accountId"],
+            "messageCount": r["messageCount"],
+            "lastReceivedAt": r["lastReceivedAt"],
+            "subject": (reveal(ctx, r["subject"]) or "") if r["subject"] else "",
+        }
+        for r in rows
+    ]
+    last = rows[-1] if rows else None
+    next_cursor = (
+        encode_cursor([last["lastReceivedAt"], last["threadKey"]]) if more and last else None
+    )
+    return Result.ok({"items": items, "nextCursor": next_cursor})

@@ -1,0 +1,41 @@
+"""The mail read models, as queries see them (values still sealed)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class MailReadModel(Protocol):
+    def account(self, account_id: str) -> dict[str, Any] | None: ...
+
+    def accounts(
+        self,
+        tenant_id: str | None,
+        *,
+        syncable_only: bool = False,
+        owner_user_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """``tenant_id`` None: every tenant (workers)."""
+        ...
+
+    def messages(
+        self,
+        tenant_id: str,
+        *,
+        account_ids: list[str] | None,
+        thread_key: str | None,
+        state: str | None,
+        limit: int,
+        after: tuple[str, str] | None,
+    ) -> list[dict[str, Any]]: ...
+
+    def message(self, message_id: str) -> dict[str, Any] | None: ...
+
+    def threads(
+        self,
+        tenant_id: str,
+        *,
+        account_ids: list[str] | None,
+        limit: int,
+        after: tuple[str, str] | None,
+    ) -> list[dict[str, Any]]: ...

@@ -1,0 +1,41 @@
+"""Operational state of each mailbox: the sync cursor and health counters.
+
+This is not domain history — it changes on every poll — so it lives in a plain table
+written by workers, not in the event log. The cursor is saved only after its batch
+was ingested; a crash in between re-fetches the batch and dedup absorbs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from application.mail.ports import MailboxCursor
+
+
+@dataclass(frozen=True)
+class MailboxHealth:
+    account_id: str
+    last_sync_at: datetime | None = None
+    last_error_kind: str | None = None
+    consecutive_failures: int = 0
+    watch_state: str = "idle"
+    tier: str = "warm"
+
+
+class MailboxStateStore(Protocol):
+    def cursor(self, account_id: str) -> MailboxCursor | None: ...
+
+    def save_cursor(self, account_id: str, cursor: MailboxCursor | None) -> None: ...
+
+    def record_success(self, account_id: str, at: datetime) -> None: ...
+
+    def record_failure(self, account_id: str, error_kind: str, at: datetime) -> None: ...
+
+    def set_watch(self, account_id: str, *, watch_state: str, tier: str) -> None: ...
+
+    def health(self, account_ids: Iterable[str]) -> dict[str, MailboxHealth]: ...
+
+    def forget(self, account_id: str) -> None: ...

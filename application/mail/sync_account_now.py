@@ -1,0 +1,25 @@
+"""sync-account-now: ask the owning worker to poll the account (and ensure its watch)."""
+
+from application.context import Context
+from application.mail.access import load_managed
+from application.mail.lifecycle import AccountRef as Payload
+from application.result import Result
+from application.signals import Signal
+from application.users import User
+
+NAME = "sync-account-now"
+
+
+def handle(payload: Payload, user: User, ctx: Context) -> Result:
+    account = load_managed(ctx, user, payload.account_id)
+    if isinstance(account, Result):
+        return account
+    if account.status != "active":
+        return Result.fail(
+            "account_not_active",
+            422,
+            f"the account is {account.status}; reconnect it first",
+            accountStatus=account.status,
+        )
+    ctx.mail.signals.publish(Signal("sync_now", account.tenant_id, account_id=payload.account_id))
+    return Result.ok({"accountId": payload.account_id, "requested": True})

@@ -1,0 +1,74 @@
+"""update-mail-account: change name, server settings, secret or trusted authserv-id."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, StringConstraints
+
+from application.context import Context
+from application.mail.access import load_managed
+from application.mail.connect_mail_account import ImapSettings
+from application.payloads import Payload as Base
+from application.result import Result, invalid_payload
+from application.signals import Signal
+from application.streams import commit, retrying
+from application.users import User
+from domain.mail_account import AccountDisconnected
+
+NAME = "update-mail-account"
+
+
+class Payload(Base):
+    account_id: str
+    display_name: Annotated[str, StringConstraints(max_length=200)] | None = None
+    imap: ImapSettings | None = None
+    secret: Annotated[SecretStr, Field(min_length=1, max_length=8192)] | None = None
+    trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
+    reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+def handle(payload: Payload, user: User, ctx: Context) -> Result:
+    given = payload.model_fields_set - {"account_id", "reason"}
+    if not given:
+        return invalid_payload(
+            [
+                {
+                    "path": "(payload)",
+                    "message": "nothing to update: give displayName, imap, "
+                    "secret or trustedAuthservId",
+                }
+            ]
+        )
+
+    def attempt() -> Result:
+        account = load_managed(ctx, user, payload.account_id)
+        if isinstance(account, Result):
+            return account
+        tenant, account_id = account.tenant_id, str(account.id)
+        seal = ctx.mail.cipher.seal
+        changes: dict[str, Any] = {}
+        if payload.display_name is not None:
+            changes["display_name"] = seal(tenant, account_id, payload.display_name)
+        if payload.imap is not None:
+            changes["imap"] = {
+                **payload.imap.model_dump(),
+                "username": seal(tenant, account_id, payload.imap.username),
+            }
+        if "trusted_authserv_id" in payload.model_fields_set:
+            changes["trusted_authserv_id"] = payload.trusted_authserv_id
+        if payload.secret is not None:
+            changes["secret_rotated"] = True
+        try:
+            account.update(changes=changes, reason=payload.reason, now=ctx.clock.now())
+        except AccountDisconnected:
+            return Result.fail(
+                "account_disconnected", 422, "reconnect the account before updating it"
+            )
+        if payload.secret is not None:
+            ctx.mail.secrets.put(tenant, account_id, payload.secret.get_secret_value())
+        commit(ctx.store, account)
+        ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
+        return Result.ok({"accountId": account_id})
+
+    return retrying(attempt)

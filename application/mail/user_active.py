@@ -1,0 +1,16 @@
+"""user-active: the caller is active now; its accounts become hot (cheap: one signal)."""
+
+from application.context import Context
+from application.payloads import EmptyPayload as Payload
+from application.result import Result, forbidden
+from application.signals import Signal
+from application.users import KNOWN_ROLES, User
+
+NAME = "user-active"
+
+
+def handle(payload: Payload, user: User, ctx: Context) -> Result:
+    if not user.has_any(KNOWN_ROLES):
+        return forbidden()
+    ctx.mail.signals.publish(Signal("user_active", user.tenant_id, user_id=user.id))
+    return Result.ok({"userId": user.id})

@@ -1,0 +1,167 @@
+"""``ImapMailProvider``: connect, check capabilities, log in; hand out sessions.
+
+Connecting: TCP (or TLS) with a connect timeout, then a read timeout on the
+socket for its whole life. ``starttls`` requires STARTTLS to be offered and
+never falls back to cleartext. Capabilities are checked before the round trip
+that needs them: IMAP4rev1, STARTTLS, AUTH=XOAUTH2 for tokens, LOGINDISABLED
+(then AUTH=PLAIN is used). After login, CONDSTORE is ENABLEd where offered so
+that SELECT reports HIGHESTMODSEQ.
+
+XOAUTH2: the access token comes from the ``TokenProvider`` when one is wired,
+else ``Credentials.secret`` is taken as the token itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import ssl
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from imapclient import IMAPClient
+from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
+from imapclient.util import to_unicode
+
+from application.mail.ports import (
+    BlobStore,
+    Credentials,
+    ImapEndpoint,
+    MailboxAuthError,
+    MailboxUnreachable,
+    MailProviderError,
+    TokenProvider,
+)
+from infrastructure.imap.errors import Phase, classify
+from infrastructure.imap.logs import install_redaction
+from infrastructure.imap.session import ImapMailboxSession
+from infrastructure.imap.settings import ImapSettings
+
+log = logging.getLogger("tidings.imap")
+T = TypeVar("T")
+
+
+class ImapMailProvider:
+    def __init__(
+        self,
+        *,
+        blob_store: BlobStore,
+        token_provider: TokenProvider | None = None,
+        settings: ImapSettings | None = None,
+    ) -> None:
+        self._blobs = blob_store
+        self._tokens = token_provider
+        self._settings = settings or ImapSettings()
+        install_redaction()
+
+    def open(
+        self, endpoint: ImapEndpoint, credentials: Credentials, *, account_id: str
+    ) -> ImapMailboxSession:
+        client = self._call(account_id, "connect", self._connect, endpoint)
+        try:
+            self._call(account_id, "login", self._login, client, endpoint, credentials, account_id)
+            caps = self._call(account_id, "command", _capabilities, client)
+            if "CONDSTORE" in caps and "ENABLE" in caps:
+                self._call(account_id, "command", _enable_condstore, client)
+        except BaseException:
+            _shutdown(client)
+            raise
+        log.debug("imap.login account_id=%s", account_id)
+        return ImapMailboxSession(
+            client, caps, account_id=account_id, settings=self._settings, blob_store=self._blobs
+        )
+
+    # -- steps -------------------------------------------------------------
+
+    def _connect(self, endpoint: ImapEndpoint) -> IMAPClient:
+        s = self._settings
+        context = None
+        if endpoint.security != "none":
+            context = s.ssl_context or ssl.create_default_context()
+        client = IMAPClient(
+            endpoint.host,
+            port=endpoint.port,
+            ssl=endpoint.security == "tls",
+            ssl_context=context,
+            timeout=s.connect_timeout,
+        )
+        try:
+            client.normalise_times = False  # keep INTERNALDATE timezone-aware
+            if s.quiet_imaplib:
+                client._imap.debug = 0  # imapclient sets 5: repr() of every line and literal
+            client.socket().settimeout(s.read_timeout)
+            if endpoint.security == "starttls":
+                if "STARTTLS" not in _capabilities(client):
+                    raise MailboxUnreachable("server does not offer STARTTLS")
+                client.starttls(context)
+                client.socket().settimeout(s.read_timeout)
+            caps = _capabilities(client)
+            if not caps & {"IMAP4REV1", "IMAP4REV2"}:
+                raise MailboxUnreachable("server is not IMAP4rev1")
+        except BaseException:
+            _shutdown(client)
+            raise
+        return client
+
+    def _login(
+        self,
+        client: IMAPClient,
+        endpoint: ImapEndpoint,
+        credentials: Credentials,
+        account_id: str,
+    ) -> None:
+        caps = _capabilities(client)
+        if credentials.method == "xoauth2":
+            if "AUTH=XOAUTH2" not in caps:
+                raise MailboxAuthError("server does not offer AUTH=XOAUTH2")
+            token = (
+                self._tokens.get_access_token(account_id) if self._tokens else credentials.secret
+            )
+            client.oauth2_login(endpoint.username, token)
+        elif "LOGINDISABLED" in caps:
+            if "AUTH=PLAIN" not in caps:
+                raise MailboxAuthError("server disables LOGIN and offers no AUTH=PLAIN")
+            client.plain_login(endpoint.username, credentials.secret)
+        else:
+            client.login(endpoint.username, credentials.secret)
+
+    def _call(self, account_id: str, phase: Phase, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except MailProviderError as exc:
+            log.warning(
+                "imap.error account_id=%s phase=%s error_class=%s",
+                account_id,
+                phase,
+                type(exc).__name__,
+            )
+            raise
+        except Exception as exc:
+            err = classify(exc, phase=phase)
+            log.warning(
+                "imap.error account_id=%s phase=%s error_class=%s cause=%s",
+                account_id,
+                phase,
+                type(err).__name__,
+                type(exc).__name__,
+            )
+            raise err from None
+
+
+def _enable_condstore(client: IMAPClient) -> None:
+    """Best effort: without it SELECT just reports no HIGHESTMODSEQ."""
+    try:
+        client.enable("CONDSTORE")
+    except IMAPClientAbortError:
+        raise
+    except IMAPClientError:
+        log.info("imap.enable_refused capability=CONDSTORE")
+
+
+def _capabilities(client: IMAPClient) -> frozenset[str]:
+    return frozenset(to_unicode(c).upper() for c in client.capabilities())
+
+
+def _shutdown(client: IMAPClient) -> None:
+    with contextlib.suppress(Exception):  # best effort on a connection we abandon
+        client.shutdown()

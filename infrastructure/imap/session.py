@@ -1,0 +1,266 @@
+"""``ImapMailboxSession``: one logged-in imapclient connection, INBOX read-only.
+
+State machine: LOGGED_IN --select_inbox/fetch_since--> SELECTED (EXAMINE; every
+``fetch_since`` re-EXAMINEs for a fresh UIDVALIDITY/UIDNEXT) --close--> CLOSED.
+Any error is translated by ``errors.classify`` and raised ``from None``. After a
+transient or throttling error the session is BROKEN: further calls raise
+``MailboxTransientError`` at once and ``close`` only shuts the socket (no LOGOUT
+round trip on a connection that may be dead); open a new session.
+
+``fetch_since`` (the contract is in ``application.mail.ports``):
+
+1. EXAMINE INBOX. A cursor from another UIDVALIDITY → ``MailboxCursorInvalid``.
+2. UIDs: first sync ``UID SEARCH SINCE <date>``; otherwise
+   ``UID SEARCH UID <last+1>:<hi>`` in windows bounded by UIDNEXT (none when
+   UIDNEXT says nothing is new), dropping the ``*`` quirk (``n:*`` with n past
+   the last UID matches the last UID). UIDs are passed as lists: imapclient 4
+   rejects ranges in ``fetch``.
+3. Metadata for the page: ``RFC822.SIZE INTERNALDATE FLAGS`` and the
+   Message-ID/Date header fields (plus EMAILID / X-GM-MSGID where offered).
+4. Bodies: inline groups in one ``UID FETCH … BODY.PEEK[]`` each; big ones in
+   ``BODY.PEEK[]<offset.length>`` chunks straight into the blob store; too big
+   ones not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from datetime import date
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from imapclient import IMAPClient
+
+from application.mail.ports import (
+    BlobStore,
+    FetchBatch,
+    FetchedMessage,
+    MailboxCursor,
+    MailboxCursorInvalid,
+    MailboxStatus,
+    MailboxThrottled,
+    MailboxTransientError,
+    MailProviderError,
+    MessageRef,
+)
+from infrastructure.imap.errors import classify
+from infrastructure.imap.identity import HEADER_FIELDS_ITEM, message_ref
+from infrastructure.imap.plan import plan_page, uid_windows
+from infrastructure.imap.settings import ImapSettings
+
+log = logging.getLogger("tidings.imap")
+T = TypeVar("T")
+_BODY = b"BODY[]"
+
+
+class _Vanished(Exception):
+    """The message was expunged while we were reading it."""
+
+
+class ImapMailboxSession:
+    def __init__(
+        self,
+        client: IMAPClient,
+        capabilities: frozenset[str],
+        *,
+        account_id: str,
+        settings: ImapSettings,
+        blob_store: BlobStore,
+    ) -> None:
+        self._client = client
+        self._caps = capabilities
+        self._account_id = account_id
+        self._settings = settings
+        self._blobs = blob_store
+        self._closed = False
+        self._broken = False
+        items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
+        if "OBJECTID" in capabilities:
+            items.append("EMAILID")
+        if "X-GM-EXT-1" in capabilities:
+            items.append("X-GM-MSGID")
+        self._metadata_items = items
+
+    @property
+    def capabilities(self) -> frozenset[str]:
+        return self._caps
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if not self._broken:
+            with contextlib.suppress(Exception):
+                self._client.logout()
+                return
+        with contextlib.suppress(Exception):
+            self._client.shutdown()
+
+    def verify(self) -> None:
+        self.select_inbox()
+
+    def select_inbox(self) -> MailboxStatus:
+        resp = self._io(self._client.select_folder, "INBOX", True)
+        uidvalidity = resp.get(b"UIDVALIDITY")
+        if not isinstance(uidvalidity, int):
+            raise self._fail(MailboxTransientError("EXAMINE INBOX gave no UIDVALIDITY"))
+        uidnext = resp.get(b"UIDNEXT")
+        modseq = resp.get(b"HIGHESTMODSEQ")
+        exists = resp.get(b"EXISTS")
+        return MailboxStatus(
+            uidvalidity=uidvalidity,
+            uidnext=uidnext if isinstance(uidnext, int) else None,
+            highestmodseq=modseq if isinstance(modseq, int) else None,
+            exists=exists if isinstance(exists, int) else 0,
+        )
+
+    def fetch_since(
+        self, cursor: MailboxCursor | None, *, backfill_since: date, limit: int
+    ) -> FetchBatch:
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        status = self.select_inbox()
+        if cursor is not None and cursor.uidvalidity != status.uidvalidity:
+            raise self._fail(
+                MailboxCursorInvalid(
+                    "UIDVALIDITY changed", expected=cursor.uidvalidity, actual=status.uidvalidity
+                )
+            )
+        if cursor is None:
+            uids = self._search(["SINCE", backfill_since], floor=1)
+            more_windows, covered = False, (status.uidnext or 1) - 1
+            old_modseq = None
+        else:
+            uids, more_windows, covered = self._search_after(cursor.last_uid, status.uidnext)
+            old_modseq = cursor.highestmodseq
+        page = uids[:limit]
+        if not page:
+            last = max(covered, cursor.last_uid if cursor else 0)
+            new = MailboxCursor(status.uidvalidity, last, status.highestmodseq)
+            return FetchBatch((), new, has_more=False)
+        refs = self._fetch_metadata(page)
+        plan = plan_page(refs, self._settings)
+        messages = self._fetch_bodies(plan.included, plan.inline_groups)
+        # The page ends at its last UID, including UIDs that vanished meanwhile.
+        last_uid = plan.included[-1].uid if plan.cut else page[-1]
+        has_more = plan.cut or len(uids) > limit or more_windows
+        modseq = old_modseq if has_more else status.highestmodseq
+        log.debug(
+            "imap.batch account_id=%s messages=%d streamed=%d too_large=%d has_more=%s",
+            self._account_id,
+            len(messages),
+            len(plan.streamed),
+            len(plan.too_large),
+            has_more,
+        )
+        return FetchBatch(
+            tuple(messages), MailboxCursor(status.uidvalidity, last_uid, modseq), has_more
+        )
+
+    # -- search ------------------------------------------------------------
+
+    def _search(self, criteria: list[Any], floor: int) -> list[int]:
+        found = self._io(self._client.search, criteria)
+        return sorted({int(u) for u in found if int(u) >= floor})
+
+    def _search_after(self, last_uid: int, uidnext: int | None) -> tuple[list[int], bool, int]:
+        """UIDs above ``last_uid``, whether windows remain unsearched, and how far we looked."""
+        windows = uid_windows(last_uid + 1, uidnext, self._settings.search_span)
+        for i, (lo, hi) in enumerate(windows):
+            uids = self._search(["UID", f"{lo}:{hi if hi is not None else '*'}"], floor=lo)
+            if uids:
+                return uids, i < len(windows) - 1, uids[-1]
+        return [], False, (uidnext - 1) if uidnext else last_uid
+
+    # -- fetch -------------------------------------------------------------
+
+    def _fetch_metadata(self, uids: Sequence[int]) -> list[MessageRef]:
+        refs: list[MessageRef] = []
+        step = self._settings.metadata_group
+        for start in range(0, len(uids), step):
+            group = list(uids[start : start + step])
+            resp = self._io(self._client.fetch, group, self._metadata_items)
+            refs.extend(message_ref(uid, resp[uid]) for uid in group if uid in resp)
+        return refs
+
+    def _fetch_bodies(
+        self, refs: Sequence[MessageRef], inline_groups: Sequence[Sequence[int]]
+    ) -> list[FetchedMessage]:
+        inline: dict[int, bytes] = {}
+        for group in inline_groups:
+            resp = self._io(self._client.fetch, list(group), ["BODY.PEEK[]"])
+            for uid in group:
+                body = resp.get(uid, {}).get(_BODY)
+                if isinstance(body, bytes):
+                    inline[uid] = body
+        out: list[FetchedMessage] = []
+        for ref in refs:
+            if ref.size > self._settings.max_message_bytes:
+                out.append(FetchedMessage(ref))
+            elif ref.size > self._settings.stream_threshold_bytes:
+                blob_ref = self._stream_to_blob(ref.uid)
+                if blob_ref is not None:
+                    out.append(FetchedMessage(ref, blob_ref=blob_ref))
+            elif ref.uid in inline:
+                out.append(FetchedMessage(ref, raw=inline.pop(ref.uid)))
+        return out
+
+    def _stream_to_blob(self, uid: int) -> str | None:
+        try:
+            return self._blobs.put_stream(self._chunks(uid))
+        except _Vanished:
+            return None
+
+    def _chunks(self, uid: int) -> Iterator[bytes]:
+        size = self._settings.chunk_bytes
+        offset = 0
+        while True:
+            item = f"BODY.PEEK[]<{offset}.{size}>"
+            resp = self._io(self._client.fetch, [uid], [item])
+            if uid not in resp:
+                raise _Vanished
+            data = resp[uid].get(f"BODY[]<{offset}>".encode())
+            data = data if isinstance(data, bytes) else b""
+            if data:
+                yield data
+            offset += len(data)
+            if len(data) < size:
+                return
+
+    # -- errors ------------------------------------------------------------
+
+    def _io(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._broken or self._closed:
+            raise MailboxTransientError("session unusable after an earlier failure or close")
+        try:
+            return fn(*args)
+        except MailProviderError as exc:
+            raise self._fail(exc) from None
+        except Exception as exc:
+            raise self._fail(classify(exc), cause=exc) from None
+
+    def _fail(
+        self, err: MailProviderError, cause: BaseException | None = None
+    ) -> MailProviderError:
+        if isinstance(err, MailboxTransientError | MailboxThrottled):
+            self._broken = True  # the connection's state is unknown: drop it
+        log.warning(
+            "imap.error account_id=%s error_class=%s cause=%s",
+            self._account_id,
+            type(err).__name__,
+            type(cause).__name__ if cause else "-",
+        )
+        return err

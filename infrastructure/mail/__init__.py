@@ -1,0 +1,1 @@
+"""Mail content adapters: MIME parsing for ingestion."""

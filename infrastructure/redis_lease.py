@@ -1,0 +1,178 @@
+"""Redis adapter of the ``Lease`` port (``application.leases``).
+
+    acquire  SET key token NX PX ttl_ms          (token: 16 random bytes, hex, per acquisition)
+    renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
+    release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
+    *_many   the same EVALSHA pipelined, 500 commands a round trip
+
+Scripts are loaded once (``SCRIPT LOAD``) and called by sha; after a Redis restart or
+``SCRIPT FLUSH`` a call answers NOSCRIPT, and the script is loaded again and the call
+repeated. Every other Redis error — refused, timed out, error reply — becomes
+``LeaseBackendUnavailable`` (never ``False``, which means "not yours"). Clients built by
+``redis_client`` time out after 2 s and retry a command once on a fresh connection (so a
+pooled socket that died with a restarted Redis costs nothing), so a dead Redis holds a
+worker for seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import NoScriptError, RedisError
+from redis.retry import Retry
+
+from application.leases import LeaseBackendUnavailable
+
+DEFAULT_PREFIX = "tidings:lease:"
+BATCH = 500
+
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+T = TypeVar("T")
+
+
+def redis_client(url: str, *, timeout: float = 2.0, retries: int = 1,
+                 health_check_interval: int = 0) -> redis.Redis:
+    """A client that never blocks long: connect/read timeouts, at most ``retries`` quick retries."""
+    return redis.Redis.from_url(
+        url,
+        socket_timeout=timeout,
+        socket_connect_timeout=timeout,
+        retry=Retry(NoBackoff(), retries),
+        health_check_interval=health_check_interval,
+        decode_responses=True,
+    )
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class RedisLease:
+    def __init__(self, client: redis.Redis, ttl_seconds: float,
+                 prefix: str = DEFAULT_PREFIX) -> None:
+        if ttl_seconds <= 0:
+            raise ValueError("ttl_seconds must be positive")
+        self._client = client
+        self._ttl_seconds = ttl_seconds
+        self._ttl_ms = max(int(ttl_seconds * 1000), 1)
+        self._prefix = prefix
+        self._shas: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, ttl_seconds: float, prefix: str = DEFAULT_PREFIX,
+                 timeout: float = 2.0) -> RedisLease:
+        return cls(redis_client(url, timeout=timeout), ttl_seconds, prefix)
+
+    @property
+    def ttl_seconds(self) -> float:
+        return self._ttl_seconds
+
+    def close(self) -> None:
+        self._client.close()
+
+    # --- single keys -------------------------------------------------------------------
+
+    def acquire(self, key: str) -> str | None:
+        token = secrets.token_hex(16)
+        taken = self._call(lambda: self._client.set(self._key(key), token, nx=True,
+                                                    px=self._ttl_ms))
+        return token if taken else None
+
+    def renew(self, key: str, token: str) -> bool:
+        return self.renew_many({key: token})[key]
+
+    def release(self, key: str, token: str) -> bool:
+        return self.release_many({key: token})[key]
+
+    # --- many keys, pipelined ----------------------------------------------------------
+
+    def renew_many(self, items: Mapping[str, str]) -> dict[str, bool]:
+        return self._script_many(RENEW, items, (self._ttl_ms,))
+
+    def release_many(self, items: Mapping[str, str]) -> dict[str, bool]:
+        return self._script_many(RELEASE, items, ())
+
+    def held(self, keys: Iterable[str]) -> set[str]:
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start:start + BATCH]
+
+            def run(chunk: list[str] = chunk) -> list[Any]:
+                pipe = self._client.pipeline(transaction=False)
+                for key in chunk:
+                    pipe.exists(self._key(key))
+                return pipe.execute()
+
+            replies = self._call(run)
+            found.update(key for key, reply in zip(chunk, replies, strict=True) if reply)
+        return found
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _key(self, key: str) -> str:
+        return self._prefix + key
+
+    def _call(self, action: Callable[[], T]) -> T:
+        try:
+            return action()
+        except RedisError as error:
+            raise LeaseBackendUnavailable(type(error).__name__) from None
+
+    def _sha(self, script: str, *, reload: bool = False) -> str:
+        with self._lock:
+            sha = self._shas.get(script)
+        if sha is None or reload:
+            sha = _text(self._call(lambda: self._client.script_load(script)))
+            with self._lock:
+                self._shas[script] = sha
+        return sha
+
+    def _script_many(self, script: str, items: Mapping[str, str],
+                     extra: Sequence[int]) -> dict[str, bool]:
+        pairs = list(items.items())
+        answers: dict[str, bool] = {}
+        for start in range(0, len(pairs), BATCH):
+            chunk = pairs[start:start + BATCH]
+            replies = self._evalsha_chunk(self._sha(script), chunk, extra)
+            missed = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+            if missed:
+                # Redis restarted or flushed its scripts: load again, repeat what missed.
+                again = self._evalsha_chunk(self._sha(script, reload=True),
+                                            [chunk[i] for i in missed], extra)
+                for i, reply in zip(missed, again, strict=True):
+                    replies[i] = reply
+            for (key, _), reply in zip(chunk, replies, strict=True):
+                if isinstance(reply, Exception):
+                    raise LeaseBackendUnavailable(type(reply).__name__)
+                answers[key] = bool(reply)
+        return answers
+
+    def _evalsha_chunk(self, sha: str, chunk: list[tuple[str, str]],
+                       extra: Sequence[int]) -> list[Any]:
+        def run() -> list[Any]:
+            pipe = self._client.pipeline(transaction=False)
+            for key, token in chunk:
+                pipe.evalsha(sha, 1, self._key(key), token, *extra)
+            return pipe.execute(raise_on_error=False)
+
+        return self._call(run)

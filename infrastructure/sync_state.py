@@ -1,0 +1,101 @@
+"""Implements ``MailboxStateStore`` on the read-model database (one row per account)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from application.mail.ports import MailboxCursor
+from application.mail.state import MailboxHealth
+from application.ports import SqlDatabase
+
+TABLE = "mailbox_state"
+
+
+class SqlMailboxState:
+    def __init__(self, db: SqlDatabase) -> None:
+        self.db = db
+
+    def setup(self) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE} (account_id TEXT PRIMARY KEY,"
+                " uidvalidity BIGINT, last_uid BIGINT, highestmodseq BIGINT,"
+                " last_sync_at TEXT, last_error_kind TEXT,"
+                " consecutive_failures INTEGER NOT NULL DEFAULT 0,"
+                " watch_state TEXT NOT NULL DEFAULT 'idle', tier TEXT NOT NULL DEFAULT 'warm')"
+            )
+
+    def _upsert(self, account_id: str, assignments: str, params: tuple[object, ...]) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {TABLE} (account_id) VALUES (?) ON CONFLICT (account_id) DO NOTHING",
+                (account_id,),
+            )
+            cur.execute(
+                f"UPDATE {TABLE} SET {assignments} WHERE account_id = ?", (*params, account_id)
+            )
+
+    def cursor(self, account_id: str) -> MailboxCursor | None:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT uidvalidity, last_uid, highestmodseq FROM {TABLE} WHERE account_id = ?",
+                (account_id,),
+            )
+            row = cur.fetchone()
+        if row is None or row[0] is None:
+            return None
+        return MailboxCursor(int(row[0]), int(row[1]), None if row[2] is None else int(row[2]))
+
+    def save_cursor(self, account_id: str, cursor: MailboxCursor | None) -> None:
+        values = (
+            (None, None, None)
+            if cursor is None
+            else (cursor.uidvalidity, cursor.last_uid, cursor.highestmodseq)
+        )
+        self._upsert(account_id, "uidvalidity = ?, last_uid = ?, highestmodseq = ?", values)
+
+    def record_success(self, account_id: str, at: datetime) -> None:
+        self._upsert(
+            account_id,
+            "last_sync_at = ?, last_error_kind = NULL, consecutive_failures = 0",
+            (at.isoformat(),),
+        )
+
+    def record_failure(self, account_id: str, error_kind: str, at: datetime) -> None:
+        self._upsert(
+            account_id,
+            "last_error_kind = ?, consecutive_failures = consecutive_failures + 1",
+            (error_kind,),
+        )
+
+    def set_watch(self, account_id: str, *, watch_state: str, tier: str) -> None:
+        self._upsert(account_id, "watch_state = ?, tier = ?", (watch_state, tier))
+
+    def health(self, account_ids: Iterable[str]) -> dict[str, MailboxHealth]:
+        ids = list(account_ids)
+        if not ids:
+            return {}
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT account_id, last_sync_at, last_error_kind, consecutive_failures,"
+                f" watch_state, tier FROM {TABLE}"
+                f" WHERE account_id IN ({', '.join('?' * len(ids))})",
+                ids,
+            )
+            rows = cur.fetchall()
+        return {
+            row[0]: MailboxHealth(
+                account_id=row[0],
+                last_sync_at=datetime.fromisoformat(row[1]) if row[1] else None,
+                last_error_kind=row[2],
+                consecutive_failures=int(row[3]),
+                watch_state=row[4],
+                tier=row[5],
+            )
+            for row in rows
+        }
+
+    def forget(self, account_id: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(f"DELETE FROM {TABLE} WHERE account_id = ?", (account_id,))

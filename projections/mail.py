@@ -1,0 +1,358 @@
+"""Mail read models: accounts, messages and threads (personal fields stay sealed).
+
+- ``accounts``: one row per account with its status and message count.
+- ``messages``: one row per ingested message; deleted accounts' rows are removed with
+  one set-based DELETE.
+- ``threads``: one row per (account, thread key) with count and latest time.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
+from domain.mail_account import (
+    MailAccountAuthFailed,
+    MailAccountConnected,
+    MailAccountDeleted,
+    MailAccountDisconnected,
+    MailAccountReconnected,
+    MailAccountUpdated,
+)
+from domain.message import MessageIngested
+from projections.base import index_name, shadow_tables
+
+TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
+
+_STATUS = {
+    MailAccountAuthFailed: "auth_error",
+    MailAccountDisconnected: "disconnected",
+    MailAccountReconnected: "active",
+    MailAccountDeleted: "deleted",
+}
+
+MESSAGE_COLUMNS = (
+    "message_id",
+    "account_id",
+    "tenant_id",
+    "provider_message_id",
+    "thread_key",
+    "message_id_header",
+    "refs",
+    "sender",
+    "to_addrs",
+    "cc_addrs",
+    "subject",
+    "snippet",
+    "received_at",
+    "body_ref",
+    "size_bytes",
+    "folder",
+    "state",
+)
+
+
+class MailProjection:
+    def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "mail") -> None:
+        self._tables = dict(tables)
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def tables(self) -> Mapping[str, str]:
+        return self._tables
+
+    def shadow(self) -> MailProjection:
+        return MailProjection(shadow_tables(self._tables), name=f"{self._name}__next")
+
+    def create(self, cur: SqlCursor, dialect: Dialect) -> None:
+        accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {accounts} (account_id TEXT PRIMARY KEY,"
+            " tenant_id TEXT NOT NULL, owner_user_id TEXT, scope TEXT NOT NULL,"
+            " provider TEXT NOT NULL, auth_method TEXT NOT NULL, display_name TEXT NOT NULL,"
+            " address TEXT NOT NULL, imap TEXT NOT NULL, trusted_authserv_id TEXT,"
+            " status TEXT NOT NULL, message_count INTEGER NOT NULL DEFAULT 0)"
+        )
+        cur.execute(f"CREATE INDEX {index_name(accounts, 'tenant')} ON {accounts} (tenant_id)")
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {messages} (message_id TEXT PRIMARY KEY,"
+            " account_id TEXT NOT NULL, tenant_id TEXT NOT NULL,"
+            " provider_message_id TEXT NOT NULL, thread_key TEXT NOT NULL,"
+            " message_id_header TEXT NOT NULL, refs TEXT NOT NULL, sender TEXT NOT NULL,"
+            " to_addrs TEXT NOT NULL, cc_addrs TEXT NOT NULL, subject TEXT NOT NULL,"
+            " snippet TEXT NOT NULL, received_at TEXT NOT NULL, body_ref TEXT,"
+            " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL)"
+        )
+        cur.execute(
+            f"CREATE INDEX {index_name(messages, 'recent')} ON {messages}"
+            " (tenant_id, received_at, message_id)"
+        )
+        cur.execute(f"CREATE INDEX {index_name(messages, 'account')} ON {messages} (account_id)")
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {threads} (account_id TEXT NOT NULL,"
+            " thread_key TEXT NOT NULL, tenant_id TEXT NOT NULL, subject TEXT NOT NULL,"
+            " message_count INTEGER NOT NULL, last_received_at TEXT NOT NULL,"
+            " PRIMARY KEY (account_id, thread_key))"
+        )
+
+    def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
+        accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
+        for recorded in batch:
+            event = recorded.event
+            if isinstance(event, MessageIngested):
+                cur.execute(
+                    f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) VALUES"
+                    f" ({', '.join('?' * len(MESSAGE_COLUMNS))})"
+                    " ON CONFLICT (message_id) DO NOTHING",
+                    (
+                        str(event.originator_id),
+                        event.account_id,
+                        event.tenant_id,
+                        event.provider_message_id,
+                        event.thread_key,
+                        event.message_id_header,
+                        event.references,
+                        event.sender,
+                        event.to,
+                        event.cc,
+                        event.subject,
+                        event.snippet,
+                        event.received_at,
+                        event.body_ref,
+                        event.size_bytes,
+                        event.folder,
+                        event.state,
+                    ),
+                )
+                if not cur.rowcount:
+                    continue
+                cur.execute(
+                    f"UPDATE {accounts} SET message_count = message_count + 1 WHERE account_id = ?",
+                    (event.account_id,),
+                )
+                cur.execute(
+                    f"INSERT INTO {threads} (account_id, thread_key, tenant_id, subject,"
+                    " message_count, last_received_at) VALUES (?, ?, ?, ?, 1, ?)"
+                    " ON CONFLICT (account_id, thread_key) DO UPDATE SET"
+                    f" message_count = {threads}.message_count + 1,"
+                    f" last_received_at = CASE WHEN excluded.last_received_at >"
+                    f" {threads}.last_received_at THEN excluded.last_received_at"
+                    f" ELSE {threads}.last_received_at END",
+                    (
+                        event.account_id,
+                        event.thread_key,
+                        event.tenant_id,
+                        event.subject,
+                        event.received_at,
+                    ),
+                )
+            elif isinstance(event, MailAccountConnected):
+                cur.execute(
+                    f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
+                    " provider, auth_method, display_name, address, imap, trusted_authserv_id,"
+                    " status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')"
+                    " ON CONFLICT (account_id) DO NOTHING",
+                    (
+                        str(event.originator_id),
+                        event.tenant_id,
+                        event.owner_user_id,
+                        event.scope,
+                        event.provider,
+                        event.auth_method,
+                        event.display_name,
+                        event.address,
+                        json.dumps(event.imap),
+                        event.trusted_authserv_id,
+                    ),
+                )
+            elif isinstance(event, MailAccountUpdated):
+                self._update(cur, accounts, str(event.originator_id), event.changes)
+            elif type(event) in _STATUS:
+                account_id = str(event.originator_id)
+                cur.execute(
+                    f"UPDATE {accounts} SET status = ? WHERE account_id = ?",
+                    (_STATUS[type(event)], account_id),
+                )
+                if isinstance(event, MailAccountDeleted):
+                    cur.execute(f"DELETE FROM {messages} WHERE account_id = ?", (account_id,))
+                    cur.execute(f"DELETE FROM {threads} WHERE account_id = ?", (account_id,))
+                    cur.execute(
+                        f"UPDATE {accounts} SET message_count = 0 WHERE account_id = ?",
+                        (account_id,),
+                    )
+
+    @staticmethod
+    def _update(cur: SqlCursor, accounts: str, account_id: str, changes: dict[str, Any]) -> None:
+        columns = {"display_name": "display_name", "trusted_authserv_id": "trusted_authserv_id"}
+        for key, column in columns.items():
+            if key in changes:
+                cur.execute(
+                    f"UPDATE {accounts} SET {column} = ? WHERE account_id = ?",
+                    (changes[key], account_id),
+                )
+        if "imap" in changes:
+            cur.execute(
+                f"UPDATE {accounts} SET imap = ? WHERE account_id = ?",
+                (json.dumps(changes["imap"]), account_id),
+            )
+
+
+def _account_row(row: Sequence[Any]) -> dict[str, Any]:
+    keys = (
+        "accountId",
+        "tenantId",
+        "ownerUserId",
+        "scope",
+        "provider",
+        "authMethod",
+        "displayName",
+        "address",
+        "imap",
+        "trustedAuthservId",
+        "status",
+        "messageCount",
+    )
+    item = dict(zip(keys, row, strict=True))
+    item["imap"] = json.loads(item["imap"])
+    return item
+
+
+_MESSAGE_KEYS = (
+    "messageId",
+    "accountId",
+    "tenantId",
+    "providerMessageId",
+    "threadKey",
+    "messageIdHeader",
+    "references",
+    "sender",
+    "to",
+    "cc",
+    "subject",
+    "snippet",
+    "receivedAt",
+    "bodyRef",
+    "sizeBytes",
+    "folder",
+    "state",
+)
+
+
+class MailReader:
+    """Implements ``MailReadModel``."""
+
+    def __init__(self, db: SqlDatabase, tables: Mapping[str, str] = TABLES) -> None:
+        self.db = db
+        self.t = dict(tables)
+
+    _ACCOUNT_COLUMNS = (
+        "account_id, tenant_id, owner_user_id, scope, provider, auth_method,"
+        " display_name, address, imap, trusted_authserv_id, status, message_count"
+    )
+
+    def account(self, account_id: str) -> dict[str, Any] | None:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT {self._ACCOUNT_COLUMNS} FROM {self.t['accounts']} WHERE account_id = ?",
+                (account_id,),
+            )
+            row = cur.fetchone()
+        return None if row is None else _account_row(row)
+
+    def accounts(
+        self,
+        tenant_id: str | None,
+        *,
+        syncable_only: bool = False,
+        owner_user_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        sql = f"SELECT {self._ACCOUNT_COLUMNS} FROM {self.t['accounts']} WHERE status <> 'deleted'"
+        params: list[Any] = []
+        if tenant_id is not None:
+            sql += " AND tenant_id = ?"
+            params.append(tenant_id)
+        if syncable_only:
+            sql += " AND status = 'active'"
+        if owner_user_id is not None:
+            sql += " AND owner_user_id = ?"
+            params.append(owner_user_id)
+        sql += " ORDER BY account_id"
+        with self.db.reading() as cur:
+            cur.execute(sql, params)
+            return [_account_row(row) for row in cur.fetchall()]
+
+    def messages(
+        self,
+        tenant_id: str,
+        *,
+        account_ids: list[str] | None,
+        thread_key: str | None,
+        state: str | None,
+        limit: int,
+        after: tuple[str, str] | None,
+    ) -> list[dict[str, Any]]:
+        sql = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']} WHERE tenant_id = ?"
+        params: list[Any] = [tenant_id]
+        if account_ids is not None:
+            if not account_ids:
+                return []
+            sql += f" AND account_id IN ({', '.join('?' * len(account_ids))})"
+            params += account_ids
+        if thread_key is not None:
+            sql += " AND thread_key = ?"
+            params.append(thread_key)
+        if state is not None:
+            sql += " AND state = ?"
+            params.append(state)
+        if after is not None:
+            sql += " AND (received_at < ? OR (received_at = ? AND message_id < ?))"
+            params += [after[0], after[0], after[1]]
+        sql += " ORDER BY received_at DESC, message_id DESC LIMIT ?"
+        params.append(limit)
+        with self.db.reading() as cur:
+            cur.execute(sql, params)
+            return [dict(zip(_MESSAGE_KEYS, row, strict=True)) for row in cur.fetchall()]
+
+    def message(self, message_id: str) -> dict[str, Any] | None:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']}"
+                " WHERE message_id = ?",
+                (message_id,),
+            )
+            row = cur.fetchone()
+        return None if row is None else dict(zip(_MESSAGE_KEYS, row, strict=True))
+
+    def threads(
+        self,
+        tenant_id: str,
+        *,
+        account_ids: list[str] | None,
+        limit: int,
+        after: tuple[str, str] | None,
+    ) -> list[dict[str, Any]]:
+        sql = (
+            f"SELECT thread_key, account_id, message_count, last_received_at, subject"
+            f" FROM {self.t['threads']} WHERE tenant_id = ?"
+        )
+        params: list[Any] = [tenant_id]
+        if account_ids is not None:
+            if not account_ids:
+                return []
+            sql += f" AND account_id IN ({', '.join('?' * len(account_ids))})"
+            params += account_ids
+        if after is not None:
+            sql += " AND (last_received_at < ? OR (last_received_at = ? AND thread_key < ?))"
+            params += [after[0], after[0], after[1]]
+        sql += " ORDER BY last_received_at DESC, thread_key DESC LIMIT ?"
+        params.append(limit)
+        keys = ("threadKey", "accountId", "messageCount", "lastReceivedAt", "subject")
+        with self.db.reading() as cur:
+            cur.execute(sql, params)
+            return [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]

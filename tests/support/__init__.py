@@ -1,0 +1,1 @@
+"""Helpers shared by integration and e2e tests (never imported by the product)."""

@@ -1,0 +1,127 @@
+"""In-memory stand-ins for the application's ports. They live in tests/, never in the
+package (STYLE convention 5)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+from uuid import UUID
+
+from application.errors import ConcurrencyConflict, StoreUnavailable
+from application.ports import ProjectionStatus
+from domain.events import DomainEvent
+
+
+class FakeEventStore:
+    """Implements ``EventStore``: atomic appends, a conflict on a taken (stream, version)."""
+
+    def __init__(self) -> None:
+        self.streams: dict[UUID, list[DomainEvent]] = defaultdict(list)
+        self.appends: list[list[DomainEvent]] = []
+        self.conflicts_to_raise = 0  # simulate that many racing writers getting there first
+        self.unavailable = False
+
+    def load(self, stream_id: UUID) -> list[DomainEvent]:
+        if self.unavailable:
+            raise StoreUnavailable("fake store is down")
+        return list(self.streams.get(stream_id, []))
+
+    def append(self, events: Sequence[DomainEvent]) -> None:
+        if self.unavailable:
+            raise StoreUnavailable("fake store is down")
+        if self.conflicts_to_raise:
+            self.conflicts_to_raise -= 1
+            raise ConcurrencyConflict("fake conflict")
+        next_version: dict[UUID, int] = {}
+        for event in events:
+            stream = event.originator_id
+            expected = next_version.get(stream, len(self.streams.get(stream, [])) + 1)
+            if event.originator_version != expected:
+                raise ConcurrencyConflict(f"{stream} v{event.originator_version} is taken")
+            next_version[stream] = expected + 1
+        for event in events:
+            self.streams[event.originator_id].append(event)
+        self.appends.append(list(events))
+
+    @property
+    def events(self) -> list[DomainEvent]:
+        return [event for batch in self.appends for event in batch]
+
+
+class FixedClock:
+    def __init__(self, now: datetime = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)) -> None:
+        self.current = now
+
+    def now(self) -> datetime:
+        return self.current
+
+
+class FakeReadModel:
+    """Implements ``CustomFieldsReadModel`` over dicts the test fills in; records calls."""
+
+    def __init__(self) -> None:
+        self.definitions: list[dict[str, Any]] = []  # each with "tenantId" for filtering
+        self.searchable: dict[tuple[str, str], set[str]] = defaultdict(set)
+        self.entities: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
+        self.calls: list[tuple[Any, ...]] = []
+
+    def list_definitions(self, tenant_id: str, entity_name: str | None) -> list[dict[str, Any]]:
+        self.calls.append(("list_definitions", tenant_id, entity_name))
+        return [
+            {k: v for k, v in d.items() if k != "tenantId"}
+            for d in self.definitions
+            if d["tenantId"] in (tenant_id, "system") and entity_name in (None, d["entityName"])
+        ]
+
+    def searchable_keys(self, tenant_id: str, entity_name: str) -> set[str]:
+        self.calls.append(("searchable_keys", tenant_id, entity_name))
+        return set(self.searchable[tenant_id, entity_name])
+
+    def get_entity(self, tenant_id: str, entity_name: str, entity_id: str) -> dict[str, Any] | None:
+        self.calls.append(("get_entity", tenant_id, entity_name, entity_id))
+        fields = self.entities[tenant_id, entity_name].get(entity_id)
+        if fields is None:
+            return None
+        return {"entityName": entity_name, "entityId": entity_id, "customFields": dict(fields)}
+
+    def list_entities(
+        self,
+        tenant_id: str,
+        entity_name: str,
+        where: Mapping[str, Any],
+        limit: int,
+        after: str | None,
+    ) -> list[dict[str, Any]]:
+        self.calls.append(("list_entities", tenant_id, entity_name, dict(where), limit, after))
+        rows = sorted(self.entities[tenant_id, entity_name].items())
+        return [
+            {"entityId": entity_id, "customFields": dict(fields)}
+            for entity_id, fields in rows
+            if (after is None or entity_id > after)
+            and all(fields.get(k) == v for k, v in where.items())
+        ][:limit]
+
+
+class FakeProjections:
+    """Implements ``Projections``: counts catch-ups."""
+
+    def __init__(self) -> None:
+        self.catch_ups = 0
+        self.unavailable = False
+
+    def catch_up(self) -> int:
+        self.catch_ups += 1
+        if self.unavailable:
+            raise StoreUnavailable("read-model database is busy")
+        return 0
+
+    def rebuild(self, name: str | None = None, progress: Any = None) -> None:
+        return None
+
+    def status(self) -> list[ProjectionStatus]:
+        return []
+
+    def follow(self, stop: Any, interval: float = 0.5) -> Any:
+        return iter(())

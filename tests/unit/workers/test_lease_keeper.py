@@ -1,0 +1,258 @@
+"""LeaseKeeper: renew cadence, "not yours", errors spanning the ttl, stale acquisitions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule
+
+from application.leases import LeaseBackendUnavailable
+from infrastructure.local_lease import InProcessLease
+from workers.policies.lease_keeper import Claim, LeaseKeeper, Teardown
+
+TTL = 90.0
+
+
+def hold(keeper: LeaseKeeper, account_id: str, token: str, at: float) -> Claim:
+    claim = keeper.claim(account_id)
+    assert claim is not None
+    assert keeper.on_acquired(claim, token, sent_at=at)
+    return claim
+
+
+def test_acquired_lease_is_held_and_renewed_every_third_of_the_ttl() -> None:
+    keeper = LeaseKeeper(TTL)
+    hold(keeper, "a", "tok-a", at=0.0)
+    assert keeper.holds("a") and len(keeper) == 1
+    assert not keeper.due(29.9)
+    assert keeper.due(30.0)
+    batch = keeper.start_renewal(30.0)
+    assert dict(batch.tokens) == {"a": "tok-a"}
+    assert not keeper.due(30.0)
+    assert keeper.on_renew_results(batch, {"a": True}) == []
+    assert keeper.due(60.0)
+    # Renewed at 30: valid until 120, given up at 120 - margin (9).
+    assert keeper.expired(110.9) == []
+    assert keeper.expired(111.0) == [Teardown("a", "expired", "tok-a")]
+
+
+def test_nothing_is_due_without_leases() -> None:
+    keeper = LeaseKeeper(TTL)
+    assert not keeper.due(1000.0)
+    assert keeper.next_wakeup() is None
+
+
+def test_renew_answered_not_yours_tears_down_that_watcher_at_once() -> None:
+    keeper = LeaseKeeper(TTL)
+    hold(keeper, "a", "tok-a", at=0.0)
+    hold(keeper, "b", "tok-b", at=0.0)
+    batch = keeper.start_renewal(30.0)
+    lost = keeper.on_renew_results(batch, {"a": False, "b": True})
+    assert lost == [Teardown("a", "lost", "tok-a")]
+    assert keeper.held_accounts() == {"b"}
+
+
+def test_renew_errors_spanning_the_ttl_tear_down_every_watcher() -> None:
+    keeper = LeaseKeeper(TTL)
+    hold(keeper, "a", "tok-a", at=0.0)
+    hold(keeper, "b", "tok-b", at=5.0)
+    now = 30.0
+    torn: list[Teardown] = []
+    while not torn:
+        assert keeper.due(now)
+        batch = keeper.start_renewal(now)
+        torn = keeper.on_renew_failed(batch, now)  # the backend never answers
+        if torn:
+            break
+        wake = keeper.next_wakeup()
+        assert wake is not None and wake > now
+        now = wake
+        torn = keeper.expired(now)
+        if torn:
+            break
+    # "a" was last confirmed at 0: it goes at 90 - 9 = 81, before the backend frees it.
+    assert now == pytest.approx(81.0)
+    assert torn == [Teardown("a", "expired", "tok-a")]
+    assert keeper.expired(85.9) == []
+    assert keeper.expired(86.0) == [Teardown("b", "expired", "tok-b")]
+    assert len(keeper) == 0
+
+
+def test_a_failed_renewal_is_retried_sooner_and_a_recovery_keeps_the_lease() -> None:
+    keeper = LeaseKeeper(TTL)
+    hold(keeper, "a", "tok-a", at=0.0)
+    batch = keeper.start_renewal(30.0)
+    assert keeper.on_renew_failed(batch, 32.0) == []
+    assert not keeper.due(41.9)
+    assert keeper.due(42.0)  # 32 + ttl/9
+    batch = keeper.start_renewal(42.0)
+    assert keeper.on_renew_results(batch, {"a": True}) == []
+    assert keeper.expired(100.0) == []  # valid until 132 now
+    assert keeper.holds("a")
+
+
+def test_a_lease_acquired_for_a_stopped_watcher_is_not_kept() -> None:
+    keeper = LeaseKeeper(TTL)
+    claim = keeper.claim("a")
+    assert claim is not None
+    assert keeper.stop("a") is None  # nothing held yet
+    assert keeper.on_acquired(claim, "tok-a", sent_at=1.0) is False  # release it at once
+    assert not keeper.holds("a")
+
+
+def test_an_older_claim_is_stale_after_a_restart() -> None:
+    keeper = LeaseKeeper(TTL)
+    old = keeper.claim("a")
+    assert old is not None
+    keeper.stop("a")
+    new = keeper.claim("a")
+    assert new is not None and new.generation > old.generation
+    assert keeper.on_acquired(old, "tok-old", sent_at=1.0) is False
+    assert keeper.on_acquired(new, "tok-new", sent_at=1.0) is True
+    assert keeper.stop("a") == "tok-new"
+
+
+def test_claim_is_refused_while_pending_or_held() -> None:
+    keeper = LeaseKeeper(TTL)
+    claim = keeper.claim("a")
+    assert claim is not None
+    assert keeper.claim("a") is None
+    assert keeper.pending_accounts() == {"a"}
+    keeper.on_acquire_failed(claim)
+    assert keeper.pending_accounts() == frozenset()
+    hold(keeper, "a", "tok", at=0.0)
+    assert keeper.claim("a") is None
+
+
+def test_renew_answers_count_only_for_the_token_they_were_sent_for() -> None:
+    keeper = LeaseKeeper(TTL)
+    hold(keeper, "a", "tok-1", at=0.0)
+    batch = keeper.start_renewal(30.0)
+    # While the batch is in flight the watcher restarts with a fresh lease.
+    assert keeper.stop("a") == "tok-1"
+    hold(keeper, "a", "tok-2", at=31.0)
+    assert keeper.on_renew_results(batch, {"a": False}) == []
+    assert keeper.holds("a")
+
+
+def test_a_lease_acquired_during_a_batch_and_unanswered_keys_are_untouched() -> None:
+    keeper = LeaseKeeper(TTL)
+    hold(keeper, "a", "tok-a", at=0.0)
+    batch = keeper.start_renewal(30.0)
+    hold(keeper, "b", "tok-b", at=31.0)
+    assert keeper.on_renew_results(batch, {}) == []
+    assert keeper.held_accounts() == {"a", "b"}
+    assert keeper.expired(81.0) == [Teardown("a", "expired", "tok-a")]
+
+
+def test_stop_all_returns_every_token_to_release() -> None:
+    keeper = LeaseKeeper(TTL)
+    hold(keeper, "a", "tok-a", at=0.0)
+    hold(keeper, "b", "tok-b", at=0.0)
+    assert keeper.stop_all() == {"a": "tok-a", "b": "tok-b"}
+    assert len(keeper) == 0
+
+
+def test_next_wakeup_is_the_earlier_of_renewal_and_expiry() -> None:
+    keeper = LeaseKeeper(9.0, margin=0.5)
+    hold(keeper, "a", "tok", at=0.0)
+    assert keeper.next_wakeup() == pytest.approx(3.0)
+    keeper.start_renewal(3.0)  # never answered
+    assert keeper.next_wakeup() == pytest.approx(6.0)
+    keeper.start_renewal(6.0)
+    assert keeper.next_wakeup() == pytest.approx(8.5)
+
+
+def test_margin_must_leave_room_for_a_renewal() -> None:
+    with pytest.raises(ValueError):
+        LeaseKeeper(9.0, margin=6.0)
+    with pytest.raises(ValueError):
+        LeaseKeeper(0)
+
+
+class FlakyLease:
+    """An in-process lease whose renewals can fail, like an unreachable Redis."""
+
+    def __init__(self, inner: InProcessLease) -> None:
+        self.inner = inner
+        self.down = False
+
+    def renew_many(self, items: Mapping[str, str]) -> dict[str, bool]:
+        if self.down:
+            raise LeaseBackendUnavailable("down")
+        return self.inner.renew_many(items)
+
+
+class KeeperAgainstAnotherWorker(RuleBasedStateMachine):
+    """Safety: whatever the backend does, this worker never holds a lease another worker got.
+
+    One tick = move the clock by at most a tick, tear down what expired, maybe renew.
+    Another worker grabs any free key whenever it can."""
+
+    TTL = 3.0
+    TICK = 0.3  # the supervisor looks at expiry at least once per margin (ttl/10)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.store = InProcessLease(self.TTL, clock=lambda: self.now)
+        self.flaky = FlakyLease(self.store)
+        self.keeper = LeaseKeeper(self.TTL)
+        self.others: dict[str, str] = {}
+
+    @rule(account=st.sampled_from("abc"))
+    def start_watch(self, account: str) -> None:
+        claim = self.keeper.claim(account)
+        if claim is None:
+            return
+        token = self.store.acquire(account)
+        if token is None:
+            self.keeper.on_acquire_failed(claim)
+        elif not self.keeper.on_acquired(claim, token, sent_at=self.now):
+            self.store.release(account, token)
+
+    @rule(account=st.sampled_from("abc"))
+    def stop_watch(self, account: str) -> None:
+        token = self.keeper.stop(account)
+        if token is not None:
+            self.store.release(account, token)
+
+    @rule(down=st.booleans())
+    def backend(self, down: bool) -> None:
+        self.flaky.down = down
+
+    @rule(dts=st.lists(st.floats(min_value=0.0, max_value=TICK), max_size=20))
+    def ticks(self, dts: list[float]) -> None:
+        for dt in dts:
+            self.now += dt
+            self.keeper.expired(self.now)
+            if self.keeper.due(self.now):
+                batch = self.keeper.start_renewal(self.now)
+                try:
+                    results = self.flaky.renew_many(batch.tokens)
+                except LeaseBackendUnavailable:
+                    self.keeper.on_renew_failed(batch, self.now)
+                else:
+                    self.keeper.on_renew_results(batch, results)
+
+    @rule(account=st.sampled_from("abc"))
+    def other_worker_grabs(self, account: str) -> None:
+        token = self.store.acquire(account)
+        if token is not None:
+            # The backend handed it over: this worker must have given it up already.
+            assert not self.keeper.holds(account), f"{account} held by two workers"
+            self.others[account] = token
+
+    @rule(account=st.sampled_from("abc"))
+    def other_worker_lets_go(self, account: str) -> None:
+        token = self.others.pop(account, None)
+        if token is not None:
+            self.store.release(account, token)
+
+
+TestKeeperAgainstAnotherWorker = KeeperAgainstAnotherWorker.TestCase
+TestKeeperAgainstAnotherWorker.settings = settings(max_examples=80, stateful_step_count=30,
+                                                   deadline=None)

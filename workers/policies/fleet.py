@@ -1,0 +1,115 @@
+"""Sharing the hot accounts among live workers (SPEC §7.8), without a coordinator.
+
+Rendezvous hashing ranks the live workers for each account (highest ``score`` first):
+the top one is the account's preferred worker, and ``poll_owner`` (warm/cold polls) is
+just that, so polls are partitioned with no coordination at all.
+
+``plan`` is what one worker does in one tick. Inputs: the live workers with the lease
+counts their heartbeats report, the hot accounts, the ones this worker holds and the ones
+anyone holds (``taken``). With ``fair = ceil(hot / live workers)``:
+
+- ``target = min(capacity, fair + slack)``, ``slack = 1 + fair // 20``.
+- release: every held account that is no longer hot; down to ``capacity`` when above it;
+  down to ``target`` when above ``give_back_ratio · fair + 1`` (1.25·fair + 1) — first
+  the accounts whose preferred worker is someone else, then those it ranks lowest.
+- claim: every worker's plan replays the same greedy assignment: each free hot account
+  (sorted by id) goes to its highest-ranked worker that still has room below ``target``;
+  this worker claims what fell to it.
+
+Invariants: deterministic (same inputs, same plan on every worker); a plan never claims
+an account that is taken, never claims and releases the same account, never leaves this
+worker above ``capacity``; plans computed by different workers from the same snapshot
+claim disjoint sets; the gap between ``target`` and the give-back threshold keeps workers
+from handing accounts back and forth. The lease stays the arbiter: a claim is only an
+attempt to acquire.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Collection, Iterable, Mapping, Set
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FleetPlan:
+    claim: tuple[str, ...]
+    release: tuple[str, ...]
+    fair_share: int
+    target: int
+
+
+def score(account_id: str, worker_id: str) -> int:
+    digest = hashlib.blake2b(f"{account_id}\x00{worker_id}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def _rank(account_id: str) -> Callable[[str], tuple[int, str]]:
+    return lambda worker: (-score(account_id, worker), worker)
+
+
+def ranked_workers(account_id: str, workers: Iterable[str]) -> list[str]:
+    """Workers by preference for this account, best first (ties by worker id)."""
+    return sorted(workers, key=_rank(account_id))
+
+
+def poll_owner(account_id: str, live_workers: Collection[str]) -> str:
+    """The account's preferred live worker: it polls the account when no one watches it."""
+    if not live_workers:
+        raise ValueError("no live workers")
+    return min(live_workers, key=_rank(account_id))
+
+
+def fair_share(hot_count: int, worker_count: int) -> int:
+    return math.ceil(hot_count / max(worker_count, 1))
+
+
+def plan(
+    me: str,
+    *,
+    live_workers: Mapping[str, int],
+    hot: Set[str],
+    mine: Set[str],
+    taken: Set[str],
+    capacity: int,
+    give_back_ratio: float = 1.25,
+) -> FleetPlan:
+    """One worker's claims and releases for this tick (see the module docstring)."""
+    counts = dict(live_workers)
+    counts[me] = len(mine)  # our own count is fresher than our last heartbeat
+    workers = sorted(counts)
+    fair = fair_share(len(hot), len(workers))
+    target = min(capacity, fair + 1 + fair // 20)
+
+    release = sorted(mine - hot)
+    keep = sorted(mine & hot)
+    limit = len(keep)
+    if len(keep) > give_back_ratio * fair + 1:
+        limit = target
+    limit = min(limit, capacity)
+    if len(keep) > limit:
+
+        def worth_keeping(account_id: str) -> tuple[bool, int, str]:
+            preferred = poll_owner(account_id, workers) == me
+            return (preferred, score(account_id, me), account_id)
+
+        keep.sort(key=worth_keeping)
+        release.extend(sorted(keep[: len(keep) - limit]))
+        keep = keep[len(keep) - limit :]
+
+    room = {worker: max(target - count, 0) for worker, count in counts.items()}
+    room[me] = max(target - len(keep), 0)
+    claims: list[str] = []
+    if room[me]:
+        for account_id in sorted(hot - taken - mine):
+            with_room = [worker for worker in workers if room[worker] > 0]
+            if not with_room:
+                break
+            worker = min(with_room, key=_rank(account_id))
+            room[worker] -= 1
+            if worker == me:
+                claims.append(account_id)
+            if room[me] == 0:
+                break
+    return FleetPlan(tuple(claims), tuple(release), fair, target)

@@ -1,0 +1,99 @@
+"""Hot, warm and cold accounts (SPEC §7.9).
+
+Per account the policy remembers three times: ``seen`` (first tracked), ``user_active``
+(the last ``user-active`` of a user of the account, or a connect / sync-now) and ``mail``
+(the last time new mail was seen). ``classify(now, hot_budget)`` then decides:
+
+    hot   user_active within user_active_window (30 min) or mail within recent_mail_window
+          (1 h) — the ``hot_budget`` most recently active of these; the rest are warm
+    warm  any of the three within warm_window (24 h)
+    cold  otherwise
+
+    hot  -> IDLE + a secondary poll every poll_warm
+    warm -> poll every poll_warm      cold -> poll every poll_cold
+
+Invariants: classification is a pure function of the remembered times, ``now`` and the
+budget (deterministic; ties by account id); at most ``hot_budget`` accounts are hot and
+the ones shed are the least recently active; times from the future count as ``now``; a
+newly tracked account is warm, not cold, for a warm window (a restarted worker knows no
+history: seed ``on_mail`` from the read model to do better). Times are seconds on one
+clock of the caller's choosing (wall time, if mail times come from the read model).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+Tier = Literal["hot", "warm", "cold"]
+NEVER = float("-inf")
+
+
+@dataclass(frozen=True)
+class TierSettings:
+    user_active_window: float = 1800.0
+    recent_mail_window: float = 3600.0
+    warm_window: float = 86400.0
+    poll_warm: float = 300.0
+    poll_cold: float = 1800.0
+
+
+@dataclass
+class _Activity:
+    seen: float
+    user_active: float = NEVER
+    mail: float = NEVER
+
+
+class TierPolicy:
+    def __init__(self, settings: TierSettings | None = None) -> None:
+        self.settings = settings or TierSettings()
+        self._accounts: dict[str, _Activity] = {}
+
+    def track(self, account_id: str, now: float) -> None:
+        self._accounts.setdefault(account_id, _Activity(seen=now))
+
+    def untrack(self, account_id: str) -> None:
+        self._accounts.pop(account_id, None)
+
+    def tracked(self) -> frozenset[str]:
+        return frozenset(self._accounts)
+
+    def on_user_active(self, account_ids: Iterable[str], now: float) -> None:
+        for account_id in account_ids:
+            self.track(account_id, now)
+            activity = self._accounts[account_id]
+            activity.user_active = max(activity.user_active, now)
+
+    def on_mail(self, account_id: str, at: float) -> None:
+        self.track(account_id, at)
+        activity = self._accounts[account_id]
+        activity.mail = max(activity.mail, at)
+
+    def classify(self, now: float, hot_budget: int) -> dict[str, Tier]:
+        s = self.settings
+        tiers: dict[str, Tier] = {}
+        candidates: list[tuple[float, str]] = []
+        for account_id, a in self._accounts.items():
+            user_active, mail = min(a.user_active, now), min(a.mail, now)
+            if now - user_active < s.user_active_window or now - mail < s.recent_mail_window:
+                candidates.append((max(user_active, mail), account_id))
+                tiers[account_id] = "warm"  # until it makes the budget
+            elif now - max(user_active, mail, min(a.seen, now)) < s.warm_window:
+                tiers[account_id] = "warm"
+            else:
+                tiers[account_id] = "cold"
+        # Most recent first; equal times: the smaller account id first.
+        for _, account_id in heapq.nsmallest(
+            max(hot_budget, 0), candidates, key=lambda c: (-c[0], c[1])
+        ):
+            tiers[account_id] = "hot"
+        return tiers
+
+    def poll_interval(self, tier: Tier) -> float:
+        return self.settings.poll_cold if tier == "cold" else self.settings.poll_warm
+
+    def next_poll_at(self, tier: Tier, last_poll_at: float) -> float:
+        return last_poll_at + self.poll_interval(tier)
