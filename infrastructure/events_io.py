@@ -160,7 +160,9 @@ def parse_lines(
         try:
             if decode:
                 store.codec.decode(stream, version, topic, encoded)
-        except (TypeError, KeyError, ValueError) as error:
+        except KeyError as missing:
+            raise BadRecord(number, f"state does not fit {topic}: no {missing}") from None
+        except (TypeError, ValueError) as error:
             raise BadRecord(number, f"state does not fit {topic}: {error}") from None
         yield ParsedLine(number, (stream, version, topic, encoded))
 

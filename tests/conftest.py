@@ -37,12 +37,13 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 
 
 @pytest.fixture
-def make_app(database_url: str) -> Iterator[Callable[..., App]]:
+def make_app(database_url: str, tmp_path: Path) -> Iterator[Callable[..., App]]:
     """Build apps on this test's database (several may share it, like processes do)."""
     apps: list[App] = []
 
     def make(**settings: Any) -> App:
         settings.setdefault("project_inline", False)
+        settings.setdefault("blob_dir", tmp_path / "blobs")
         app = bootstrap(database_url=database_url, **settings)
         apps.append(app)
         return app

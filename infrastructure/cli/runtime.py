@@ -35,8 +35,13 @@ UNAVAILABLE: tuple[type[BaseException], ...] = (
     psycopg.OperationalError,
     psycopg_pool.PoolTimeout,
     sqlite3.OperationalError,
-    sqlite3.DatabaseError,
 )
+
+
+def unavailable(error: BaseException) -> bool:
+    # ``file is not a database`` is a bare sqlite3.DatabaseError; its subclasses
+    # (integrity, programming errors) are bugs and keep their traceback.
+    return isinstance(error, UNAVAILABLE) or type(error) is sqlite3.DatabaseError
 
 
 class CliError(Exception):
@@ -82,16 +87,20 @@ def opened_app(**overrides: Any) -> Iterator[App]:
     where = describe(url)
     try:
         app = bootstrap(settings)
-    except UNAVAILABLE as error:
-        raise CliError(f"database unavailable ({where}): {first_line(error)}") from None
     except OSError as error:  # e.g. the SQLite directory cannot be created
         raise CliError(f"cannot open the database ({where}): {error.strerror or error}") from None
     except ValueError as error:  # a setting the adapters refuse, e.g. a malformed master key
         raise CliError(f"invalid configuration: {first_line(error)}") from None
+    except Exception as error:
+        if unavailable(error):
+            raise CliError(f"database unavailable ({where}): {first_line(error)}") from None
+        raise
     try:
         yield app
-    except UNAVAILABLE as error:
-        raise CliError(f"database unavailable ({where}): {first_line(error)}") from None
+    except Exception as error:
+        if unavailable(error):
+            raise CliError(f"database unavailable ({where}): {first_line(error)}") from None
+        raise
     finally:
         app.close()
 

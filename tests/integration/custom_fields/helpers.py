@@ -65,7 +65,8 @@ def fields_of(
     if result.error is not None:
         assert result.error.status == 404, result.error
         return None
-    return ok(result)["customFields"]  # type: ignore[no-any-return]
+    fields: dict[str, Any] = ok(result)["customFields"]
+    return fields
 
 
 def all_entities(
@@ -93,7 +94,8 @@ def all_entities(
 
 def definitions(app: App, user: User, entity: str | None = None) -> list[dict[str, Any]]:
     payload = {} if entity is None else {"entityName": entity}
-    return ok(app.query("list-field-definitions", payload, user))["items"]  # type: ignore[no-any-return]
+    items: list[dict[str, Any]] = ok(app.query("list-field-definitions", payload, user))["items"]
+    return items
 
 
 def snapshot(

@@ -326,9 +326,9 @@ def run_together(apps: Sequence[App], work: Callable[[App, int], Result]) -> lis
         thread.start()
     for thread in threads:
         thread.join(timeout=60)
-    for result in results:
-        assert isinstance(result, Result), result
-    return results  # type: ignore[return-value]
+    finished = [result for result in results if isinstance(result, Result)]
+    assert len(finished) == len(apps), results
+    return finished
 
 
 def test_invariant_5_concurrent_defines_of_one_key_one_wins_the_others_409(

@@ -163,8 +163,9 @@ class Model:
         # ordered by key, then owner ("system" sorts before the "t..." tenant ids)
         return [
             ("system" if owner == "S" else "tenant", key, d.type, d.searchable)
-            for (owner, key), d in sorted(self.definitions.items(),
-                                          key=lambda item: (item[0][1], item[0][0] != "S"))
+            for (owner, key), d in sorted(
+                self.definitions.items(), key=lambda item: (item[0][1], item[0][0] != "S")
+            )
             if d.active and owner in (tenant, "S")
         ]
 
@@ -288,12 +289,12 @@ def check_where(subject: Subject, model: Model) -> None:
                 assert result.error is not None and result.error.code == "field_not_searchable"
                 continue
             got = [item["entityId"] for item in ok(result)["items"]]
+            rows = {entity_id: model.fields(name, entity_id) or {} for entity_id in ENTITY_IDS}
             want = [
                 entity_id
-                for entity_id in ENTITY_IDS
-                if key in (model.fields(name, entity_id) or {})
-                and canonical(model.fields(name, entity_id)[key]) == canonical(probe)
-            ]  # type: ignore[index]
+                for entity_id, fields in rows.items()
+                if key in fields and canonical(fields[key]) == canonical(probe)
+            ]
             assert got == want, (key, probe)
 
 

@@ -4,7 +4,7 @@ each write appends (or does not)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -13,6 +13,7 @@ from application.app import App
 from application.context import Context, Policy
 from application.paging import encode_cursor
 from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
+from domain.events import DomainEvent
 from domain.field_definition import (
     FieldDefinitionDefined,
     FieldDefinitionDeleted,
@@ -84,6 +85,16 @@ class Harness:
         )
 
 
+E = TypeVar("E", bound=DomainEvent)
+
+
+def event_at(h: Harness, index: int, cls: type[E]) -> E:
+    """The store's event at ``index``, checked to be a ``cls``."""
+    event = h.store.events[index]
+    assert isinstance(event, cls), event
+    return event
+
+
 def failed(result: Result, code: str, status: int) -> dict[str, Any]:
     assert not result.is_success, result.data
     assert result.error is not None
@@ -147,7 +158,7 @@ def test_define_records_the_whole_payload(h: Harness) -> None:
 
 def test_define_label_defaults_to_the_key(h: Harness) -> None:
     h.ok("define-tenant-field", {**REF, "field": {"type": "text"}}, ADMIN)
-    assert h.store.events[0].label == "tier"  # type: ignore[attr-defined]
+    assert event_at(h, 0, FieldDefinitionDefined).label == "tier"
 
 
 def test_define_an_active_key_again_is_409(h: Harness) -> None:
@@ -206,7 +217,8 @@ def test_a_configured_role_set_replaces_the_default() -> None:
 
 def test_field_access_accepts_custom_role_names(h: Harness) -> None:
     assert h.define(type="text", fieldAccess={"write": ["Editor", "TenantAdmin"]}).is_success
-    assert h.store.events[0].field_access == {"write": ["Editor", "TenantAdmin"]}  # type: ignore[attr-defined]
+    defined = event_at(h, 0, FieldDefinitionDefined)
+    assert defined.field_access == {"write": ["Editor", "TenantAdmin"]}
 
 
 @pytest.mark.parametrize(
@@ -235,9 +247,9 @@ def test_invalid_field_specs_are_400_with_the_offending_path(
 
 def test_field_options_are_accepted_in_snake_case_too(h: Harness) -> None:
     assert h.define(type="text", max_length=5, field_access={"write": ["TenantAdmin"]}).is_success
-    defined = h.store.events[0]
-    assert defined.field == {"type": "text", "maxLength": 5}  # type: ignore[attr-defined]
-    assert defined.field_access == {"write": ["TenantAdmin"]}  # type: ignore[attr-defined]
+    defined = event_at(h, 0, FieldDefinitionDefined)
+    assert defined.field == {"type": "text", "maxLength": 5}
+    assert defined.field_access == {"write": ["TenantAdmin"]}
 
 
 # --- the cap --------------------------------------------------------------------------
@@ -393,7 +405,7 @@ def test_system_define_and_delete_touch_no_catalog(h: Harness) -> None:
         [FieldDefinitionDefined],
         [FieldDefinitionDeleted],
     ]
-    assert h.store.events[-1].scope == "system"  # type: ignore[attr-defined]
+    assert event_at(h, -1, FieldDefinitionDeleted).scope == "system"
     failed(h.write("delete-system-field", REF, OPERATOR), "not_found", 404)
 
 
@@ -476,7 +488,8 @@ def test_a_tenants_own_definition_shadows_a_later_system_one(h: Harness) -> None
     assert h.define(type="text").is_success
     assert h.define(user=OPERATOR, type="number").is_success
     assert h.set("text still").is_success
-    assert h.store.events[-1].definition_id == str(definition_id(T1, "contact", "tier"))  # type: ignore[attr-defined]
+    value_set = event_at(h, -1, CustomFieldValueSet)
+    assert value_set.definition_id == str(definition_id(T1, "contact", "tier"))
 
 
 def test_clear_reports_whether_there_was_a_value(h: Harness) -> None:
@@ -529,8 +542,9 @@ def test_unknown_handler_and_query_are_failed_results_not_exceptions(h: Harness)
 
 
 def test_a_caller_that_is_not_a_user_is_400(h: Harness) -> None:
+    not_a_user: Any = {"id": "u", "tenant_id": T1, "roles": ["TenantAdmin"]}
     failed(
-        h.app.write("define-tenant-field", {**REF, "field": {"type": "text"}}, {"id": "u"}),  # type: ignore[arg-type]
+        h.app.write("define-tenant-field", {**REF, "field": {"type": "text"}}, not_a_user),
         "invalid_user",
         400,
     )

@@ -1,0 +1,31 @@
+"""``tidings demo`` runs to completion on the embedded default, in its working directory."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from tests.e2e.process import cli_env, command
+
+
+def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
+    done = subprocess.run(
+        command("demo"),
+        cwd=tmp_path,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "tidings.db").exists()  # ./tidings.db, the default
+    for milestone in (
+        "Define custom fields",
+        "tier (deleted)",
+        "generation 2",
+        "identical after the rebuild",
+        "Projection status",
+    ):
+        assert milestone in done.stdout
+    assert "Traceback" not in done.stderr
