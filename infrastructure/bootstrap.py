@@ -18,6 +18,7 @@ from infrastructure.eventstore import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
 from infrastructure.imap.settings import ImapSettings
 from infrastructure.mail.parser import EmailMimeParser
+from infrastructure.redis_signals import RedisSignals
 from infrastructure.settings import Settings
 from infrastructure.signals import InProcessSignals
 from infrastructure.sync_state import SqlMailboxState
@@ -32,9 +33,7 @@ def open_database(url: DatabaseUrl) -> SqliteDatabase | PostgresDatabase:
         assert url.sqlite_path is not None
         url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
         return SqliteDatabase(url.sqlite_path)
-    db = PostgresDatabase(url)
-    db.ensure_schema()
-    return db
+    return PostgresDatabase(url)
 
 
 def open_event_store(url: DatabaseUrl) -> tuple[RecorderEventStore, Any]:
@@ -80,7 +79,9 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         blobs=blobs,
         state=state,
         read_model=MailReader(db),
-        signals=InProcessSignals(),
+        signals=RedisSignals.from_url(settings.redis_url)
+        if settings.redis_url
+        else InProcessSignals(),
     )
 
 
@@ -89,9 +90,12 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
     settings = settings or Settings(**overrides)
     url = DatabaseUrl.parse(settings.database_url)
     db = open_database(url)
-    store, datastore = open_event_store(url)
-    runner = build_projections(db, store, settings.projection_batch_size)
-    mail = build_mail_ports(settings, db)
+    with db.setup_lock():
+        if isinstance(db, PostgresDatabase):
+            db.ensure_schema()
+        store, datastore = open_event_store(url)
+        runner = build_projections(db, store, settings.projection_batch_size)
+        mail = build_mail_ports(settings, db)
     ctx = Context(
         store=store,
         clock=SystemClock(),

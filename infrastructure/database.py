@@ -22,6 +22,8 @@ import psycopg_pool
 
 from application.errors import StoreUnavailable
 
+SETUP_LOCK_ID = 7_411_863_215  # any constant: the advisory lock taken during set-up
+
 
 class BadDatabaseUrl(ValueError):
     pass
@@ -69,6 +71,7 @@ class DatabaseUrl:
             password=self.password or None,
             dbname=self.dbname,
             options=f"-c search_path={self.schema}",
+            connect_timeout=10,
         )
 
 
@@ -121,6 +124,11 @@ class SqliteDatabase:
             yield cursor
         finally:
             cursor.close()
+
+    @contextmanager
+    def setup_lock(self) -> Iterator[None]:
+        # CREATE TABLE runs under BEGIN IMMEDIATE: SQLite serialises set-ups itself.
+        yield
 
     def close(self) -> None:
         with self._lock:
@@ -176,8 +184,22 @@ class PostgresDatabase:
             check=psycopg_pool.ConnectionPool.check_connection,
         )
 
+    @contextmanager
+    def setup_lock(self) -> Iterator[None]:
+        """Serialise schema set-up across processes: concurrent ``CREATE TABLE IF NOT
+        EXISTS`` on PostgreSQL can fail with a duplicate type error."""
+        try:
+            with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
+                conn.execute("SELECT pg_advisory_lock(%s)", (SETUP_LOCK_ID,))
+                try:
+                    yield
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(%s)", (SETUP_LOCK_ID,))
+        except psycopg.OperationalError as error:
+            raise StoreUnavailable(str(error)) from error
+
     def ensure_schema(self) -> None:
-        with psycopg.connect(self.url.conninfo, autocommit=True) as conn:
+        with psycopg.connect(self.url.conninfo, autocommit=True, connect_timeout=10) as conn:
             conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{self.url.schema}"')
 
     @contextmanager
