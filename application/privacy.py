@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from application.errors import ApplicationError
+
 ERASED = "[erased]"
+
+
+class KeyErased(ApplicationError):
+    """Sealing under a key that was shredded: its account (or tenant) was erased."""
 
 
 class PiiCipher(Protocol):
     def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:
-        """An opaque token naming its key; never contains the plaintext."""
+        """An opaque token naming its key; never contains the plaintext.
+
+        Raises ``KeyErased`` once the account's or tenant's key was shredded."""
         ...
 
     def reveal(self, token: str) -> str | None:

@@ -4,6 +4,7 @@ correctness anchor, so a lost signal only delays work."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -20,3 +21,9 @@ class Signal:
 
 class SignalBus(Protocol):
     def publish(self, signal: Signal) -> None: ...
+
+
+class SignalSubscriber(Protocol):
+    """Workers listen here; the callback runs on the bus's own thread."""
+
+    def subscribe(self, callback: Callable[[Signal], None]) -> None: ...

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from application.app import App
 from application.context import Context, Policy
+from application.leases import Lease, WorkerRegistry
 from application.mail.context import MailPorts
 from application.ports import SqlDatabase
+from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
 from infrastructure.blobstore import FilesystemBlobStore
 from infrastructure.clock import SystemClock
@@ -17,7 +21,11 @@ from infrastructure.database import DatabaseUrl, PostgresDatabase, SqliteDatabas
 from infrastructure.eventstore import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
 from infrastructure.imap.settings import ImapSettings
+from infrastructure.local_fleet import LocalRegistry
+from infrastructure.local_lease import InProcessLease
 from infrastructure.mail.parser import EmailMimeParser
+from infrastructure.redis_fleet import RedisFleet
+from infrastructure.redis_lease import RedisLease
 from infrastructure.redis_signals import RedisSignals
 from infrastructure.settings import Settings
 from infrastructure.signals import InProcessSignals
@@ -25,6 +33,8 @@ from infrastructure.sync_state import SqlMailboxState
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.mail import MailProjection, MailReader
 from projections.runner import ProjectionRunner
+from workers.caps import CappedProvider, ConnectionCaps
+from workers.supervisor import Supervisor, SupervisorSettings
 from workers.sync import AccountSyncer, SyncSettings
 
 
@@ -149,3 +159,56 @@ def build_syncer(app: App, settings: Settings) -> AccountSyncer:
             parse_concurrency=settings.parse_concurrency,
         ),
     )
+
+
+def build_supervisor(
+    app: App, settings: Settings, worker_id: str, on_ingested: Callable[[], None] = lambda: None
+) -> Supervisor:
+    """A worker's supervisor: Redis lease, fleet and signals when ``redis_url`` is set,
+    else their in-process stand-ins (single-process mode)."""
+    ttl = settings.watch_lease_ttl
+    caps = ConnectionCaps(per_account=4, per_host=settings.per_host_conn_cap)
+    capped = replace(
+        app.ctx,
+        mail_ports=replace(app.ctx.mail, provider=CappedProvider(app.ctx.mail.provider, caps)),
+    )
+    syncer = AccountSyncer(
+        capped,
+        EmailMimeParser(app.ctx.mail.blobs),
+        SyncSettings(
+            backfill_window_days=settings.backfill_window_days,
+            max_messages_per_poll=settings.max_messages_per_poll,
+            parse_concurrency=settings.parse_concurrency,
+        ),
+    )
+    lease: Lease
+    registry: WorkerRegistry
+    subscriber: SignalSubscriber
+    if settings.redis_url:
+        lease = RedisLease.from_url(settings.redis_url, ttl)
+        registry = RedisFleet.from_url(settings.redis_url, worker_id, ttl)
+        subscriber = RedisSignals.from_url(settings.redis_url)
+    else:
+        lease = InProcessLease(ttl)
+        registry = LocalRegistry(worker_id, ttl)
+        subscriber = app.ctx.mail.signals  # type: ignore[assignment]
+    supervisor = Supervisor(
+        app,
+        syncer,
+        lease,
+        registry,
+        SupervisorSettings(
+            worker_id=worker_id,
+            lease_ttl=ttl,
+            fleet_tick=min(5.0, ttl / 6),
+            poll_warm=settings.poll_warm,
+            poll_cold=settings.poll_cold,
+            poll_concurrency=settings.poll_concurrency,
+            poll_deadline=settings.poll_deadline,
+            max_accounts_per_worker=settings.max_accounts_per_worker,
+            hot_budget_per_worker=settings.hot_budget_per_worker,
+        ),
+        on_ingested=on_ingested,
+    )
+    subscriber.subscribe(supervisor.on_signal)
+    return supervisor

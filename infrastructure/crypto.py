@@ -23,6 +23,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from application.ports import SqlDatabase
+from application.privacy import KeyErased
 
 log = logging.getLogger("tidings.crypto")
 
@@ -31,7 +32,7 @@ KEYS_TABLE = "crypto_keys"
 SECRETS_TABLE = "mail_secrets"
 
 
-class KeyShredded(Exception):
+class KeyShredded(KeyErased):
     """Sealing under a key that was shredded (its account or tenant was erased)."""
 
 

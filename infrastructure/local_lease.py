@@ -15,8 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 
 
 class InProcessLease:
-    def __init__(self, ttl_seconds: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
         self._ttl_seconds = ttl_seconds

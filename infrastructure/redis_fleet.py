@@ -4,8 +4,8 @@ Each worker owns one hash ``tidings:worker:<id>`` = {held: <leases held>, at: <u
 with a ttl of ``ttl_seconds`` (= ``watch_lease_ttl``), rewritten every ``interval``
 (ttl/3), so a worker that died drops out of ``live_workers`` within one ttl — the same
 time its leases take to expire. ``live_workers`` finds the hashes with SCAN (never KEYS)
-and reads them in one pipelined round trip. Redis errors become
-``LeaseBackendUnavailable``.
+and reads them in one pipelined round trip; a stray key under the prefix that is not a
+heartbeat is skipped. Connection errors and timeouts become ``LeaseBackendUnavailable``.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ def _glob_escape(text: str) -> str:
 
 
 class RedisFleet:
-    def __init__(self, client: redis.Redis, worker_id: str, ttl_seconds: float,
-                 prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self, client: redis.Redis, worker_id: str, ttl_seconds: float, prefix: str = DEFAULT_PREFIX
+    ) -> None:
         if not worker_id:
             raise ValueError("worker_id must not be empty")
         if ttl_seconds <= 0:
@@ -47,8 +48,14 @@ class RedisFleet:
         self._prefix = prefix
 
     @classmethod
-    def from_url(cls, url: str, worker_id: str, ttl_seconds: float,
-                 prefix: str = DEFAULT_PREFIX, timeout: float = 2.0) -> RedisFleet:
+    def from_url(
+        cls,
+        url: str,
+        worker_id: str,
+        ttl_seconds: float,
+        prefix: str = DEFAULT_PREFIX,
+        timeout: float = 2.0,
+    ) -> RedisFleet:
         return cls(redis_client(url, timeout=timeout), worker_id, ttl_seconds, prefix)
 
     @property
@@ -71,19 +78,23 @@ class RedisFleet:
 
     def live_workers(self) -> dict[str, int]:
         def run() -> dict[str, int]:
-            keys = [_text(key) for key in self._client.scan_iter(
-                match=_glob_escape(self._prefix) + "*", count=1000)]
+            keys = [
+                _text(key)
+                for key in self._client.scan_iter(
+                    match=_glob_escape(self._prefix) + "*", count=1000
+                )
+            ]
             pipe = self._client.pipeline(transaction=False)
             for key in keys:
                 pipe.hget(key, "held")
             live: dict[str, int] = {}
-            for key, held in zip(keys, pipe.execute(), strict=True):
-                if held is None:
-                    continue  # expired between SCAN and HGET
+            for key, held in zip(keys, pipe.execute(raise_on_error=False), strict=True):
+                if held is None or isinstance(held, Exception):
+                    continue  # expired between SCAN and HGET, or not a heartbeat
                 try:
-                    live[key[len(self._prefix):]] = int(_text(held))
+                    live[key[len(self._prefix) :]] = int(_text(held))
                 except ValueError:
-                    continue  # not one of ours
+                    continue  # not a heartbeat either
             return live
 
         return self._call(run)

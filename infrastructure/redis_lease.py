@@ -48,15 +48,17 @@ return 0
 T = TypeVar("T")
 
 
-def redis_client(url: str, *, timeout: float = 2.0, retries: int = 1,
-                 health_check_interval: int = 0) -> redis.Redis:
-    """A client that never blocks long: connect/read timeouts, at most ``retries`` quick retries."""
+def redis_client(
+    url: str, *, timeout: float = 2.0, retries: int = 1, client_name: str | None = None
+) -> redis.Redis:
+    """A client that never blocks long: connect/read timeouts, at most ``retries`` quick retries
+    on a fresh connection. ``client_name`` shows in ``CLIENT LIST``."""
     return redis.Redis.from_url(
         url,
         socket_timeout=timeout,
         socket_connect_timeout=timeout,
         retry=Retry(NoBackoff(), retries),
-        health_check_interval=health_check_interval,
+        client_name=client_name,
         decode_responses=True,
     )
 
@@ -66,8 +68,9 @@ def _text(value: str | bytes) -> str:
 
 
 class RedisLease:
-    def __init__(self, client: redis.Redis, ttl_seconds: float,
-                 prefix: str = DEFAULT_PREFIX) -> None:
+    def __init__(
+        self, client: redis.Redis, ttl_seconds: float, prefix: str = DEFAULT_PREFIX
+    ) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
         self._client = client
@@ -78,8 +81,9 @@ class RedisLease:
         self._lock = threading.Lock()
 
     @classmethod
-    def from_url(cls, url: str, ttl_seconds: float, prefix: str = DEFAULT_PREFIX,
-                 timeout: float = 2.0) -> RedisLease:
+    def from_url(
+        cls, url: str, ttl_seconds: float, prefix: str = DEFAULT_PREFIX, timeout: float = 2.0
+    ) -> RedisLease:
         return cls(redis_client(url, timeout=timeout), ttl_seconds, prefix)
 
     @property
@@ -93,8 +97,9 @@ class RedisLease:
 
     def acquire(self, key: str) -> str | None:
         token = secrets.token_hex(16)
-        taken = self._call(lambda: self._client.set(self._key(key), token, nx=True,
-                                                    px=self._ttl_ms))
+        taken = self._call(
+            lambda: self._client.set(self._key(key), token, nx=True, px=self._ttl_ms)
+        )
         return token if taken else None
 
     def renew(self, key: str, token: str) -> bool:
@@ -115,7 +120,7 @@ class RedisLease:
         wanted = list(dict.fromkeys(keys))
         found: set[str] = set()
         for start in range(0, len(wanted), BATCH):
-            chunk = wanted[start:start + BATCH]
+            chunk = wanted[start : start + BATCH]
 
             def run(chunk: list[str] = chunk) -> list[Any]:
                 pipe = self._client.pipeline(transaction=False)
@@ -147,18 +152,20 @@ class RedisLease:
                 self._shas[script] = sha
         return sha
 
-    def _script_many(self, script: str, items: Mapping[str, str],
-                     extra: Sequence[int]) -> dict[str, bool]:
+    def _script_many(
+        self, script: str, items: Mapping[str, str], extra: Sequence[int]
+    ) -> dict[str, bool]:
         pairs = list(items.items())
         answers: dict[str, bool] = {}
         for start in range(0, len(pairs), BATCH):
-            chunk = pairs[start:start + BATCH]
+            chunk = pairs[start : start + BATCH]
             replies = self._evalsha_chunk(self._sha(script), chunk, extra)
             missed = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
             if missed:
                 # Redis restarted or flushed its scripts: load again, repeat what missed.
-                again = self._evalsha_chunk(self._sha(script, reload=True),
-                                            [chunk[i] for i in missed], extra)
+                again = self._evalsha_chunk(
+                    self._sha(script, reload=True), [chunk[i] for i in missed], extra
+                )
                 for i, reply in zip(missed, again, strict=True):
                     replies[i] = reply
             for (key, _), reply in zip(chunk, replies, strict=True):
@@ -167,8 +174,9 @@ class RedisLease:
                 answers[key] = bool(reply)
         return answers
 
-    def _evalsha_chunk(self, sha: str, chunk: list[tuple[str, str]],
-                       extra: Sequence[int]) -> list[Any]:
+    def _evalsha_chunk(
+        self, sha: str, chunk: list[tuple[str, str]], extra: Sequence[int]
+    ) -> list[Any]:
         def run() -> list[Any]:
             pipe = self._client.pipeline(transaction=False)
             for key, token in chunk:

@@ -61,8 +61,11 @@ def decode(data: str | bytes) -> Signal:
     if not isinstance(body, dict):
         raise InvalidSignal("not an object")
     kind = KINDS.get(str(body.get("kind")))
-    tenant_id, account_id, user_id = body.get("tenant_id"), body.get("account_id"), body.get(
-        "user_id")
+    tenant_id, account_id, user_id = (
+        body.get("tenant_id"),
+        body.get("account_id"),
+        body.get("user_id"),
+    )
     if kind is None:
         raise InvalidSignal("unknown kind")
     if not isinstance(tenant_id, str):
@@ -75,10 +78,18 @@ def decode(data: str | bytes) -> Signal:
 
 
 class RedisSignals:
-    def __init__(self, publisher: redis.Redis, subscriber: redis.Redis | None = None, *,
-                 channel: str = CHANNEL, reconnect_base: float = 0.2,
-                 reconnect_cap: float = 10.0, healthy_after: float = 30.0,
-                 ping_interval: float = 10.0, owns_clients: bool = False) -> None:
+    def __init__(
+        self,
+        publisher: redis.Redis,
+        subscriber: redis.Redis | None = None,
+        *,
+        channel: str = CHANNEL,
+        reconnect_base: float = 0.2,
+        reconnect_cap: float = 10.0,
+        healthy_after: float = 30.0,
+        ping_interval: float = 10.0,
+        owns_clients: bool = False,
+    ) -> None:
         self._publisher = publisher
         self._subscriber = subscriber if subscriber is not None else publisher
         self._channel = channel
@@ -94,12 +105,25 @@ class RedisSignals:
         self._thread: threading.Thread | None = None
 
     @classmethod
-    def from_url(cls, url: str, *, channel: str = CHANNEL, timeout: float = 2.0,
-                 **options: Any) -> RedisSignals:
+    def from_url(
+        cls,
+        url: str,
+        *,
+        channel: str = CHANNEL,
+        timeout: float = 2.0,
+        client_name: str | None = None,
+        **options: Any,
+    ) -> RedisSignals:
+        """``client_name`` names the subscriber's connection (``CLIENT LIST``)."""
         # The subscriber gets its own client without retries: its loop does the reconnecting.
-        return cls(redis_client(url, timeout=timeout), redis_client(url, timeout=timeout,
-                                                                     retries=0),
-                   channel=channel, owns_clients=True, **options)
+        subscriber = redis_client(url, timeout=timeout, retries=0, client_name=client_name)
+        return cls(
+            redis_client(url, timeout=timeout),
+            subscriber,
+            channel=channel,
+            owns_clients=True,
+            **options,
+        )
 
     # --- SignalBus ---------------------------------------------------------------------
 
@@ -107,8 +131,12 @@ class RedisSignals:
         try:
             self._publisher.publish(self._channel, encode(signal))
         except RedisError as error:
-            log.warning("signals.publish_failed kind=%s account_id=%s error=%s", signal.kind,
-                        signal.account_id, type(error).__name__)
+            log.warning(
+                "signals.publish_failed kind=%s account_id=%s error=%s",
+                signal.kind,
+                signal.account_id,
+                type(error).__name__,
+            )
 
     # --- subscribing -------------------------------------------------------------------
 
@@ -118,8 +146,9 @@ class RedisSignals:
                 raise RuntimeError("RedisSignals is closed")
             self._callbacks.append(callback)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="tidings-signals",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="tidings-signals", daemon=True
+                )
                 self._thread.start()
 
     def wait_listening(self, timeout: float) -> bool:
@@ -131,7 +160,7 @@ class RedisSignals:
         with self._lock:
             thread = self._thread
         if thread is not None:
-            thread.join(timeout=self._ping_interval + 5)
+            thread.join(timeout=5.0)
         if self._owns_clients:
             self._publisher.close()
             self._subscriber.close()
@@ -148,13 +177,25 @@ class RedisSignals:
                 return  # closed
             except RedisError as error:
                 error_name = type(error).__name__
+            except Exception as error:  # a bug must not end the thread: back off, go on
+                log.exception(
+                    "signals.subscriber_crashed channel=%s error=%s",
+                    self._channel,
+                    type(error).__name__,
+                )
+                error_name = type(error).__name__
             finally:
                 self._listening.clear()
             if time.monotonic() - started >= self._healthy_after:
                 delay, failures = self._reconnect_base, 0
             failures += 1
-            log.warning("signals.subscriber_lost channel=%s error=%s failures=%d retry_in=%.1f",
-                        self._channel, error_name, failures, delay)
+            log.warning(
+                "signals.subscriber_lost channel=%s error=%s failures=%d retry_in=%.1f",
+                self._channel,
+                error_name,
+                failures,
+                delay,
+            )
             if self._stop.wait(delay):
                 return
             delay = min(delay * 2, self._reconnect_cap)
@@ -165,7 +206,7 @@ class RedisSignals:
             pubsub.subscribe(self._channel)
             heard = pinged = time.monotonic()
             while not self._stop.is_set():
-                message = pubsub.get_message(timeout=min(1.0, self._ping_interval))
+                message = pubsub.get_message(timeout=min(0.25, self._ping_interval))
                 now = time.monotonic()
                 if message is not None:
                     heard = now
@@ -183,8 +224,11 @@ class RedisSignals:
         kind = message.get("type")
         if kind == "subscribe":
             if resumed_after:
-                log.info("signals.subscriber_resumed channel=%s after_failures=%d",
-                         self._channel, resumed_after)
+                log.info(
+                    "signals.subscriber_resumed channel=%s after_failures=%d",
+                    self._channel,
+                    resumed_after,
+                )
             self._listening.set()
             return
         if kind != "message":
@@ -200,5 +244,9 @@ class RedisSignals:
             try:
                 callback(signal)
             except Exception as error:  # one bad callback must not stop the signals
-                log.exception("signals.callback_failed kind=%s account_id=%s error=%s",
-                              signal.kind, signal.account_id, type(error).__name__)
+                log.exception(
+                    "signals.callback_failed kind=%s account_id=%s error=%s",
+                    signal.kind,
+                    signal.account_id,
+                    type(error).__name__,
+                )

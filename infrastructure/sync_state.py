@@ -7,7 +7,7 @@ from datetime import datetime
 
 from application.mail.ports import MailboxCursor
 from application.mail.state import MailboxHealth
-from application.ports import SqlDatabase
+from application.ports import SqlCursor, SqlDatabase
 
 TABLE = "mailbox_state"
 
@@ -23,8 +23,19 @@ class SqlMailboxState:
                 " uidvalidity BIGINT, last_uid BIGINT, highestmodseq BIGINT,"
                 " last_sync_at TEXT, last_error_kind TEXT,"
                 " consecutive_failures INTEGER NOT NULL DEFAULT 0,"
-                " watch_state TEXT NOT NULL DEFAULT 'idle', tier TEXT NOT NULL DEFAULT 'warm')"
+                " watch_state TEXT NOT NULL DEFAULT 'idle', tier TEXT NOT NULL DEFAULT 'warm',"
+                " backfill_until BIGINT)"
             )
+            self._add_backfill_column(cur)
+
+    def _add_backfill_column(self, cur: SqlCursor) -> None:
+        """Tables created before the backfill bound was kept gain its column."""
+        if self.db.dialect == "postgresql":
+            cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS backfill_until BIGINT")
+            return
+        cur.execute(f"PRAGMA table_info({TABLE})")
+        if "backfill_until" not in {row[1] for row in cur.fetchall()}:
+            cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN backfill_until BIGINT")
 
     def _upsert(self, account_id: str, assignments: str, params: tuple[object, ...]) -> None:
         with self.db.transaction() as cur:
@@ -39,21 +50,31 @@ class SqlMailboxState:
     def cursor(self, account_id: str) -> MailboxCursor | None:
         with self.db.reading() as cur:
             cur.execute(
-                f"SELECT uidvalidity, last_uid, highestmodseq FROM {TABLE} WHERE account_id = ?",
+                f"SELECT uidvalidity, last_uid, highestmodseq, backfill_until FROM {TABLE}"
+                " WHERE account_id = ?",
                 (account_id,),
             )
             row = cur.fetchone()
         if row is None or row[0] is None:
             return None
-        return MailboxCursor(int(row[0]), int(row[1]), None if row[2] is None else int(row[2]))
+        return MailboxCursor(
+            int(row[0]),
+            int(row[1]),
+            None if row[2] is None else int(row[2]),
+            None if row[3] is None else int(row[3]),
+        )
 
     def save_cursor(self, account_id: str, cursor: MailboxCursor | None) -> None:
         values = (
-            (None, None, None)
+            (None, None, None, None)
             if cursor is None
-            else (cursor.uidvalidity, cursor.last_uid, cursor.highestmodseq)
+            else (cursor.uidvalidity, cursor.last_uid, cursor.highestmodseq, cursor.backfill_until)
         )
-        self._upsert(account_id, "uidvalidity = ?, last_uid = ?, highestmodseq = ?", values)
+        self._upsert(
+            account_id,
+            "uidvalidity = ?, last_uid = ?, highestmodseq = ?, backfill_until = ?",
+            values,
+        )
 
     def record_success(self, account_id: str, at: datetime) -> None:
         self._upsert(

@@ -2,7 +2,8 @@
 
 - ``accounts``: one row per account with its status and message count.
 - ``messages``: one row per ingested message; deleted accounts' rows are removed with
-  one set-based DELETE.
+  one set-based DELETE, and messages recorded after their account's delete are passed
+  over.
 - ``threads``: one row per (account, thread key) with count and latest time.
 """
 
@@ -106,6 +107,14 @@ class MailProjection:
         for recorded in batch:
             event = recorded.event
             if isinstance(event, MessageIngested):
+                # A worker that sealed a page before the account's delete may append
+                # it after: a deleted account gains no rows.
+                cur.execute(
+                    f"SELECT status FROM {accounts} WHERE account_id = ?", (event.account_id,)
+                )
+                account = cur.fetchone()
+                if account is not None and account[0] == "deleted":
+                    continue
                 cur.execute(
                     f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) VALUES"
                     f" ({', '.join('?' * len(MESSAGE_COLUMNS))})"

@@ -40,6 +40,17 @@ class Poller:
             with self._lock:
                 self._in_flight.discard(account_id)
 
+    def submit(self, account_id: str, on_done: Callable[[SyncOutcome], None]) -> bool:
+        """Start one account's poll in the background, unless it is still syncing."""
+        with self._lock:
+            if account_id in self._in_flight:
+                return False
+            self._in_flight.add(account_id)
+        deadline = time.monotonic() + self._deadline_seconds
+        future = self._pool.submit(self._run, account_id, deadline)
+        future.add_done_callback(lambda f: on_done(f.result()))
+        return True
+
     def poll(
         self, account_ids: Iterable[str], on_done: Callable[[SyncOutcome], None] | None = None
     ) -> list[SyncOutcome]:

@@ -6,6 +6,8 @@
         save the cursor (only now: a crash before re-fetches, dedup absorbs it)
     until the server has no more, or the deadline passed (-> transient failure).
 
+An account deleted mid-pass (its key shredded) ends the pass quietly as skipped.
+
 UIDVALIDITY changed -> the cursor is reset and the mailbox re-read from the backfill
 window; message ids survive the change, so nothing is ingested twice.
 
@@ -41,6 +43,7 @@ from application.mail.ports import (
     MailboxThrottled,
     MailProviderError,
 )
+from application.privacy import KeyErased
 from application.streams import commit, load
 from domain.mail_account import MailAccount
 from domain.message import MessageState
@@ -87,40 +90,56 @@ class AccountSyncer:
         self.today = today
         self._parse_slots = threading.BoundedSemaphore(settings.parse_concurrency)
 
+    def open_session(self, account: MailAccount) -> MailboxSession:
+        """Log in to the account's mailbox (raises ``MailProviderError``)."""
+        account_id = str(account.id)
+        secret = self.ctx.mail.secrets.get(account_id)
+        if secret is None:
+            raise MailboxAuthError("no usable secret for the account")
+        endpoint = ImapEndpoint(
+            host=account.imap["host"],
+            port=int(account.imap["port"]),
+            security=account.imap["security"],
+            username=reveal(self.ctx, account.imap["username"]) or "",
+        )
+        return self.ctx.mail.provider.open(
+            endpoint, Credentials(account.auth_method, secret), account_id=account_id
+        )
+
     def sync(
         self,
         account_id: str,
         deadline: float | None = None,
         on_page: Callable[[int], None] | None = None,
+        session: MailboxSession | None = None,
     ) -> SyncOutcome:
-        ports = self.ctx.mail
+        """Fetch and ingest everything new; on ``session`` if given (a watch's own
+        connection), else on a connection of its own, closed afterwards."""
         account = load(self.ctx.store, MailAccount, UUID(account_id))
         if account.status != "active":
             return SyncOutcome(account_id, skipped=True)
         try:
-            secret = ports.secrets.get(account_id)
-            if secret is None:
-                raise MailboxAuthError("no usable secret for the account")
-            endpoint = ImapEndpoint(
-                host=account.imap["host"],
-                port=int(account.imap["port"]),
-                security=account.imap["security"],
-                username=reveal(self.ctx, account.imap["username"]) or "",
-            )
-            with ports.provider.open(
-                endpoint, Credentials(account.auth_method, secret), account_id=account_id
-            ) as session:
+            if session is None:
+                with self.open_session(account) as opened:
+                    ingested, duplicates = self._pages(opened, account, deadline, on_page)
+            else:
                 ingested, duplicates = self._pages(session, account, deadline, on_page)
         except MailboxAuthError as error:
             self._auth_failed(account_id, error)
             return self._failed(account_id, "auth", error)
         except MailboxThrottled as error:
             return self._failed(account_id, "throttled", error, retry_after=error.retry_after)
-        except (MailProviderError, DeadlineExceeded, ConcurrencyConflict) as error:
+        except (MailProviderError, DeadlineExceeded) as error:
             return self._failed(account_id, "transient", error)
+        except ConcurrencyConflict as error:
+            return self._failed(account_id, "ingest_conflict", error)
         except StoreUnavailable as error:
             return self._failed(account_id, "store_unavailable", error)
-        ports.state.record_success(account_id, self.ctx.clock.now())
+        except KeyErased:
+            # Deleted (its key shredded) while syncing: nothing left to do or record.
+            log.info("sync.account_erased account_id=%s", account_id)
+            return SyncOutcome(account_id, skipped=True)
+        self.ctx.mail.state.record_success(account_id, self.ctx.clock.now())
         log.info(
             "sync.ok account_id=%s ingested=%d duplicates=%d", account_id, ingested, duplicates
         )

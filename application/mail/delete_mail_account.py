@@ -15,16 +15,19 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     account = load_managed(ctx, user, payload.account_id)
     if isinstance(account, Result):
         return account
+    # The canonical id, not the payload's spelling (any form UUID() accepts): keys,
+    # secrets and state are filed under it.
+    account_id = str(account.id)
     # Shred first: if the event then fails to commit, the account still exists with
     # its data already unreadable, and deleting again completes the job.
-    ctx.mail.cipher.shred_account(account.tenant_id, payload.account_id)
-    ctx.mail.secrets.delete(payload.account_id)
+    ctx.mail.cipher.shred_account(account.tenant_id, account_id)
+    ctx.mail.secrets.delete(account_id)
 
     def decide(account: MailAccount) -> Result:
         account.delete(now=ctx.clock.now())
-        return Result.ok({"accountId": payload.account_id, "deleted": True})
+        return Result.ok({"accountId": account_id, "deleted": True})
 
-    result = change(ctx, user, payload.account_id, decide)
+    result = change(ctx, user, account_id, decide)
     if result.is_success:
-        ctx.mail.state.forget(payload.account_id)
+        ctx.mail.state.forget(account_id)
     return result

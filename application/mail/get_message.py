@@ -1,4 +1,8 @@
-"""get-message: one message, with its raw MIME (base64) read from the blob store."""
+"""get-message: one message, with its raw MIME (base64) read from the blob store.
+
+Every stored body is returned, whatever its size: bodies over ``max_message_mb`` are
+never stored, so that setting bounds this answer too. ``includeRaw: false`` skips it.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,6 @@ from application.result import Result, forbidden, not_found
 from application.users import KNOWN_ROLES, User
 
 NAME = "get-message"
-MAX_INLINE_RAW = 25 * 1024 * 1024
 
 
 class Payload(Base):
@@ -33,7 +36,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         return not_found(f"message {payload.message_id}")
     view = message_view(ctx, row)
     view["raw"] = None
-    if payload.include_raw and row["bodyRef"] and row["sizeBytes"] <= MAX_INLINE_RAW:
+    if payload.include_raw and row["bodyRef"]:
         try:
             with ctx.mail.blobs.open(row["bodyRef"]) as blob:
                 view["raw"] = base64.b64encode(blob.read()).decode()

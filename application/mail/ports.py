@@ -7,9 +7,11 @@ standard library only and does no I/O.
 Fetch contract (``MailboxSession.fetch_since``):
 
 - The cursor is ``{uidvalidity, last_uid, highestmodseq}``. ``None`` means a
-  first sync: the page starts with the messages whose INTERNALDATE is on or
-  after ``backfill_since``; every later page continues by UID from the cursor,
-  so it takes every message that arrived after that point.
+  first sync: it backfills the messages present at that moment (UIDs below
+  UIDNEXT, remembered as ``backfill_until``) whose INTERNALDATE is on or after
+  ``backfill_since``, page by page; older mail present then is skipped for
+  good. Once the backfill is done, pages continue by UID from the cursor, so
+  they take every message that arrived after that point, whatever its date.
 - When the mailbox's UIDVALIDITY differs from the cursor's, ``fetch_since``
   raises ``MailboxCursorInvalid`` and fetches nothing. The caller resets (calls
   again with ``None``) and relies on dedup by ``provider_message_id``, which
@@ -75,6 +77,9 @@ class MailboxCursor:
     uidvalidity: int
     last_uid: int
     highestmodseq: int | None = None
+    backfill_until: int | None = None
+    """Set while a first sync's backfill is paged: UIDs up to here are taken only
+    when inside the backfill window; None once the backfill is done."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +125,15 @@ class FetchBatch:
     has_more: bool
 
 
+@dataclass(frozen=True, slots=True)
+class IdleNews:
+    """What arrived on an idling connection since the last read."""
+
+    exists: bool = False  # the mailbox grew: fetch
+    closed: bool = False  # the server hung up (BYE, EOF): the watch must restart
+    heard: bool = False  # anything at all arrived (keepalives count: the socket lives)
+
+
 # -- errors ------------------------------------------------------------------
 
 
@@ -156,6 +170,10 @@ class MailboxUnreachable(MailboxTransientError):
     """No connection could be made: DNS, refused, no route, TLS handshake rejected."""
 
 
+class IdleUnsupported(MailProviderError):
+    """The server has no IDLE: the account can only be polled."""
+
+
 class BlobStoreError(ApplicationError):
     """Base of what a blob store raises."""
 
@@ -183,6 +201,22 @@ class MailboxSession(Protocol):
 
     def verify(self) -> None:
         """Raise unless INBOX can be opened (login already succeeded in ``open``)."""
+        ...
+
+    def idle_start(self) -> None:
+        """Enter IDLE on the selected INBOX (raise ``IdleUnsupported`` without IDLE)."""
+        ...
+
+    def idle_fileno(self) -> int:
+        """The socket to wait on (selectors) while idling."""
+        ...
+
+    def idle_read(self) -> IdleNews:
+        """Drain what the server sent while idling, without blocking."""
+        ...
+
+    def idle_done(self) -> None:
+        """Leave IDLE; the session takes commands again."""
         ...
 
     def close(self) -> None: ...

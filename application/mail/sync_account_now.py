@@ -21,5 +21,6 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
             f"the account is {account.status}; reconnect it first",
             accountStatus=account.status,
         )
-    ctx.mail.signals.publish(Signal("sync_now", account.tenant_id, account_id=payload.account_id))
-    return Result.ok({"accountId": payload.account_id, "requested": True})
+    account_id = str(account.id)  # canonical: workers match signals on it
+    ctx.mail.signals.publish(Signal("sync_now", account.tenant_id, account_id=account_id))
+    return Result.ok({"accountId": account_id, "requested": True})

@@ -1,4 +1,8 @@
-"""update-mail-account: change name, server settings, secret or trusted authserv-id."""
+"""update-mail-account: change name, server settings, secret or trusted authserv-id.
+
+Pointing the account at another mailbox (host, port or username) resets its sync
+cursor: UIDs of one mailbox mean nothing in another, even under an equal UIDVALIDITY.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import Field, SecretStr, StringConstraints
 
 from application.context import Context
-from application.mail.access import load_managed
+from application.mail.access import load_managed, reveal
 from application.mail.connect_mail_account import ImapSettings
 from application.payloads import Payload as Base
 from application.result import Result, invalid_payload
@@ -26,6 +30,10 @@ class Payload(Base):
     secret: Annotated[SecretStr, Field(min_length=1, max_length=8192)] | None = None
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+
+
+def _endpoint(ctx: Context, imap: dict[str, Any]) -> tuple[Any, Any, str | None]:
+    return imap.get("host"), imap.get("port"), reveal(ctx, imap.get("username"))
 
 
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
@@ -48,6 +56,11 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         tenant, account_id = account.tenant_id, str(account.id)
         seal = ctx.mail.cipher.seal
         changes: dict[str, Any] = {}
+        moved = payload.imap is not None and _endpoint(ctx, account.imap) != (
+            payload.imap.host,
+            payload.imap.port,
+            payload.imap.username,
+        )
         if payload.display_name is not None:
             changes["display_name"] = seal(tenant, account_id, payload.display_name)
         if payload.imap is not None:
@@ -68,6 +81,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         if payload.secret is not None:
             ctx.mail.secrets.put(tenant, account_id, payload.secret.get_secret_value())
         commit(ctx.store, account)
+        if moved:  # another mailbox: the old cursor means nothing there
+            ctx.mail.state.save_cursor(account_id, None)
         ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
         return Result.ok({"accountId": account_id})
 

@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from infrastructure.cli import demo, events, handlers, projections
+from infrastructure.cli import demo, events, handlers, projections, worker
 from infrastructure.cli.output import configure_logging, error_line
 from infrastructure.cli.runtime import EXIT_FAILED, EXIT_USAGE, CliError
 
@@ -77,6 +77,8 @@ def build() -> typer.Typer:
     app.add_typer(projections.app)
     app.add_typer(events.app)
     app.command()(demo.demo)
+    app.command()(worker.worker)
+    app.add_typer(worker.accounts_app)
     return app
 
 

@@ -10,7 +10,10 @@ round trip on a connection that may be dead); open a new session.
 ``fetch_since`` (the contract is in ``application.mail.ports``):
 
 1. EXAMINE INBOX. A cursor from another UIDVALIDITY → ``MailboxCursorInvalid``.
-2. UIDs: first sync ``UID SEARCH SINCE <date>``; otherwise
+2. UIDs: a first sync (no cursor) backfills the UIDs below the UIDNEXT it
+   sees (kept in the cursor as ``backfill_until`` while it pages) with
+   ``UID SEARCH UID <last+1>:<backfill_until> SINCE <date>``, so mail older
+   than the window is skipped for good wherever its UID lies; afterwards
    ``UID SEARCH UID <last+1>:<hi>`` in windows bounded by UIDNEXT (none when
    UIDNEXT says nothing is new), dropping the ``*`` quirk (``n:*`` with n past
    the last UID matches the last UID). UIDs are passed as lists: imapclient 4
@@ -37,6 +40,8 @@ from application.mail.ports import (
     BlobStore,
     FetchBatch,
     FetchedMessage,
+    IdleNews,
+    IdleUnsupported,
     MailboxCursor,
     MailboxCursorInvalid,
     MailboxStatus,
@@ -76,6 +81,8 @@ class ImapMailboxSession:
         self._blobs = blob_store
         self._closed = False
         self._broken = False
+        self._idle_empty_reads = 0
+        self._idling = False
         items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
         if "OBJECTID" in capabilities:
             items.append("EMAILID")
@@ -102,12 +109,46 @@ class ImapMailboxSession:
         if self._closed:
             return
         self._closed = True
-        if not self._broken:
+        # While idling the server waits for DONE and would not answer a LOGOUT: drop
+        # the socket instead (a dropped connection costs the server nothing).
+        if not self._broken and not self._idling:
             with contextlib.suppress(Exception):
                 self._client.logout()
                 return
         with contextlib.suppress(Exception):
             self._client.shutdown()
+
+    # -- IDLE --------------------------------------------------------------
+
+    def idle_start(self) -> None:
+        if "IDLE" not in self._caps:
+            raise IdleUnsupported("the server does not offer IDLE")
+        self._io(self._client.idle)
+        self._idle_empty_reads = 0
+        self._idling = True
+
+    def idle_fileno(self) -> int:
+        return int(self._client.socket().fileno())
+
+    def idle_read(self) -> IdleNews:
+        """Called when the socket is readable. A readable socket that yields no
+        response twice in a row has reached EOF (the server closed it)."""
+        responses = self._io(self._client.idle_check, 0)
+        if not responses:
+            self._idle_empty_reads += 1
+            return IdleNews(closed=self._idle_empty_reads >= 2)
+        self._idle_empty_reads = 0
+        exists = closed = False
+        for response in responses:
+            if len(response) > 1 and response[1] in (b"EXISTS", b"RECENT"):
+                exists = True
+            if response and response[0] == b"BYE":
+                closed = True
+        return IdleNews(exists=exists, closed=closed, heard=True)
+
+    def idle_done(self) -> None:
+        self._idling = False
+        self._io(self._client.idle_done)
 
     def verify(self) -> None:
         self.select_inbox()
@@ -140,15 +181,28 @@ class ImapMailboxSession:
                 )
             )
         if cursor is None:
-            uids = self._search(["SINCE", backfill_since], floor=1)
-            more_windows, covered = False, (status.uidnext or 1) - 1
-            old_modseq = None
-        else:
-            uids, more_windows, covered = self._search_after(cursor.last_uid, status.uidnext)
-            old_modseq = cursor.highestmodseq
+            cursor = MailboxCursor(
+                status.uidvalidity, 0, None, backfill_until=self._backfill_bound(status)
+            )
+        uids: list[int] = []
+        backfill = cursor.backfill_until
+        if backfill is not None and cursor.last_uid < backfill:
+            lo = cursor.last_uid + 1
+            uids = [
+                u
+                for u in self._search(["UID", f"{lo}:{backfill}", "SINCE", backfill_since], lo)
+                if u <= backfill
+            ]
+        if uids:
+            more_windows, covered = False, backfill or 0
+        else:  # no backfill, or nothing left of it: continue after it by UID
+            last = max(cursor.last_uid, backfill or 0)
+            cursor = MailboxCursor(status.uidvalidity, last, cursor.highestmodseq)
+            backfill = None
+            uids, more_windows, covered = self._search_after(last, status.uidnext)
         page = uids[:limit]
         if not page:
-            last = max(covered, cursor.last_uid if cursor else 0)
+            last = max(covered, cursor.last_uid)
             new = MailboxCursor(status.uidvalidity, last, status.highestmodseq)
             return FetchBatch((), new, has_more=False)
         refs = self._fetch_metadata(page)
@@ -157,7 +211,10 @@ class ImapMailboxSession:
         # The page ends at its last UID, including UIDs that vanished meanwhile.
         last_uid = plan.included[-1].uid if plan.cut else page[-1]
         has_more = plan.cut or len(uids) > limit or more_windows
-        modseq = old_modseq if has_more else status.highestmodseq
+        if backfill is not None and not has_more:
+            # The backfill is done: the older mail below its bound is skipped for good.
+            last_uid, backfill = max(last_uid, backfill), None
+        modseq = cursor.highestmodseq if has_more else status.highestmodseq
         log.debug(
             "imap.batch account_id=%s messages=%d streamed=%d too_large=%d has_more=%s",
             self._account_id,
@@ -166,9 +223,16 @@ class ImapMailboxSession:
             len(plan.too_large),
             has_more,
         )
-        return FetchBatch(
-            tuple(messages), MailboxCursor(status.uidvalidity, last_uid, modseq), has_more
+        new_cursor = MailboxCursor(
+            status.uidvalidity, last_uid, modseq, backfill_until=backfill if has_more else None
         )
+        return FetchBatch(tuple(messages), new_cursor, has_more)
+
+    def _backfill_bound(self, status: MailboxStatus) -> int:
+        """The highest UID a first sync backfills: everything that exists now."""
+        if status.uidnext is not None:
+            return status.uidnext - 1
+        return max(self._search(["ALL"], floor=1), default=0)
 
     # -- search ------------------------------------------------------------
 

@@ -14,7 +14,7 @@ Per account the policy remembers three times: ``seen`` (first tracked), ``user_a
 
 Invariants: classification is a pure function of the remembered times, ``now`` and the
 budget (deterministic; ties by account id); at most ``hot_budget`` accounts are hot and
-the ones shed are the least recently active; times from the future count as ``now``; a
+the ones shed are the least recently active; times after ``now`` count as ``now``; a
 newly tracked account is warm, not cold, for a warm window (a restarted worker knows no
 history: seed ``on_mail`` from the read model to do better). Times are seconds on one
 clock of the caller's choosing (wall time, if mail times come from the read model).
@@ -67,10 +67,12 @@ class TierPolicy:
             activity = self._accounts[account_id]
             activity.user_active = max(activity.user_active, now)
 
-    def on_mail(self, account_id: str, at: float) -> None:
-        self.track(account_id, at)
+    def on_mail(self, account_id: str, at: float, now: float) -> None:
+        """New mail seen ``at`` (e.g. the newest message's time); a time after ``now`` (a
+        bad Date header) counts as ``now``, so it cannot keep the account hot for days."""
+        self.track(account_id, now)
         activity = self._accounts[account_id]
-        activity.mail = max(activity.mail, at)
+        activity.mail = max(activity.mail, min(at, now))
 
     def classify(self, now: float, hot_budget: int) -> dict[str, Tier]:
         s = self.settings

@@ -203,7 +203,7 @@ class KeeperAgainstAnotherWorker(RuleBasedStateMachine):
         self.keeper = LeaseKeeper(self.TTL)
         self.others: dict[str, str] = {}
 
-    @rule(account=st.sampled_from("abc"))
+    @rule(account=st.sampled_from("ab"))
     def start_watch(self, account: str) -> None:
         claim = self.keeper.claim(account)
         if claim is None:
@@ -214,31 +214,37 @@ class KeeperAgainstAnotherWorker(RuleBasedStateMachine):
         elif not self.keeper.on_acquired(claim, token, sent_at=self.now):
             self.store.release(account, token)
 
-    @rule(account=st.sampled_from("abc"))
+    @rule(account=st.sampled_from("ab"))
     def stop_watch(self, account: str) -> None:
         token = self.keeper.stop(account)
         if token is not None:
             self.store.release(account, token)
 
-    @rule(down=st.booleans())
-    def backend(self, down: bool) -> None:
-        self.flaky.down = down
+    def tick(self, dt: float) -> None:
+        self.now += dt
+        self.keeper.expired(self.now)
+        if self.keeper.due(self.now):
+            batch = self.keeper.start_renewal(self.now)
+            try:
+                results = self.flaky.renew_many(batch.tokens)
+            except LeaseBackendUnavailable:
+                self.keeper.on_renew_failed(batch, self.now)
+            else:
+                self.keeper.on_renew_results(batch, results)
 
     @rule(dts=st.lists(st.floats(min_value=0.0, max_value=TICK), max_size=20))
     def ticks(self, dts: list[float]) -> None:
         for dt in dts:
-            self.now += dt
-            self.keeper.expired(self.now)
-            if self.keeper.due(self.now):
-                batch = self.keeper.start_renewal(self.now)
-                try:
-                    results = self.flaky.renew_many(batch.tokens)
-                except LeaseBackendUnavailable:
-                    self.keeper.on_renew_failed(batch, self.now)
-                else:
-                    self.keeper.on_renew_results(batch, results)
+            self.tick(dt)
 
-    @rule(account=st.sampled_from("abc"))
+    @rule(seconds=st.floats(min_value=0.0, max_value=2 * TTL), dt=st.floats(0.01, TICK))
+    def outage(self, seconds: float, dt: float) -> None:
+        self.flaky.down = True
+        for _ in range(int(seconds / dt)):
+            self.tick(dt)
+        self.flaky.down = False
+
+    @rule(account=st.sampled_from("ab"))
     def other_worker_grabs(self, account: str) -> None:
         token = self.store.acquire(account)
         if token is not None:
@@ -246,7 +252,7 @@ class KeeperAgainstAnotherWorker(RuleBasedStateMachine):
             assert not self.keeper.holds(account), f"{account} held by two workers"
             self.others[account] = token
 
-    @rule(account=st.sampled_from("abc"))
+    @rule(account=st.sampled_from("ab"))
     def other_worker_lets_go(self, account: str) -> None:
         token = self.others.pop(account, None)
         if token is not None:
@@ -254,5 +260,5 @@ class KeeperAgainstAnotherWorker(RuleBasedStateMachine):
 
 
 TestKeeperAgainstAnotherWorker = KeeperAgainstAnotherWorker.TestCase
-TestKeeperAgainstAnotherWorker.settings = settings(max_examples=80, stateful_step_count=30,
+TestKeeperAgainstAnotherWorker.settings = settings(max_examples=100, stateful_step_count=20,
                                                    deadline=None)

@@ -1,0 +1,76 @@
+"""RedisFleet: heartbeats with a ttl, live workers found by SCAN, with their lease counts."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from application.leases import LeaseBackendUnavailable
+from infrastructure.redis_fleet import RedisFleet
+
+
+def fleet(client: redis.Redis, prefix: str, worker_id: str, ttl: float = 3.0) -> RedisFleet:
+    return RedisFleet(client, worker_id, ttl, prefix=prefix + "worker:")
+
+
+def test_heartbeats_list_the_live_workers_and_what_they_hold(client: redis.Redis,
+                                                             prefix: str) -> None:
+    w1, w2 = fleet(client, prefix, "w1"), fleet(client, prefix, "w2")
+    assert w1.live_workers() == {}
+    w1.heartbeat(held=3)
+    w2.heartbeat(held=0)
+    assert w1.live_workers() == {"w1": 3, "w2": 0}
+    w1.heartbeat(held=5)
+    assert w2.live_workers() == {"w1": 5, "w2": 0}
+    assert w1.worker_id == "w1" and w1.interval == pytest.approx(1.0)
+
+
+def test_a_worker_without_heartbeat_drops_out_after_the_ttl(client: redis.Redis,
+                                                            prefix: str) -> None:
+    dying = fleet(client, prefix, "dying", ttl=0.3)
+    alive = fleet(client, prefix, "alive", ttl=0.3)
+    dying.heartbeat(held=7)
+    alive.heartbeat(held=1)
+    time.sleep(0.2)
+    alive.heartbeat(held=1)  # refreshed within the ttl
+    time.sleep(0.2)
+    assert alive.live_workers() == {"alive": 1}
+
+
+def test_leave_removes_the_worker_at_once(client: redis.Redis, prefix: str) -> None:
+    w1, w2 = fleet(client, prefix, "w1"), fleet(client, prefix, "w2")
+    w1.heartbeat(held=1)
+    w2.heartbeat(held=1)
+    w1.leave()
+    assert w2.live_workers() == {"w2": 1}
+
+
+def test_only_heartbeats_under_this_prefix_are_listed(client: redis.Redis,
+                                                               prefix: str) -> None:
+    odd = RedisFleet(client, "w1", 3.0, prefix=prefix + "w[*]?:")
+    plain = RedisFleet(client, "w1", 3.0, prefix=prefix + "wx*?:")
+    odd.heartbeat(held=1)
+    plain.heartbeat(held=2)
+    client.set(prefix + "w[*]?:garbage", "x")  # a string, not a heartbeat hash
+    client.hset(prefix + "w[*]?:odd", "held", "many")
+    assert odd.live_workers() == {"w1": 1}
+    assert plain.live_workers() == {"w1": 2}
+
+
+def test_an_unreachable_redis_raises_quickly(closed_port: int) -> None:
+    down = RedisFleet.from_url(f"redis://127.0.0.1:{closed_port}/0", "w1", 3.0)
+    started = time.monotonic()
+    with pytest.raises(LeaseBackendUnavailable):
+        down.heartbeat(held=0)
+    with pytest.raises(LeaseBackendUnavailable):
+        down.live_workers()
+    assert time.monotonic() - started < 3.0
+
+
+def test_worker_id_and_ttl_are_checked(client: redis.Redis) -> None:
+    with pytest.raises(ValueError):
+        RedisFleet(client, "", 3.0)
+    with pytest.raises(ValueError):
+        RedisFleet(client, "w1", 0)

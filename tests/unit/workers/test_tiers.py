@@ -1,0 +1,110 @@
+"""TierPolicy: user-active and recent mail make accounts hot; the budget sheds the least active."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from workers.policies.tiers import TierPolicy, TierSettings
+
+MIN = 60.0
+HOUR = 3600.0
+DAY = 86400.0
+
+
+def test_a_newly_tracked_account_is_warm_then_cold_after_a_quiet_day() -> None:
+    tiers = TierPolicy()
+    tiers.track("a", 0.0)
+    assert tiers.classify(0.0, hot_budget=10) == {"a": "warm"}
+    assert tiers.classify(DAY - 1, hot_budget=10) == {"a": "warm"}
+    assert tiers.classify(DAY, hot_budget=10) == {"a": "cold"}
+
+
+def test_user_active_makes_an_account_hot_for_the_inactivity_window() -> None:
+    tiers = TierPolicy()
+    tiers.on_user_active(["a", "b"], 100.0)
+    assert tiers.classify(100.0, hot_budget=10) == {"a": "hot", "b": "hot"}
+    assert tiers.classify(100.0 + 30 * MIN - 1, hot_budget=10)["a"] == "hot"
+    assert tiers.classify(100.0 + 30 * MIN, hot_budget=10)["a"] == "warm"
+    assert tiers.classify(100.0 + DAY, hot_budget=10)["a"] == "cold"
+
+
+def test_recent_mail_keeps_an_account_hot() -> None:
+    tiers = TierPolicy()
+    tiers.track("a", 0.0)
+    tiers.on_mail("a", 10 * DAY, now=10 * DAY)
+    assert tiers.classify(10 * DAY + HOUR - 1, hot_budget=10) == {"a": "hot"}
+    assert tiers.classify(10 * DAY + HOUR, hot_budget=10) == {"a": "warm"}
+
+
+def test_the_budget_sheds_the_least_recently_active() -> None:
+    tiers = TierPolicy()
+    tiers.on_user_active(["old"], 0.0)
+    tiers.on_mail("mid", 60.0, now=60.0)
+    tiers.on_user_active(["new"], 120.0)
+    assert tiers.classify(130.0, hot_budget=2) == {"old": "warm", "mid": "hot", "new": "hot"}
+    assert tiers.classify(130.0, hot_budget=0) == {"old": "warm", "mid": "warm", "new": "warm"}
+
+
+def test_ties_are_broken_by_account_id() -> None:
+    tiers = TierPolicy()
+    tiers.on_user_active(["b", "a", "c"], 5.0)
+    assert tiers.classify(5.0, hot_budget=2) == {"a": "hot", "b": "hot", "c": "warm"}
+
+
+def test_times_from_the_future_count_as_now() -> None:
+    tiers = TierPolicy()
+    tiers.on_mail("a", 10 * DAY, now=0.0)  # a bad Date header
+    assert tiers.classify(HOUR - 1, hot_budget=1) == {"a": "hot"}
+    assert tiers.classify(HOUR, hot_budget=1) == {"a": "warm"}  # not hot for ten days
+
+
+def test_activity_only_moves_forward_and_untrack_forgets() -> None:
+    tiers = TierPolicy()
+    tiers.on_user_active(["a"], 100.0)
+    tiers.on_user_active(["a"], 50.0)
+    assert tiers.classify(100.0 + 30 * MIN - 1, hot_budget=1) == {"a": "hot"}
+    tiers.untrack("a")
+    assert tiers.classify(0.0, hot_budget=1) == {}
+    assert tiers.tracked() == frozenset()
+
+
+def test_poll_intervals_per_tier() -> None:
+    tiers = TierPolicy(TierSettings(poll_warm=300.0, poll_cold=1800.0))
+    assert tiers.poll_interval("hot") == 300.0
+    assert tiers.poll_interval("warm") == 300.0
+    assert tiers.poll_interval("cold") == 1800.0
+    assert tiers.next_poll_at("cold", 1000.0) == 2800.0
+
+
+events = st.lists(st.tuples(st.sampled_from("abcdefgh"), st.booleans(), st.floats(0.0, 3 * HOUR)),
+                  max_size=40)
+
+
+@settings(max_examples=100, deadline=None)
+@given(events=events, now=st.floats(0.0, 4 * HOUR), budget=st.integers(0, 10))
+def test_budget_is_respected_and_the_hot_are_the_most_recently_active(
+        events: list[tuple[str, bool, float]], now: float, budget: int) -> None:
+    tiers = TierPolicy()
+    for account, is_mail, at in events:
+        if is_mail:
+            tiers.on_mail(account, at, now=at)
+        else:
+            tiers.on_user_active([account], at)
+    result = tiers.classify(now, budget)
+    hot = {a for a, tier in result.items() if tier == "hot"}
+    assert len(hot) <= budget
+    assert result == tiers.classify(now, budget)  # deterministic
+
+    def recency(account: str) -> float:
+        times = [min(at, now) for a, is_mail, at in events if a == account]
+        return max(times)
+
+    # Every warm account that would qualify as hot is no more recent than any hot one.
+    qualifying = {a for a, is_mail, at in events
+                  if (now - min(at, now)) < (HOUR if is_mail else 30 * MIN)}
+    assert hot <= qualifying
+    shed = qualifying - hot
+    if shed:
+        assert len(hot) == budget
+        assert all(recency(s) <= recency(h) for s in shed for h in hot)

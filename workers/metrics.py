@@ -1,0 +1,45 @@
+"""The worker's Prometheus metrics, in a registry of its own (nothing at import time)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class WorkerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.accounts_owned = Gauge(
+            "tidings_accounts_owned", "Hot accounts whose lease this worker holds", registry=r
+        )
+        self.watchers = Gauge("tidings_watchers", "IDLE watches by state", ["state"], registry=r)
+        self.leases_renewed = Counter(
+            "tidings_leases_renewed_total", "Lease renewals answered yes", registry=r
+        )
+        self.leases_lost = Counter(
+            "tidings_leases_lost_total", "Leases lost or expired", ["reason"], registry=r
+        )
+        self.ingested = Counter(
+            "tidings_messages_ingested_total", "Messages ingested", ["path"], registry=r
+        )
+        self.ingest_latency = Histogram(
+            "tidings_watch_fetch_seconds",
+            "EXISTS to ingested, on the watch path",
+            registry=r,
+            buckets=(0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10),
+        )
+        self.poll_seconds = Histogram(
+            "tidings_poll_seconds",
+            "One account's poll",
+            registry=r,
+            buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120),
+        )
+        self.poll_failures = Counter(
+            "tidings_poll_failures_total", "Failed polls", ["kind"], registry=r
+        )
+        self.projection_lag = Gauge(
+            "tidings_projection_lag_events", "Events not yet projected", ["projection"], registry=r
+        )
+        self.logins = Counter(
+            "tidings_imap_logins_total", "IMAP logins (polls and watches)", registry=r
+        )

@@ -1,0 +1,305 @@
+"""IDLE watches: thousands per worker, one thread waiting on all their sockets.
+
+Per account, a watch moves through:
+
+    opening --(login, SELECT, catch-up poll, IDLE)--> idling
+    idling --(EXISTS)--> fetching --(DONE, fetch + ingest, IDLE)--> idling
+    idling --(IDLE older than reidle_after)--> refreshing --(DONE, IDLE)--> idling
+    any --(error, server hang-up, silence past dead_after, stop())--> stopped
+
+Threads: the mux thread owns the selector and only ever does non-blocking reads of
+idling sockets; opening, fetching and refreshing run on a small pool. A session is
+touched by one thread at a time: the mux while the watch is idling (registered),
+a pool thread otherwise. Selector changes from other threads go through a queue and a
+wake-up pipe. Each watch carries a generation: work finishing for a stopped or
+restarted watch sees a stale generation and only closes its own session.
+
+A failed ingest on the watch path keeps the watch (the poll catches up); a failed
+IMAP exchange stops it, and the supervisor restarts it with backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import selectors
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from application.mail.ports import MailboxSession, MailProviderError
+from workers.sync import SyncOutcome
+
+log = logging.getLogger("tidings.watch")
+
+State = Literal["opening", "idling", "fetching", "refreshing", "stopped"]
+KEEP_WATCHING = frozenset({None, "store_unavailable", "ingest_conflict"})
+
+
+class WatchHooks(Protocol):
+    def open_session(self, account_id: str) -> MailboxSession: ...
+
+    def sync(self, account_id: str, session: MailboxSession) -> SyncOutcome: ...
+
+    def on_stopped(
+        self,
+        account_id: str,
+        generation: int,
+        reason: str,
+        error: BaseException | None,
+        lived: float,
+    ) -> None: ...
+
+    def on_mail(self, account_id: str, outcome: SyncOutcome) -> None: ...
+
+
+@dataclass
+class Watch:
+    account_id: str
+    generation: int
+    state: State = "opening"
+    session: MailboxSession | None = None
+    connected_at: float = 0.0
+    idle_since: float = 0.0
+    heard_at: float = 0.0
+    stop_reason: str | None = None
+    fileno: int = -1
+
+
+class WatchManager:
+    def __init__(
+        self,
+        hooks: WatchHooks,
+        *,
+        pool_size: int = 8,
+        reidle_after: float = 25 * 60,
+        dead_after: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._hooks = hooks
+        self._reidle_after = reidle_after
+        self._dead_after = dead_after
+        self._clock = clock
+        self._watches: dict[str, Watch] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="watch")
+        self._selector = selectors.DefaultSelector()
+        self._commands: queue.SimpleQueue[tuple[str, Watch]] = queue.SimpleQueue()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._running = True
+        self._mux = threading.Thread(target=self._loop, name="watch-mux", daemon=True)
+        self._mux.start()
+
+    # --- control (any thread) --------------------------------------------------------
+
+    def start(self, account_id: str) -> int:
+        with self._lock:
+            if account_id in self._watches:
+                return self._watches[account_id].generation
+            self._generation += 1
+            watch = Watch(account_id, self._generation)
+            self._watches[account_id] = watch
+        self._pool.submit(self._open, watch)
+        return watch.generation
+
+    def stop(self, account_id: str, reason: str = "stopped") -> bool:
+        with self._lock:
+            watch = self._watches.get(account_id)
+        if watch is None:
+            return False
+        self._command("stop", watch, reason)
+        return True
+
+    def watching(self) -> dict[str, State]:
+        with self._lock:
+            return {a: w.state for a, w in self._watches.items()}
+
+    def is_watching(self, account_id: str) -> bool:
+        with self._lock:
+            return account_id in self._watches
+
+    def close(self) -> None:
+        with self._lock:
+            watches = list(self._watches.values())
+        for watch in watches:
+            self._command("stop", watch, "shutdown")
+        deadline = time.monotonic() + 5.0
+        while self._watches and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._running = False
+        self._wake()
+        self._mux.join(timeout=2.0)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        with contextlib.suppress(OSError):
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _command(self, verb: str, watch: Watch, reason: str = "") -> None:
+        if verb == "stop" and watch.stop_reason is None:
+            watch.stop_reason = reason
+        self._commands.put((verb, watch))
+        self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _current(self, watch: Watch) -> bool:
+        with self._lock:
+            return self._watches.get(watch.account_id) is watch
+
+    # --- pool work -------------------------------------------------------------------
+
+    def _open(self, watch: Watch) -> None:
+        try:
+            watch.session = self._hooks.open_session(watch.account_id)
+            watch.connected_at = self._clock()
+            self._catch_up_and_idle(watch)
+        except Exception as error:  # any failure ends this watch
+            self._finish(watch, "error", error)
+
+    def _catch_up_and_idle(self, watch: Watch) -> None:
+        """Fetch what is new (right after start: what arrived since the last poll),
+        then IDLE again and hand the socket back to the mux."""
+        assert watch.session is not None
+        if watch.stop_reason is None:
+            outcome = self._hooks.sync(watch.account_id, watch.session)
+            if outcome.error_kind not in KEEP_WATCHING:
+                self._finish(watch, outcome.error_kind or "error", None)
+                return
+            if outcome.ingested:
+                self._hooks.on_mail(watch.account_id, outcome)
+        if watch.stop_reason is not None:
+            self._finish(watch, watch.stop_reason, None)
+            return
+        watch.session.idle_start()
+        watch.idle_since = watch.heard_at = self._clock()
+        watch.fileno = watch.session.idle_fileno()
+        watch.state = "idling"
+        self._command("register", watch)
+
+    def _fetch(self, watch: Watch) -> None:
+        try:
+            assert watch.session is not None
+            watch.session.idle_done()
+            self._catch_up_and_idle(watch)
+        except Exception as error:  # any failure ends this watch
+            self._finish(watch, "error", error)
+
+    def _refresh(self, watch: Watch) -> None:
+        try:
+            assert watch.session is not None
+            watch.session.idle_done()
+            watch.session.idle_start()
+            watch.idle_since = watch.heard_at = self._clock()
+            watch.state = "idling"
+            self._command("register", watch)
+        except Exception as error:  # any failure ends this watch
+            self._finish(watch, "error", error)
+
+    def _finish(self, watch: Watch, reason: str, error: BaseException | None) -> None:
+        watch.state = "stopped"
+        if watch.session is not None:
+            with contextlib.suppress(Exception):
+                watch.session.close()
+        with self._lock:
+            if self._watches.get(watch.account_id) is watch:
+                del self._watches[watch.account_id]
+        lived = self._clock() - watch.connected_at if watch.connected_at else 0.0
+        if error is not None and not isinstance(error, MailProviderError):
+            log.warning(
+                "watch.crashed account_id=%s error=%s", watch.account_id, type(error).__name__
+            )
+        else:
+            log.info(
+                "watch.stopped account_id=%s reason=%s error=%s",
+                watch.account_id,
+                watch.stop_reason or reason,
+                type(error).__name__ if error else "-",
+            )
+        self._hooks.on_stopped(
+            watch.account_id, watch.generation, watch.stop_reason or reason, error, lived
+        )
+
+    # --- the mux thread --------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while self._running:
+            try:
+                ready = self._selector.select(timeout=1.0)
+            except OSError:
+                ready = []
+            now = self._clock()
+            for key, _ in ready:
+                if key.data is None:
+                    with contextlib.suppress(OSError):
+                        os.read(self._wake_r, 4096)
+                    continue
+                self._readable(key.data, now)
+            self._drain_commands()
+            self._check_timers(now)
+
+    def _unregister(self, watch: Watch) -> None:
+        if watch.fileno >= 0:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self._selector.unregister(watch.fileno)
+
+    def _readable(self, watch: Watch, now: float) -> None:
+        assert watch.session is not None
+        try:
+            news = watch.session.idle_read()
+        except Exception as error:  # any failure ends this watch
+            self._unregister(watch)
+            self._pool.submit(self._finish, watch, "error", error)
+            return
+        if news.heard:
+            watch.heard_at = now
+        if news.closed:
+            self._unregister(watch)
+            self._pool.submit(self._finish, watch, "closed", None)
+        elif news.exists:
+            self._unregister(watch)
+            watch.state = "fetching"
+            self._pool.submit(self._fetch, watch)
+
+    def _drain_commands(self) -> None:
+        while True:
+            try:
+                verb, watch = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if verb == "register":
+                if watch.stop_reason is not None or not self._current(watch):
+                    self._pool.submit(self._finish, watch, watch.stop_reason or "stale", None)
+                    continue
+                try:
+                    self._selector.register(watch.fileno, selectors.EVENT_READ, watch)
+                except (KeyError, ValueError, OSError) as error:
+                    self._pool.submit(self._finish, watch, "error", error)
+            elif verb == "stop" and watch.state == "idling":
+                # Idling: the socket is ours, close it now. Otherwise the pool thread
+                # working on it sees stop_reason at its next step.
+                self._unregister(watch)
+                watch.state = "stopped"
+                self._pool.submit(self._finish, watch, watch.stop_reason or "stopped", None)
+
+    def _check_timers(self, now: float) -> None:
+        with self._lock:
+            idling = [w for w in self._watches.values() if w.state == "idling"]
+        for watch in idling:
+            if now - watch.heard_at > self._dead_after:
+                self._unregister(watch)
+                watch.state = "stopped"
+                self._pool.submit(self._finish, watch, "silent", None)
+            elif now - watch.idle_since > self._reidle_after:
+                self._unregister(watch)
+                watch.state = "refreshing"
+                self._pool.submit(self._refresh, watch)
