@@ -23,9 +23,10 @@ from rich.table import Table
 
 from application import User
 from application.app import App
+from infrastructure.cli.demo_mail import MailDemo
 from infrastructure.cli.output import describe_error, event_progress, out
 from infrastructure.cli.projections import TaskProgress, status_table
-from infrastructure.cli.runtime import CliError, location, opened_app
+from infrastructure.cli.runtime import CliError, load_settings, location, opened_app
 
 ENTITY = "contact"
 
@@ -305,6 +306,23 @@ STEPS: Sequence[Callable[[Demo], None]] = (
 )
 
 
+def _with_mail(mail: MailDemo) -> Sequence[Callable[[Demo], None]]:
+    """The whole story: mail first, then custom fields, new mail by IDLE, the cascade."""
+    return (
+        lambda _: mail.start_mailbox(),
+        lambda _: mail.connect_and_ingest(),
+        lambda _: mail.show_inbox(),
+        define_fields,
+        set_values,
+        show_contacts,
+        lambda _: mail.idle_arrival(),
+        delete_field,
+        redefine_field,
+        rebuild_and_compare,
+        show_status,
+    )
+
+
 def demo(
     data_dir: Annotated[
         Path | None,
@@ -313,9 +331,12 @@ def demo(
             "(default ./tidings.db)."
         ),
     ] = None,
+    mail: Annotated[
+        bool, typer.Option("--mail/--no-mail", help="Include the mail flow (needs Dovecot).")
+    ] = True,
 ) -> None:
-    """Walk through custom fields on the embedded store: define fields of several types,
-    set values, delete a field and watch the cascade, re-define it, rebuild."""
+    """Walk through the product on the embedded store: a private Dovecot mailbox ingested
+    and watched by IDLE; custom fields defined, set, deleted (the cascade), re-defined."""
     overrides: dict[str, Any] = {"redis_url": None}
     if data_dir is not None:
         overrides["database_url"] = f"sqlite:///{data_dir.resolve() / 'tidings.db'}"
@@ -323,16 +344,22 @@ def demo(
     console = out()
     with opened_app(**overrides) as app:
         run = Demo(app=app, console=console)
+        mail_demo = MailDemo(run, load_settings(**overrides)) if mail else None
+        steps = _with_mail(mail_demo) if mail_demo is not None else STEPS
         console.print(
-            f"[bold]tidings demo[/] · custom fields · {location(app)} · "
+            f"[bold]tidings demo[/] · {'mail and ' if mail else ''}custom fields · "
+            f"{location(app)} · "
             f"tenant [cyan]{run.tenant}[/] (fresh for this run)",
             highlight=False,
         )
         try:
-            for step in STEPS:
+            for step in steps:
                 step(run)
         except DemoFailed as failed:
             raise CliError(f"demo step {run.number} failed: {failed}") from None
+        finally:
+            if mail_demo is not None:
+                mail_demo.close()
     console.print()
     console.print("Try it yourself:", style="bold")
     env = f"TIDINGS_DATABASE_URL={overrides['database_url']} " if data_dir is not None else ""
