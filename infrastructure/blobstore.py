@@ -6,62 +6,107 @@ goes), fsyncs it, renames it into place and fsyncs the directory, so a blob is
 either absent or complete, also after a crash. Puts are idempotent: the same
 content yields the same ref, and a concurrent writer of the same content only
 replaces identical bytes. Files are created 0600: raw MIME is personal data.
+
+Owned blobs (an account's mail, the normal case) are sealed under the account's key
+(``infrastructure.sealed_blobs``) and live under ``<root>/accounts/<account id>/``;
+their ref is ``acct1:<base64url tenant id>:<account id>:<keyed digest>``. Shredding the
+account's key makes them unreadable; ``delete_owner`` removes the folder.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import hashlib
+import hmac
+import io
 import os
 import re
+import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from application.mail.ports import BlobNotFound, BlobStoreError
+from application.mail.ports import BlobNotFound, BlobOwner, BlobStoreError
+from application.privacy import KeyErased
+from infrastructure.sealed_blobs import AccountKey, SealedReader, mac_key, seal_to
 
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
+_OWNED = re.compile(r"^acct1:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{64})$")
 
 
 class BlobRefInvalid(BlobStoreError, ValueError):
     pass
 
 
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _unb64(text: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise BlobRefInvalid("not a blob ref") from None
+
+
 class FilesystemBlobStore:
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], account_key: AccountKey | None = None) -> None:
         self._root = Path(root)
+        self._account_key = account_key
 
     @property
     def root(self) -> Path:
         return self._root
 
     def path_of(self, ref: str) -> Path:
+        owned = _OWNED.match(ref)
+        if owned:
+            account_id, hexdigest = owned.group(2), owned.group(3)
+            return self._root / "accounts" / account_id / hexdigest[:2] / hexdigest
         match = _REF.match(ref)
         if not match:
-            raise BlobRefInvalid("not a sha256 blob ref")
+            raise BlobRefInvalid("not a blob ref")
         hexdigest = match.group(1)
         return self._root / "sha256" / hexdigest[:2] / hexdigest[2:4] / hexdigest
 
-    def put_bytes(self, data: bytes) -> str:
-        ref = "sha256:" + hashlib.sha256(data).hexdigest()
+    def _key(self, owner: BlobOwner) -> bytes:
+        if self._account_key is None:
+            raise BlobStoreError("this blob store has no keys: it cannot seal owned blobs")
+        return self._account_key(owner.tenant_id, owner.account_id)
+
+    @staticmethod
+    def _owned_ref(owner: BlobOwner, hexdigest: str) -> str:
+        return f"acct1:{_b64(owner.tenant_id)}:{owner.account_id}:{hexdigest}"
+
+    def put_bytes(self, data: bytes, *, owner: BlobOwner | None = None) -> str:
+        if owner is None:
+            ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        else:
+            digest = hmac.new(mac_key(self._key(owner)), data, hashlib.sha256).hexdigest()
+            ref = self._owned_ref(owner, digest)
         if self.exists(ref):
             return ref
-        return self.put_stream([data])
+        return self.put_stream([data], owner=owner)
 
-    def put_stream(self, chunks: Iterable[bytes]) -> str:
+    def put_stream(self, chunks: Iterable[bytes], *, owner: BlobOwner | None = None) -> str:
+        if owner is None:
+            return self._write(lambda f: "sha256:" + _copy_hashing(chunks, f))
+        key = self._key(owner)
+        return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key)))
+
+    def _write(self, fill: Callable[[BinaryIO], str]) -> str:
+        """Fill a temp file, make it durable, rename it to the ref ``fill`` answers."""
         tmp_dir = self._root / "tmp"
         tmp_dir.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(dir=tmp_dir, prefix="put-")
         try:
-            digest = hashlib.sha256()
             with os.fdopen(fd, "wb") as f:
-                for chunk in chunks:
-                    digest.update(chunk)
-                    f.write(chunk)
+                ref = fill(f)
                 f.flush()
                 os.fsync(f.fileno())
-            ref = "sha256:" + digest.hexdigest()
             final = self.path_of(ref)
             if final.exists():
                 os.unlink(tmp_name)
@@ -76,10 +121,27 @@ class FilesystemBlobStore:
             raise
 
     def open(self, ref: str) -> BinaryIO:
+        path = self.path_of(ref)
+        owned = _OWNED.match(ref)
         try:
-            return open(self.path_of(ref), "rb")  # the caller closes it
+            file = open(path, "rb")  # noqa: SIM115 - the caller closes it
         except FileNotFoundError:
             raise BlobNotFound(ref) from None
+        if owned is None:
+            return file
+        owner = BlobOwner(_unb64(owned.group(1)), owned.group(2))
+        try:
+            reader = SealedReader(file, self._key(owner))
+        except KeyErased:
+            file.close()
+            raise BlobNotFound(f"{ref} (erased)") from None
+        except BaseException:
+            file.close()
+            raise
+        return io.BufferedReader(reader, buffer_size=64 * 1024)
+
+    def delete_owner(self, owner: BlobOwner) -> None:
+        shutil.rmtree(self._root / "accounts" / owner.account_id, ignore_errors=True)
 
     def exists(self, ref: str) -> bool:
         return self.path_of(ref).is_file()
@@ -89,6 +151,14 @@ class FilesystemBlobStore:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             _fsync_dir(path.parent)
+
+
+def _copy_hashing(chunks: Iterable[bytes], file: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+        file.write(chunk)
+    return digest.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:

@@ -34,6 +34,7 @@ from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.mail import MailProjection, MailReader
 from projections.runner import ProjectionRunner
 from workers.caps import CappedProvider, ConnectionCaps
+from workers.metrics import CountingProvider, WorkerMetrics
 from workers.supervisor import Supervisor, SupervisorSettings
 from workers.sync import AccountSyncer, SyncSettings
 
@@ -71,7 +72,6 @@ def imap_settings(settings: Settings) -> ImapSettings:
 
 
 def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
-    blobs = FilesystemBlobStore(settings.blob_dir)
     keys = KeyRing(
         db,
         load_master_key(
@@ -80,6 +80,7 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         ),
     )
     keys.setup()
+    blobs = FilesystemBlobStore(settings.blob_dir, account_key=keys.account_key)
     state = SqlMailboxState(db)
     state.setup()
     return MailPorts(
@@ -168,9 +169,10 @@ def build_supervisor(
     else their in-process stand-ins (single-process mode)."""
     ttl = settings.watch_lease_ttl
     caps = ConnectionCaps(per_account=4, per_host=settings.per_host_conn_cap)
+    metrics = WorkerMetrics()
+    counted = CountingProvider(app.ctx.mail.provider, metrics.logins.inc)
     capped = replace(
-        app.ctx,
-        mail_ports=replace(app.ctx.mail, provider=CappedProvider(app.ctx.mail.provider, caps)),
+        app.ctx, mail_ports=replace(app.ctx.mail, provider=CappedProvider(counted, caps))
     )
     syncer = AccountSyncer(
         capped,
@@ -207,7 +209,9 @@ def build_supervisor(
             poll_deadline=settings.poll_deadline,
             max_accounts_per_worker=settings.max_accounts_per_worker,
             hot_budget_per_worker=settings.hot_budget_per_worker,
+            dead_after=settings.watch_dead_after,
         ),
+        metrics=metrics,
         on_ingested=on_ingested,
     )
     subscriber.subscribe(supervisor.on_signal)

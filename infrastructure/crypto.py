@@ -140,6 +140,10 @@ class KeyRing:
             raise KeyShredded(account_key_id)
         return account_key_id, account_key
 
+    def account_key(self, tenant_id: str, account_id: str) -> bytes:
+        """The account's own key (sealed blobs); raises ``KeyErased`` once shredded."""
+        return self._chain(tenant_id, account_id, create=True)[1]
+
     # --- PiiCipher ----------------------------------------------------------------
 
     def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:

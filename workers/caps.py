@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from application.mail.ports import (
+    BlobOwner,
     Credentials,
     ImapEndpoint,
     MailboxSession,
@@ -95,13 +96,20 @@ class CappedProvider:
         self.caps = caps
 
     def open(
-        self, endpoint: ImapEndpoint, credentials: Credentials, *, account_id: str
+        self,
+        endpoint: ImapEndpoint,
+        credentials: Credentials,
+        *,
+        account_id: str,
+        blob_owner: BlobOwner | None = None,
     ) -> MailboxSession:
         host = endpoint.host.lower()
         if not self.caps.take(account_id, host):
             raise MailboxThrottled("local connection cap reached", retry_after=5.0)
         try:
-            session = self._inner.open(endpoint, credentials, account_id=account_id)
+            session = self._inner.open(
+                endpoint, credentials, account_id=account_id, blob_owner=blob_owner
+            )
         except BaseException:
             self.caps.give(account_id, host)
             raise

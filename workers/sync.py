@@ -34,6 +34,7 @@ from application.mail.access import reveal
 from application.mail.ingestion import IncomingMessage, ingest
 from application.mail.parsing import MimeParser, ParsedMessage
 from application.mail.ports import (
+    BlobOwner,
     Credentials,
     FetchedMessage,
     ImapEndpoint,
@@ -103,7 +104,10 @@ class AccountSyncer:
             username=reveal(self.ctx, account.imap["username"]) or "",
         )
         return self.ctx.mail.provider.open(
-            endpoint, Credentials(account.auth_method, secret), account_id=account_id
+            endpoint,
+            Credentials(account.auth_method, secret),
+            account_id=account_id,
+            blob_owner=BlobOwner(account.tenant_id, account_id),
         )
 
     def sync(
@@ -181,19 +185,19 @@ class AccountSyncer:
             if not batch.has_more:
                 return ingested, duplicates
 
-    def _parse(self, fetched: FetchedMessage) -> tuple[ParsedMessage, str | None]:
+    def _parse(self, fetched: FetchedMessage, owner: BlobOwner) -> tuple[ParsedMessage, str | None]:
         with self._parse_slots:
             if fetched.raw is not None:
                 return (
                     self.parser.parse_bytes(fetched.raw),
-                    self.ctx.mail.blobs.put_bytes(fetched.raw),
+                    self.ctx.mail.blobs.put_bytes(fetched.raw, owner=owner),
                 )
             if fetched.blob_ref is not None:
                 return self.parser.parse_blob(fetched.blob_ref), fetched.blob_ref
         return ParsedMessage(), None
 
     def _incoming(self, account: MailAccount, fetched: FetchedMessage) -> IncomingMessage:
-        parsed, body_ref = self._parse(fetched)
+        parsed, body_ref = self._parse(fetched, BlobOwner(account.tenant_id, str(account.id)))
         state: MessageState = "ok"
         if fetched.state == "too_large":
             state = "too_large"

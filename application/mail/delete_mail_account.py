@@ -4,6 +4,7 @@ from application.context import Context
 from application.mail.access import load_managed
 from application.mail.lifecycle import AccountRef as Payload
 from application.mail.lifecycle import change
+from application.mail.ports import BlobOwner
 from application.result import Result
 from application.users import User
 from domain.mail_account import MailAccount
@@ -22,6 +23,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     # its data already unreadable, and deleting again completes the job.
     ctx.mail.cipher.shred_account(account.tenant_id, account_id)
     ctx.mail.secrets.delete(account_id)
+    ctx.mail.blobs.delete_owner(BlobOwner(account.tenant_id, account_id))
 
     def decide(account: MailAccount) -> Result:
         account.delete(now=ctx.clock.now())

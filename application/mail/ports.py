@@ -231,21 +231,41 @@ class MailboxSession(Protocol):
     ) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class BlobOwner:
+    """Whose mail a blob holds: owned blobs are sealed under the account's key, so
+    shredding that key erases them, and they are removed with the account."""
+
+    tenant_id: str
+    account_id: str
+
+
 class MailProvider(Protocol):
     def open(
-        self, endpoint: ImapEndpoint, credentials: Credentials, *, account_id: str
+        self,
+        endpoint: ImapEndpoint,
+        credentials: Credentials,
+        *,
+        account_id: str,
+        blob_owner: BlobOwner | None = None,
     ) -> MailboxSession:
-        """Connect and log in, or raise a ``MailProviderError``."""
+        """Connect and log in, or raise a ``MailProviderError``. Bodies the session
+        streams to the blob store are stored as ``blob_owner``'s."""
         ...
 
 
 class BlobStore(Protocol):
-    """Content-addressed storage of raw MIME. Refs look like ``sha256:<64 hex>``."""
+    """Content-addressed storage of raw MIME. Refs are opaque strings: ``sha256:<hex>``
+    for unowned blobs; owned ones name their owner and a keyed digest instead."""
 
-    def put_bytes(self, data: bytes) -> str: ...
+    def put_bytes(self, data: bytes, *, owner: BlobOwner | None = None) -> str: ...
 
-    def put_stream(self, chunks: Iterable[bytes]) -> str:
+    def put_stream(self, chunks: Iterable[bytes], *, owner: BlobOwner | None = None) -> str:
         """Store the concatenated chunks without holding them all in memory."""
+        ...
+
+    def delete_owner(self, owner: BlobOwner) -> None:
+        """Remove every blob of the owner (idempotent)."""
         ...
 
     def open(self, ref: str) -> BinaryIO:

@@ -24,6 +24,7 @@ from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
 from imapclient.util import to_unicode
 
 from application.mail.ports import (
+    BlobOwner,
     BlobStore,
     Credentials,
     ImapEndpoint,
@@ -55,7 +56,12 @@ class ImapMailProvider:
         install_redaction()
 
     def open(
-        self, endpoint: ImapEndpoint, credentials: Credentials, *, account_id: str
+        self,
+        endpoint: ImapEndpoint,
+        credentials: Credentials,
+        *,
+        account_id: str,
+        blob_owner: BlobOwner | None = None,
     ) -> ImapMailboxSession:
         client = self._call(account_id, "connect", self._connect, endpoint)
         try:
@@ -68,7 +74,12 @@ class ImapMailProvider:
             raise
         log.debug("imap.login account_id=%s", account_id)
         return ImapMailboxSession(
-            client, caps, account_id=account_id, settings=self._settings, blob_store=self._blobs
+            client,
+            caps,
+            account_id=account_id,
+            settings=self._settings,
+            blob_store=self._blobs,
+            blob_owner=blob_owner,
         )
 
     # -- steps -------------------------------------------------------------

@@ -37,6 +37,7 @@ from typing import Any, Self, TypeVar
 from imapclient import IMAPClient
 
 from application.mail.ports import (
+    BlobOwner,
     BlobStore,
     FetchBatch,
     FetchedMessage,
@@ -73,12 +74,14 @@ class ImapMailboxSession:
         account_id: str,
         settings: ImapSettings,
         blob_store: BlobStore,
+        blob_owner: BlobOwner | None = None,
     ) -> None:
         self._client = client
         self._caps = capabilities
         self._account_id = account_id
         self._settings = settings
         self._blobs = blob_store
+        self._blob_owner = blob_owner
         self._closed = False
         self._broken = False
         self._idle_empty_reads = 0
@@ -284,7 +287,7 @@ class ImapMailboxSession:
 
     def _stream_to_blob(self, uid: int) -> str | None:
         try:
-            return self._blobs.put_stream(self._chunks(uid))
+            return self._blobs.put_stream(self._chunks(uid), owner=self._blob_owner)
         except _Vanished:
             return None
 

@@ -65,7 +65,7 @@ def test_a_40_mb_message_is_ingested_in_bounded_memory_and_returned_intact(
     by_subject = {m["subject"]: m for m in messages(mail.app, admin)}
     big = by_subject["the big one"]
     assert big["state"] == "ok" and big["sizeBytes"] == size
-    assert big["bodyRef"] == f"sha256:{digest}"
+    assert big["bodyRef"].startswith("acct1:")  # sealed under the account key
     assert big["snippet"].startswith("first line of a big message")
     got = ok(mail.app.query("get-message", {"messageId": big["messageId"]}, admin))
     assert got["rawEncoding"] == "base64" and got["raw"] is not None
@@ -110,7 +110,7 @@ def test_a_message_over_max_message_mb_is_recorded_without_its_body(
     got = ok(mail.app.query("get-message", {"messageId": skipped["messageId"]}, admin))
     assert got["raw"] is None and got["state"] == "too_large"
     # The body was never fetched: no blob holds it.
-    blob = tmp_path / "blobs" / "sha256"
+    blob = tmp_path / "blobs" / "accounts"
     stored = [p for p in blob.rglob("*") if p.is_file()]
     assert len(stored) == 2 and all(p.stat().st_size < 1024 for p in stored)
     assert hashlib.sha256(big).hexdigest() not in {p.name for p in stored}

@@ -171,6 +171,13 @@ def test_no_secret_or_address_in_plaintext_in_any_table_or_log(
         for what, value in forbidden.items():
             assert value not in text, f"{what} in plaintext in table {table}"
 
+    # Raw MIME is sealed under the account key on disk, too.
+    blob_files = [p for p in mail.app.ctx.mail.blobs.root.rglob("*") if p.is_file()]  # type: ignore[attr-defined]
+    assert len([p for p in blob_files if "accounts" in p.parts]) == 3
+    for path in blob_files:
+        data = path.read_bytes()
+        assert marker.encode() not in data, f"plaintext mail in blob {path.name}"
+
     records = [r for r in caplog.records]
     assert any(r.name.startswith("imapclient") for r in records), "imapclient logs not captured"
     for record in records:
@@ -203,8 +210,14 @@ def test_deleting_an_account_shreds_it_and_its_messages(
     assert len(tokens) >= 3 * 7 + 3
     assert all(app.ctx.mail.cipher.reveal(t) is not None for t in tokens)
 
+    blob_refs = [
+        app.ctx.mail.read_model.message(m["messageId"])["bodyRef"] for m in doomed_messages
+    ]  # type: ignore[index]
+    assert all(app.ctx.mail.blobs.exists(ref) for ref in blob_refs)
+
     # Any spelling of the id the handlers accept deletes the right key.
     ok(app.write("delete-mail-account", {"accountId": doomed.upper()}, admin))
+    assert not any(app.ctx.mail.blobs.exists(ref) for ref in blob_refs)
     assert doomed not in accounts(app, admin)
     assert {m["accountId"] for m in messages(app, admin)} == {kept}
     assert {t["accountId"] for t in threads(app, admin)} == {kept}
