@@ -12,6 +12,7 @@ from application.errors import StoreUnavailable
 from application.handlers import QUERIES, WRITES, UseCase
 from application.payloads import parse
 from application.ports import Projections
+from application.privacy import KeyErased
 from application.result import Result
 from application.users import User
 
@@ -66,6 +67,9 @@ class App:
         except StoreUnavailable as error:
             log.warning("store unavailable handler=%s error=%s", name, type(error).__name__)
             return Result.fail("unavailable", 503, "the store is unavailable; try again")
+        except KeyErased:
+            # The account's or tenant's key was shredded: its data is gone for good.
+            return Result.fail("erased", 410, "this account's data was erased")
         return result
 
     def close(self) -> None:
