@@ -300,15 +300,6 @@ class CustomFieldsReader:
             cur.execute(sql, params)
             return [json.loads(row[0]) for row in cur.fetchall()]
 
-    def searchable_keys(self, tenant_id: str, entity_name: str) -> set[str]:
-        with self.db.reading() as cur:
-            cur.execute(
-                f"SELECT field_key FROM {self.definitions} WHERE active = 1 AND searchable = 1"
-                " AND tenant_id IN (?, ?) AND entity_name = ?",
-                (tenant_id, SYSTEM_TENANT_ID, entity_name),
-            )
-            return {row[0] for row in cur.fetchall()}
-
     @staticmethod
     def _fields(raw: Any) -> dict[str, Any]:
         return raw if isinstance(raw, dict) else json.loads(raw)
@@ -341,7 +332,13 @@ class CustomFieldsReader:
         sql = f"SELECT entity_id, fields FROM {self.values} WHERE tenant_id = ? AND entity_name = ?"
         params: list[Any] = [tenant_id, entity_name]
         for key, value in sorted(where.items()):
-            sql += " AND fields -> ?::text = ?::jsonb" if pg else " AND fields -> ? = json(?)"
+            # SQLite: json_extract gives SQL values for scalars (1 = 1.0, true = 1) and
+            # minified JSON text for objects and lists, the same on both sides.
+            sql += (
+                " AND fields -> ?::text = ?::jsonb"
+                if pg
+                else " AND json_extract(fields, ?) = json_extract(?, '$')"
+            )
             params += [key if pg else _path(key), _dumps(value)]
         if after is not None:
             sql += " AND entity_id > ?"

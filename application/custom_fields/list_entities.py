@@ -12,6 +12,7 @@ from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_curso
 from application.payloads import Payload as Base
 from application.result import Result, invalid_payload
 from application.users import User
+from domain.field_types import Invalid, check_field_spec, validate_value
 
 NAME = "list-entities"
 
@@ -21,6 +22,34 @@ class Payload(Base):
     where: dict[str, Any] = Field(default_factory=dict)
     limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
     cursor: str | None = None
+
+
+def canonical_filter(payload: Payload, user: User, ctx: Context) -> dict[str, Any] | Result | None:
+    """Each filter value in its field's stored (canonical) form, so ``1`` finds ``1.0``
+    and a money object matches whatever its key order. None: a value the field could
+    never hold (``"1"`` for a number — no coercion), which matches nothing."""
+    fields = {
+        d["fieldKey"]: d["field"]
+        for d in ctx.custom_fields.list_definitions(user.tenant_id, payload.entity_name)
+        if d["searchable"]
+    }
+    unsearchable = sorted(set(payload.where) - set(fields))
+    if unsearchable:
+        return Result.fail(
+            "field_not_searchable",
+            422,
+            f"not searchable fields: {', '.join(unsearchable)}",
+            fieldKeys=unsearchable,
+        )
+    where: dict[str, Any] = {}
+    for key, value in payload.where.items():
+        options = {k: v for k, v in fields[key].items() if k not in ("type", "fieldAccess")}
+        spec = check_field_spec(fields[key]["type"], options)
+        try:
+            where[key] = validate_value(spec, value)
+        except Invalid:
+            return None
+    return where
 
 
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
@@ -35,18 +64,13 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
             after = None
         if not isinstance(after, str):
             return invalid_payload([{"path": "cursor", "message": "not a cursor from this list"}])
-    if payload.where:
-        searchable = ctx.custom_fields.searchable_keys(user.tenant_id, payload.entity_name)
-        unsearchable = sorted(set(payload.where) - searchable)
-        if unsearchable:
-            return Result.fail(
-                "field_not_searchable",
-                422,
-                f"not searchable fields: {', '.join(unsearchable)}",
-                fieldKeys=unsearchable,
-            )
+    where = canonical_filter(payload, user, ctx) if payload.where else {}
+    if isinstance(where, Result):
+        return where
+    if where is None:
+        return Result.ok({"items": [], "nextCursor": None})
     items = ctx.custom_fields.list_entities(
-        user.tenant_id, payload.entity_name, payload.where, payload.limit + 1, after
+        user.tenant_id, payload.entity_name, where, payload.limit + 1, after
     )
     more = len(items) > payload.limit
     items = items[: payload.limit]

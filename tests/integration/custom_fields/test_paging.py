@@ -129,6 +129,7 @@ def test_where_filters_on_searchable_fields(app: App, admin: User, operator: Use
     assert where(tier="gold") == ["c00", "c01", "c02", "c03"]
     assert where(region="eu") == ["c00", "c04", "c08"]  # a searchable system field
     assert where(score=7) == []
+    assert where(score=1.0) == ["c01", "c04", "c07", "c10"]  # the same number, both backends
     assert where(score="1") == []  # no coercion in filters either
     assert where(active=1) == []
 

@@ -63,7 +63,6 @@ class FakeReadModel:
 
     def __init__(self) -> None:
         self.definitions: list[dict[str, Any]] = []  # each with "tenantId" for filtering
-        self.searchable: dict[tuple[str, str], set[str]] = defaultdict(set)
         self.entities: dict[tuple[str, str], dict[str, dict[str, Any]]] = defaultdict(dict)
         self.calls: list[tuple[Any, ...]] = []
 
@@ -74,10 +73,6 @@ class FakeReadModel:
             for d in self.definitions
             if d["tenantId"] in (tenant_id, "system") and entity_name in (None, d["entityName"])
         ]
-
-    def searchable_keys(self, tenant_id: str, entity_name: str) -> set[str]:
-        self.calls.append(("searchable_keys", tenant_id, entity_name))
-        return set(self.searchable[tenant_id, entity_name])
 
     def get_entity(self, tenant_id: str, entity_name: str, entity_id: str) -> dict[str, Any] | None:
         self.calls.append(("get_entity", tenant_id, entity_name, entity_id))

@@ -692,7 +692,16 @@ def test_list_entities_limit_bounds(h: Harness, limit: Any) -> None:
 
 
 def test_list_entities_where_needs_searchable_fields(h: Harness) -> None:
-    h.read_model.searchable[T1, "contact"] = {"tier"}
+    h.read_model.definitions.append(
+        {
+            "tenantId": T1,
+            "entityName": "contact",
+            "fieldKey": "tier",
+            "scope": "tenant",
+            "field": {"type": "text"},
+            "searchable": True,
+        }
+    )
     h.read_model.entities[T1, "contact"].update({"c1": {"tier": "gold"}, "c2": {"tier": "x"}})
     details = failed(
         h.app.query(
