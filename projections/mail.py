@@ -306,27 +306,48 @@ class MailReader:
         limit: int,
         after: tuple[str, str] | None,
     ) -> list[dict[str, Any]]:
+        if account_ids is not None and not account_ids:
+            return []
         sql = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']} WHERE tenant_id = ?"
         params: list[Any] = [tenant_id]
+        for column, value in (("thread_key", thread_key), ("state", state)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                params.append(value)
+        return self._newest_first(
+            sql,
+            params,
+            account_ids=account_ids,
+            order=("received_at", "message_id"),
+            limit=limit,
+            after=after,
+            keys=_MESSAGE_KEYS,
+        )
+
+    def _newest_first(
+        self,
+        sql: str,
+        params: list[Any],
+        *,
+        account_ids: list[str] | None,
+        order: tuple[str, str],
+        limit: int,
+        after: tuple[str, str] | None,
+        keys: tuple[str, ...],
+    ) -> list[dict[str, Any]]:
+        """Finish a listing: account scope, keyset paging on (time, id) descending."""
         if account_ids is not None:
-            if not account_ids:
-                return []
             sql += f" AND account_id IN ({', '.join('?' * len(account_ids))})"
             params += account_ids
-        if thread_key is not None:
-            sql += " AND thread_key = ?"
-            params.append(thread_key)
-        if state is not None:
-            sql += " AND state = ?"
-            params.append(state)
+        at, key = order
         if after is not None:
-            sql += " AND (received_at < ? OR (received_at = ? AND message_id < ?))"
+            sql += f" AND ({at} < ? OR ({at} = ? AND {key} < ?))"
             params += [after[0], after[0], after[1]]
-        sql += " ORDER BY received_at DESC, message_id DESC LIMIT ?"
+        sql += f" ORDER BY {at} DESC, {key} DESC LIMIT ?"
         params.append(limit)
         with self.db.reading() as cur:
             cur.execute(sql, params)
-            return [dict(zip(_MESSAGE_KEYS, row, strict=True)) for row in cur.fetchall()]
+            return [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
 
     def message(self, message_id: str) -> dict[str, Any] | None:
         with self.db.reading() as cur:
@@ -350,18 +371,15 @@ class MailReader:
             f"SELECT thread_key, account_id, message_count, last_received_at, subject"
             f" FROM {self.t['threads']} WHERE tenant_id = ?"
         )
-        params: list[Any] = [tenant_id]
-        if account_ids is not None:
-            if not account_ids:
-                return []
-            sql += f" AND account_id IN ({', '.join('?' * len(account_ids))})"
-            params += account_ids
-        if after is not None:
-            sql += " AND (last_received_at < ? OR (last_received_at = ? AND thread_key < ?))"
-            params += [after[0], after[0], after[1]]
-        sql += " ORDER BY last_received_at DESC, thread_key DESC LIMIT ?"
-        params.append(limit)
+        if account_ids is not None and not account_ids:
+            return []
         keys = ("threadKey", "accountId", "messageCount", "lastReceivedAt", "subject")
-        with self.db.reading() as cur:
-            cur.execute(sql, params)
-            return [dict(zip(keys, row, strict=True)) for row in cur.fetchall()]
+        return self._newest_first(
+            sql,
+            [tenant_id],
+            account_ids=account_ids,
+            order=("last_received_at", "thread_key"),
+            limit=limit,
+            after=after,
+            keys=keys,
+        )

@@ -59,6 +59,17 @@ def visible_account_ids(ctx: Context, user: User) -> list[str]:
     ]
 
 
+def accounts_in_scope(ctx: Context, user: User, account_id: str | None) -> list[str] | Result:
+    """The accounts a listing covers: the one asked for (404 unless visible), else all
+    the caller may see."""
+    visible = visible_account_ids(ctx, user)
+    if account_id is None:
+        return visible
+    if account_id not in visible:
+        return not_found(f"mail account {account_id}")
+    return [account_id]
+
+
 def reveal(ctx: Context, token: str | None) -> str | None:
     return None if token is None else ctx.mail.cipher.reveal(token)
 

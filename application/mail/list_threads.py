@@ -7,11 +7,11 @@ from typing import Annotated
 from pydantic import Field
 
 from application.context import Context
-from application.mail.access import reveal, visible_account_ids
+from application.mail.access import accounts_in_scope, reveal
 from application.mail.list_messages import page_after
 from application.paging import DEFAULT_LIMIT, MAX_LIMIT, encode_cursor
 from application.payloads import Payload as Base
-from application.result import Result, forbidden, not_found
+from application.result import Result, forbidden
 from application.users import KNOWN_ROLES, User
 
 NAME = "list-threads"
@@ -29,11 +29,9 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     after = page_after(payload.cursor)
     if isinstance(after, Result):
         return after
-    visible = visible_account_ids(ctx, user)
-    if payload.account_id is not None:
-        if payload.account_id not in visible:
-            return not_found(f"mail account {payload.account_id}")
-        visible = [payload.account_id]
+    visible = accounts_in_scope(ctx, user, payload.account_id)
+    if isinstance(visible, Result):
+        return visible
     rows = ctx.mail.read_model.threads(
         user.tenant_id, account_ids=visible, limit=payload.limit + 1, after=after
     )
