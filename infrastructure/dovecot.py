@@ -3,7 +3,11 @@
 Lifecycle: ``DovecotServer()`` only chooses paths; ``start()`` writes the
 configuration into a fresh short temp directory, runs ``dovecot -F -c CONF``
 as a child process and waits for the IMAP greeting; ``stop()`` terminates the
-master (which takes its children with it) and removes the directory. The
+master (which takes its children with it) and removes the directory.
+``halt()`` / ``resume()`` (``restart()``) stop and start the processes on the same
+port, configuration and mail, as clients see a server restart. Stopping ends the
+master's whole process group: the master alone would leave its imap processes
+serving their clients. The
 server is also a context manager, and a finalizer stops it at interpreter exit
 if nobody did.
 
@@ -239,6 +243,26 @@ class DovecotServer:
             shutil.rmtree(self.root, ignore_errors=True)
             self.root = None
 
+    def halt(self) -> None:
+        """Stop the server's processes (sessions are cut) but keep its directory, port,
+        users and mail: ``resume`` starts it again, as a restarted server."""
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self._proc = None
+
+    def resume(self, timeout: float = _READY_TIMEOUT) -> Self:
+        """Start a halted server again on the same port, configuration and mail."""
+        if self.running:
+            return self
+        self._root()  # never started: nothing to resume
+        self._spawn(timeout)
+        return self
+
+    def restart(self, timeout: float = _READY_TIMEOUT) -> Self:
+        self.halt()
+        return self.resume(timeout)
+
     def _spawn(self, timeout: float) -> None:
         log = open(self._root() / "stderr.log", "ab")  # noqa: SIM115 - handed to the child
         with log:
@@ -406,16 +430,20 @@ class DovecotServer:
 
     def process_titles(self) -> list[str]:
         """Titles of this instance's imap processes, e.g. ``dovecot/imap [u1 127.0.0.1 IDLE]``."""
+        return sorted(self.imap_processes().values())
+
+    def imap_processes(self) -> dict[int, str]:
+        """This instance's imap processes: pid -> title (one process per session)."""
         if self._proc is None:
-            return []
-        titles = []
+            return {}
+        titles = {}
         for pid in _descendants(self._proc.pid):
             with contextlib.suppress(OSError):
                 raw = Path(f"/proc/{pid}/cmdline").read_bytes()
                 title = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
                 if _IMAP_TITLE.search(title):
-                    titles.append(title)
-        return sorted(titles)
+                    titles[pid] = title
+        return titles
 
     # -- plumbing ----------------------------------------------------------
 
@@ -482,12 +510,31 @@ def _descendants(root_pid: int) -> Iterator[int]:
 
 
 def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None or proc.poll() is not None:
+    if proc is None:
         return
-    proc.send_signal(signal.SIGTERM)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+    # The master exits leaving its sessions' processes (imap, log, stats) running,
+    # reparented and still serving their clients: end its whole process group too,
+    # as a service manager would, so stopping the server cuts every session.
+    if _signal_group(proc.pid, signal.SIGTERM):
+        deadline = time.monotonic() + 2.0
+        while _signal_group(proc.pid, 0) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        _signal_group(proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, signum: int) -> bool:
+    """Signal a process group; False when none of its processes is left."""
     try:
-        proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # not ours (the id was reused): leave it alone
+        return False
+    return True

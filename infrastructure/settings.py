@@ -39,6 +39,8 @@ class Settings(BaseSettings):
     max_message_mb: Annotated[float, Field(gt=0)] = 100.0
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
     watch_lease_ttl: Annotated[float, Field(ge=3)] = 90.0
+    # An IDLE connection silent this long is taken for dead and restarted (SPEC §7.3).
+    watch_dead_after: Annotated[float, Field(gt=0)] = 300.0
     poll_warm: Annotated[float, Field(gt=0)] = 300.0
     poll_cold: Annotated[float, Field(gt=0)] = 1800.0
     max_accounts_per_worker: Annotated[int, Field(ge=1)] = 5000

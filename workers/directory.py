@@ -1,14 +1,36 @@
 """What the supervisor knows of the accounts: refreshed from the account read model,
-and corrected at once from the event store when a signal names an account."""
+and corrected at once from the event store when a signal names an account.
+
+Reading and knowing are split, so the supervisor's loop never waits for the database
+(an outage would stall lease renewals and signals): ``fetch`` (read model) and
+``lookup`` (event store) only read and may run on any thread; ``apply``, ``learn`` and
+``forget`` change what is known and run on the loop's thread only.
+
+The read model lags the event store (a projection runner applies events a moment after
+they are written), so a refresh right after a signal would undo the signal's news: a
+reconnected account would vanish again, a disconnected one come back. What ``learn``
+(or ``forget``) was told therefore wins over the read model until the read model agrees
+with it, or for ``grace`` seconds at most (a later change whose signal was lost is then
+picked up from the read model as before).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 from uuid import UUID
 
 from application.app import App
+from application.errors import StoreUnavailable
 from application.streams import load
 from domain.mail_account import MailAccount
+
+log = logging.getLogger("tidings.directory")
 
 
 @dataclass(frozen=True)
@@ -21,13 +43,21 @@ class AccountInfo:
 
 
 class AccountDirectory:
-    def __init__(self, app: App) -> None:
+    def __init__(
+        self, app: App, *, grace: float = 60.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._app = app
+        self._grace = grace
+        self._clock = clock
+        self._learnt: dict[str, tuple[AccountInfo | None, float]] = {}
         self.syncable: dict[str, AccountInfo] = {}
 
-    def refresh(self) -> None:
+    # --- reading (any thread) -----------------------------------------------------------
+
+    def fetch(self) -> dict[str, AccountInfo]:
+        """The syncable accounts as the read model has them."""
         rows = self._app.ctx.mail.read_model.accounts(None, syncable_only=True)
-        self.syncable = {
+        return {
             row["accountId"]: AccountInfo(
                 row["accountId"],
                 row["tenantId"],
@@ -38,23 +68,56 @@ class AccountDirectory:
             for row in rows
         }
 
-    def reload(self, account_id: str) -> AccountInfo | None:
-        """The account's current state from the event store (the read model may lag)."""
+    def lookup(self, account_id: str) -> AccountInfo | None:
+        """The account's current state from the event store (None: not syncable)."""
         try:
             account = load(self._app.ctx.store, MailAccount, UUID(account_id))
         except ValueError:
             return None
         if account.status != "active":
-            self.syncable.pop(account_id, None)
             return None
-        info = AccountInfo(
+        return AccountInfo(
             account_id,
             account.tenant_id,
             account.owner_user_id,
             account.scope,
             str(account.imap.get("host", "")),
         )
-        self.syncable[account_id] = info
+
+    # --- knowing (the loop's thread) ------------------------------------------------------
+
+    def apply(self, fresh: dict[str, AccountInfo]) -> None:
+        """Take a ``fetch`` result as the syncable accounts, except where ``learn`` knows
+        better than the (lagging) read model."""
+        fresh = dict(fresh)
+        now = self._clock()
+        for account_id, (info, at) in list(self._learnt.items()):
+            if (account_id in fresh) == (info is not None) or now - at > self._grace:
+                del self._learnt[account_id]  # the read model caught up (or too old)
+            elif info is None:
+                fresh.pop(account_id, None)
+            else:
+                fresh[account_id] = info
+        self.syncable = fresh
+
+    def learn(self, account_id: str, info: AccountInfo | None) -> None:
+        """A ``lookup`` result: syncable (``info``) or not, whatever the read model says yet."""
+        if info is None:
+            self.syncable.pop(account_id, None)
+        else:
+            self.syncable[account_id] = info
+        self._learnt[account_id] = (info, self._clock())
+
+    def forget(self, account_id: str) -> None:
+        """Not syncable any more (e.g. an auth error)."""
+        self.learn(account_id, None)
+
+    def refresh(self) -> None:
+        self.apply(self.fetch())
+
+    def reload(self, account_id: str) -> AccountInfo | None:
+        info = self.lookup(account_id)
+        self.learn(account_id, info)
         return info
 
     def of_user(self, tenant_id: str, user_id: str) -> list[str]:
@@ -64,3 +127,56 @@ class AccountDirectory:
             for a in self.syncable.values()
             if a.tenant_id == tenant_id and (a.scope == "shared" or a.owner_user_id == user_id)
         ]
+
+
+class DirectoryReader:
+    """Runs a directory's database reads on a thread of its own and hands the answers to
+    ``tell`` (the supervisor's news queue): ``("directory", fresh or None)`` for a
+    ``refresh``, ``("looked_up", account_id, info)`` for a ``lookup``. One refresh at a
+    time (``refreshed`` re-arms it); reads run in the order asked, so a reconnect's
+    lookup answers after the disconnect's. A failed lookup is dropped (signals are best
+    effort: the next refresh catches up)."""
+
+    def __init__(self, directory: AccountDirectory, tell: Callable[[tuple[Any, ...]], None]):
+        self._directory = directory
+        self._tell = tell
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="directory")
+        self._refreshing = False
+
+    def refresh(self) -> None:
+        if not self._refreshing:
+            self._refreshing = True
+            self._submit(self._fetch)
+
+    def refreshed(self) -> None:
+        self._refreshing = False
+
+    def lookup(self, account_id: str) -> None:
+        self._submit(self._lookup, account_id)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _submit(self, work: Callable[..., None], *args: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # closed
+            self._pool.submit(work, *args)
+
+    def _fetch(self) -> None:
+        fresh: dict[str, AccountInfo] | None = None
+        try:
+            fresh = self._directory.fetch()
+        except StoreUnavailable:
+            log.warning("directory.unavailable")
+        except Exception as error:  # a bug must not stop the refreshes for good
+            log.exception("directory.failed error=%s", type(error).__name__)
+        self._tell(("directory", fresh))
+
+    def _lookup(self, account_id: str) -> None:
+        try:
+            info = self._directory.lookup(account_id)
+        except Exception as error:  # best effort, like the signal itself
+            log.warning(
+                "directory.lookup_failed account_id=%s error=%s", account_id, type(error).__name__
+            )
+            return
+        self._tell(("looked_up", account_id, info))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from application.mail.ports import Credentials, ImapEndpoint, MailboxSession, MailProvider
 
 
 class WorkerMetrics:
@@ -43,3 +48,19 @@ class WorkerMetrics:
         self.logins = Counter(
             "tidings_imap_logins_total", "IMAP logins (polls and watches)", registry=r
         )
+
+
+class CountingProvider:
+    """A ``MailProvider`` that reports every successful login (``on_login``): the one
+    place both the polls' and the watches' sessions are opened."""
+
+    def __init__(self, inner: MailProvider, on_login: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_login = on_login
+
+    def open(
+        self, endpoint: ImapEndpoint, credentials: Credentials, **options: Any
+    ) -> MailboxSession:
+        session = self._inner.open(endpoint, credentials, **options)
+        self._on_login()
+        return session

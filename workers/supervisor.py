@@ -4,12 +4,17 @@ A thin loop over small policies (``workers.policies``): all policy state is touc
 the loop thread only. Other threads — the signal subscriber, watch and poll pools —
 hand their news over through a queue and wake the loop.
 
+The loop itself never waits for the database: the account directory is read on a thread
+of its own (``DirectoryReader``), whose answers come back as news too — a database
+outage must not hold up lease renewals (the leases would lapse) nor signals.
+
 Each turn:
-1. drain news: signals (account changed, sync now, user active), watch stops, polls done;
+1. drain news: signals (account changed, sync now, user active), watch stops, polls done,
+   directory answers (a refresh from the read model, an account looked up for a signal);
 2. leases: stop watches whose lease expired; renew held leases when due
    ("not yours" -> stop that watch now);
-3. fleet tick (every ``fleet_tick`` s, or at once after a signal): refresh the account
-   directory, heartbeat, classify tiers, plan claims/releases, acquire leases and start
+3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
+   refresh, heartbeat, classify tiers, plan claims/releases, acquire leases and start
    watches for claims, stop watches and release leases for releases;
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns: the lease holder for hot accounts (secondary poll),
@@ -31,24 +36,29 @@ from typing import Any
 from uuid import UUID
 
 from application.app import App
-from application.errors import StoreUnavailable
 from application.leases import Lease, LeaseBackendUnavailable, WorkerRegistry
 from application.mail.ports import MailboxSession, MailboxThrottled
 from application.signals import Signal
 from application.streams import load
 from domain.mail_account import MailAccount
-from workers.directory import AccountDirectory
+from workers.directory import AccountDirectory, AccountInfo, DirectoryReader
 from workers.metrics import WorkerMetrics
 from workers.policies import fleet
 from workers.policies.backoff import RestartBackoff
 from workers.policies.lease_keeper import LeaseKeeper, Teardown
 from workers.policies.scheduling import DueScheduler
-from workers.policies.tiers import TierPolicy, TierSettings
+from workers.policies.tiers import NEVER, RecentUsers, TierPolicy, TierSettings
 from workers.poll import Poller
 from workers.sync import AccountSyncer, SyncOutcome
 from workers.watch import WatchManager
 
 log = logging.getLogger("tidings.supervisor")
+
+# A turn woken by news alone only drains the news; the rest of a turn (leases, restarts,
+# polls) runs at most this often, and metrics at most every METRICS_INTERVAL.
+CHORES_INTERVAL = 0.05
+METRICS_INTERVAL = 1.0
+FLEET_COALESCE = 0.05  # signals in a burst share one fleet tick
 
 QUIET_STOPS = frozenset(
     {"stopped", "released", "shutdown", "stale", "lost", "expired", "deactivated"}
@@ -78,11 +88,10 @@ class _Hooks:
         self._s = supervisor
 
     def open_session(self, account_id: str) -> MailboxSession:
-        info = self._s.directory.syncable.get(account_id) or self._s.directory.reload(account_id)
+        info = self._s.directory.syncable.get(account_id) or self._s.directory.lookup(account_id)
         if info is None:
             raise LookupError("account is not syncable")
         account = load(self._s.app.ctx.store, MailAccount, UUID(account_id))
-        self._s.metrics.logins.inc()
         return self._s.syncer.open_session(account)
 
     def sync(self, account_id: str, session: MailboxSession) -> SyncOutcome:
@@ -134,11 +143,17 @@ class Supervisor:
         self.tiers = TierPolicy(
             TierSettings(poll_warm=settings.poll_warm, poll_cold=settings.poll_cold)
         )
+        self.recent_users = RecentUsers(self.tiers.settings.user_active_window)
         self.restarts: DueScheduler[str] = DueScheduler()
         self.polls: DueScheduler[str] = DueScheduler()
         self._attempts: dict[str, int] = {}
         self._live: dict[str, int] | None = None
         self._next_fleet = 0.0
+        self._last_fleet = float("-inf")
+        self._next_chores = 0.0
+        self._wake_at = 0.0
+        self._next_metrics = 0.0
+        self.reader = DirectoryReader(self.directory, self.tell)
         self.watches = WatchManager(
             _Hooks(self),
             pool_size=settings.watch_pool,
@@ -176,18 +191,35 @@ class Supervisor:
     def turn(self) -> None:
         now = time.monotonic()
         self._drain(now)
+        if now < self._next_chores and now < self._next_fleet:
+            # Woken by news alone, right after a full turn: the rest scans every held
+            # account, so it runs at most every CHORES_INTERVAL (a burst of new mail in
+            # thousands of watches would otherwise make each "mail" news cost O(accounts)).
+            return
+        self._next_chores = now + CHORES_INTERVAL
         self._renew_leases(now)
         if now >= self._next_fleet:
             self._next_fleet = now + self.settings.fleet_tick
+            self._last_fleet = now
             self._fleet_tick(now)
         for account_id in self.restarts.pop_due(now):
             if self.keeper.holds(account_id) and account_id in self.directory.syncable:
                 self._start_watch(account_id)
         self._start_polls(time.time())
-        self._update_metrics()
+        if now >= self._next_metrics:
+            self._next_metrics = now + METRICS_INTERVAL
+            self._update_metrics()
+        self._wake_at = now + self._full_sleep_time(now)
+
+    def _fleet_soon(self, now: float) -> None:
+        """Claims and releases now, not at the next tick — but a burst of signals shares
+        one fleet tick per FLEET_COALESCE (each tick classifies every account)."""
+        self._next_fleet = min(self._next_fleet, max(now, self._last_fleet + FLEET_COALESCE))
 
     def _sleep_time(self) -> float:
-        now = time.monotonic()
+        return max(min(self._wake_at, self._next_fleet) - time.monotonic(), 0.01)
+
+    def _full_sleep_time(self, now: float) -> float:
         candidates = [self._next_fleet - now, 1.0]
         wakeup = self.keeper.next_wakeup()
         if wakeup is not None:
@@ -216,22 +248,58 @@ class Supervisor:
                 self._on_ingested()
             elif kind == "polled":
                 self._polled(news[1])
+            elif kind == "directory":
+                self._directory_fetched(news[1], now)
+            elif kind == "looked_up":
+                self._looked_up(news[1], news[2], now)
 
     def _signal(self, signal: Signal, now: float) -> None:
         wall = time.time()
         if signal.kind == "user_active" and signal.user_id is not None:
+            self.recent_users.seen(signal.tenant_id, signal.user_id, wall)
             self.tiers.on_user_active(
                 self.directory.of_user(signal.tenant_id, signal.user_id), wall
             )
         elif signal.account_id is not None:
-            account_id = signal.account_id
-            info = self.directory.reload(account_id)
-            if info is None:
-                self._forget(account_id, "deactivated")
-                return
-            self.tiers.on_user_active([account_id], wall)
-            self.polls.schedule(account_id, wall)
-        self._next_fleet = now  # claims and releases now, not at the next tick
+            self.reader.lookup(signal.account_id)  # acted on in ``_looked_up``
+            return
+        self._fleet_soon(now)  # claims and releases now, not at the next tick
+
+    def _looked_up(self, account_id: str, info: AccountInfo | None, now: float) -> None:
+        self.directory.learn(account_id, info)
+        if info is None:
+            self._forget(account_id, "deactivated")
+            return
+        wall = time.time()
+        self.tiers.on_user_active([account_id], wall)
+        self.polls.schedule(account_id, wall)
+        self._fleet_soon(now)
+
+    def _directory_fetched(self, fresh: dict[str, AccountInfo] | None, now: float) -> None:
+        self.reader.refreshed()
+        if fresh is None:
+            return
+        self.directory.apply(fresh)
+        wall = time.time()
+        known = self.directory.syncable
+        for account_id in self.tiers.tracked() - known.keys():
+            self._forget(account_id, "deactivated")
+        self.recent_users.prune(wall)
+        tracked = self.tiers.tracked()
+        new = [(a, info) for a, info in known.items() if a not in tracked]
+        for account_id, info in new:
+            self.tiers.track(account_id, wall)
+            # A user-active that came before this worker knew the account counts.
+            active = self.recent_users.last_active(
+                info.tenant_id, info.owner_user_id, info.scope == "shared"
+            )
+            if active != NEVER:
+                self.tiers.on_user_active([account_id], active)
+            # First sight: poll soon, spread so a restart does not log in everywhere
+            # at once (a fixed spread per account: no RNG needed).
+            self.polls.schedule(account_id, wall + (zlib.crc32(account_id.encode()) % 2000) / 1000)
+        if new:
+            self._fleet_soon(now)  # claim the new hot ones now
 
     def _watch_stopped(
         self, account_id: str, reason: str, error: BaseException | None, lived: float, *, now: float
@@ -288,21 +356,7 @@ class Supervisor:
 
     def _fleet_tick(self, now: float) -> None:
         wall = time.time()
-        try:
-            self.directory.refresh()
-        except StoreUnavailable:
-            log.warning("directory.unavailable worker_id=%s", self.settings.worker_id)
-        known = self.directory.syncable
-        for account_id in self.tiers.tracked() - known.keys():
-            self._forget(account_id, "deactivated")
-        for account_id in known:
-            if account_id not in self.tiers.tracked():
-                self.tiers.track(account_id, wall)
-                # First sight: poll soon, spread so a restart does not log in everywhere
-                # at once (a fixed spread per account: no RNG needed).
-                self.polls.schedule(
-                    account_id, wall + (zlib.crc32(account_id.encode()) % 2000) / 1000
-                )
+        self.reader.refresh()  # the answer comes back as news ("directory")
         try:
             self.registry.heartbeat(len(self.keeper))
             self._live = self.registry.live_workers()
@@ -371,7 +425,7 @@ class Supervisor:
         self.polls.cancel(account_id)
         self.tiers.untrack(account_id)
         self.backoff.forget(account_id)
-        self.directory.syncable.pop(account_id, None)
+        self.directory.forget(account_id)
 
     # --- polls ---------------------------------------------------------------------------
 
@@ -415,3 +469,4 @@ class Supervisor:
         with contextlib.suppress(LeaseBackendUnavailable):
             self.registry.leave()
         self.poller.close()
+        self.reader.close()

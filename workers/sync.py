@@ -23,7 +23,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from uuid import UUID
@@ -119,7 +119,10 @@ class AccountSyncer:
     ) -> SyncOutcome:
         """Fetch and ingest everything new; on ``session`` if given (a watch's own
         connection), else on a connection of its own, closed afterwards."""
-        account = load(self.ctx.store, MailAccount, UUID(account_id))
+        try:
+            account = load(self.ctx.store, MailAccount, UUID(account_id))
+        except StoreUnavailable as error:  # a watch keeps its session and tries again later
+            return self._failed(account_id, "store_unavailable", error)
         if account.status != "active":
             return SyncOutcome(account_id, skipped=True)
         try:
@@ -143,7 +146,8 @@ class AccountSyncer:
             # Deleted (its key shredded) while syncing: nothing left to do or record.
             log.info("sync.account_erased account_id=%s", account_id)
             return SyncOutcome(account_id, skipped=True)
-        self.ctx.mail.state.record_success(account_id, self.ctx.clock.now())
+        with contextlib.suppress(StoreUnavailable):  # health only: the mail is in
+            self.ctx.mail.state.record_success(account_id, self.ctx.clock.now())
         log.info(
             "sync.ok account_id=%s ingested=%d duplicates=%d", account_id, ingested, duplicates
         )
@@ -173,7 +177,7 @@ class AccountSyncer:
                 cursor = None
                 ports.state.save_cursor(account_id, None)
                 continue
-            incoming = [self._incoming(account, fetched) for fetched in batch.messages]
+            incoming = self._page(account, batch.messages)
             outcomes = ingest(self.ctx, account, incoming) if incoming else []
             new = sum(not o.duplicate for o in outcomes)
             ingested += new
@@ -185,19 +189,36 @@ class AccountSyncer:
             if not batch.has_more:
                 return ingested, duplicates
 
-    def _parse(self, fetched: FetchedMessage, owner: BlobOwner) -> tuple[ParsedMessage, str | None]:
+    def _page(
+        self, account: MailAccount, messages: Sequence[FetchedMessage]
+    ) -> list[IncomingMessage]:
+        """Parse the page, then store its inline bodies in one durable write (a pack)."""
+        parsed = [self._parse(fetched) for fetched in messages]
+        inline = [fetched.raw for fetched in messages if fetched.raw is not None]
+        owner = BlobOwner(account.tenant_id, str(account.id))
+        stored = iter(self.ctx.mail.blobs.put_many(inline, owner=owner) if inline else ())
+        return [
+            self._incoming(
+                account, fetched, p, next(stored) if fetched.raw is not None else fetched.blob_ref
+            )
+            for fetched, p in zip(messages, parsed, strict=True)
+        ]
+
+    def _parse(self, fetched: FetchedMessage) -> ParsedMessage:
         with self._parse_slots:
             if fetched.raw is not None:
-                return (
-                    self.parser.parse_bytes(fetched.raw),
-                    self.ctx.mail.blobs.put_bytes(fetched.raw, owner=owner),
-                )
+                return self.parser.parse_bytes(fetched.raw)
             if fetched.blob_ref is not None:
-                return self.parser.parse_blob(fetched.blob_ref), fetched.blob_ref
-        return ParsedMessage(), None
+                return self.parser.parse_blob(fetched.blob_ref)
+        return ParsedMessage()
 
-    def _incoming(self, account: MailAccount, fetched: FetchedMessage) -> IncomingMessage:
-        parsed, body_ref = self._parse(fetched, BlobOwner(account.tenant_id, str(account.id)))
+    def _incoming(
+        self,
+        account: MailAccount,
+        fetched: FetchedMessage,
+        parsed: ParsedMessage,
+        body_ref: str | None,
+    ) -> IncomingMessage:
         state: MessageState = "ok"
         if fetched.state == "too_large":
             state = "too_large"

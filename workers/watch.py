@@ -163,6 +163,8 @@ class WatchManager:
             watch.session = self._hooks.open_session(watch.account_id)
             watch.connected_at = self._clock()
             self._catch_up_and_idle(watch)
+            if watch.state == "idling":
+                log.info("watch.started account_id=%s", watch.account_id)
         except Exception as error:  # any failure ends this watch
             self._finish(watch, "error", error)
 
@@ -232,6 +234,10 @@ class WatchManager:
     # --- the mux thread --------------------------------------------------------------
 
     def _loop(self) -> None:
+        # Timers are seconds to minutes long: checking them (a scan of every watch) on each
+        # wake-up would cost O(watches) per EXISTS in a burst of new mail.
+        every = min(1.0, self._dead_after / 4, self._reidle_after / 4)
+        next_check = 0.0
         while self._running:
             try:
                 ready = self._selector.select(timeout=1.0)
@@ -245,7 +251,9 @@ class WatchManager:
                     continue
                 self._readable(key.data, now)
             self._drain_commands()
-            self._check_timers(now)
+            if now >= next_check:
+                next_check = now + every
+                self._check_timers(now)
 
     def _unregister(self, watch: Watch) -> None:
         if watch.fileno >= 0:

@@ -26,7 +26,7 @@ Fetch contract (``MailboxSession.fetch_since``):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from types import TracebackType
@@ -262,6 +262,11 @@ class BlobStore(Protocol):
 
     def put_stream(self, chunks: Iterable[bytes], *, owner: BlobOwner | None = None) -> str:
         """Store the concatenated chunks without holding them all in memory."""
+        ...
+
+    def put_many(self, items: Sequence[bytes], *, owner: BlobOwner | None = None) -> list[str]:
+        """Store several blobs (a page of small messages) durably, with one sync for all;
+        their refs in order."""
         ...
 
     def delete_owner(self, owner: BlobOwner) -> None:

@@ -22,7 +22,7 @@ from rich.table import Table
 
 from application.app import App
 from infrastructure.bootstrap import build_supervisor, build_syncer
-from infrastructure.cli.output import JsonFlag, err, out, print_data
+from infrastructure.cli.output import JsonFlag, configure_logging, err, out, print_data
 from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
 from infrastructure.metrics_http import serve_metrics
 from infrastructure.settings import Settings
@@ -72,6 +72,7 @@ def worker(
             _once(app, settings, as_json)
             return
         name = worker_id or f"{socket.gethostname()}-{os.getpid()}"
+        configure_logging(logging.INFO)  # a service: its start, stop and watch changes
         stop, wake = threading.Event(), threading.Event()
         follow = is_embedded(app) if projections is None else projections
         supervisor = build_supervisor(app, settings, name, on_ingested=wake.set)

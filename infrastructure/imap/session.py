@@ -86,6 +86,8 @@ class ImapMailboxSession:
         self._broken = False
         self._idle_empty_reads = 0
         self._idling = False
+        # The last backfill search: ((uidvalidity, bound, since), its lower UID, UIDs).
+        self._backfill: tuple[tuple[int, int, date], int, list[int]] | None = None
         items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
         if "OBJECTID" in capabilities:
             items.append("EMAILID")
@@ -191,11 +193,7 @@ class ImapMailboxSession:
         backfill = cursor.backfill_until
         if backfill is not None and cursor.last_uid < backfill:
             lo = cursor.last_uid + 1
-            uids = [
-                u
-                for u in self._search(["UID", f"{lo}:{backfill}", "SINCE", backfill_since], lo)
-                if u <= backfill
-            ]
+            uids = self._backfill_uids(status.uidvalidity, lo, backfill, backfill_since)
         if uids:
             more_windows, covered = False, backfill or 0
         else:  # no backfill, or nothing left of it: continue after it by UID
@@ -238,6 +236,18 @@ class ImapMailboxSession:
         return max(self._search(["ALL"], floor=1), default=0)
 
     # -- search ------------------------------------------------------------
+
+    def _backfill_uids(self, uidvalidity: int, lo: int, backfill: int, since: date) -> list[int]:
+        """UIDs in ``lo..backfill`` whose INTERNALDATE is on or after ``since``. A backfill
+        pages through one set of UIDs that cannot grow (new mail gets UIDs above the
+        bound; dates never change), so the search runs once per session and later pages
+        take the rest of its answer (re-searching ``lo:bound`` for every page of a big
+        mailbox returned, and parsed, the whole remainder every time)."""
+        key = (uidvalidity, backfill, since)
+        if self._backfill is None or self._backfill[0] != key or lo < self._backfill[1]:
+            found = self._search(["UID", f"{lo}:{backfill}", "SINCE", since], lo)
+            self._backfill = (key, lo, [u for u in found if u <= backfill])
+        return [u for u in self._backfill[2] if u >= lo]
 
     def _search(self, criteria: list[Any], floor: int) -> list[int]:
         found = self._io(self._client.search, criteria)

@@ -99,3 +99,32 @@ class TierPolicy:
 
     def next_poll_at(self, tier: Tier, last_poll_at: float) -> float:
         return last_poll_at + self.poll_interval(tier)
+
+
+class RecentUsers:
+    """Who was active lately (``user-active``), so accounts this worker learns of only
+    later — its directory was still empty (just started) or lagging (a fresh connect) —
+    are promoted too: a user's own accounts and, for any of the tenant's users, the
+    tenant's shared ones. Entries older than ``window`` are dropped by ``prune``."""
+
+    def __init__(self, window: float) -> None:
+        self.window = window
+        self._users: dict[tuple[str, str], float] = {}
+        self._tenants: dict[str, float] = {}
+
+    def seen(self, tenant_id: str, user_id: str, now: float) -> None:
+        key = (tenant_id, user_id)
+        self._users[key] = max(self._users.get(key, NEVER), now)
+        self._tenants[tenant_id] = max(self._tenants.get(tenant_id, NEVER), now)
+
+    def last_active(self, tenant_id: str, owner_user_id: str | None, shared: bool) -> float:
+        """The last activity that promotes such an account (``NEVER`` if none)."""
+        if shared:
+            return self._tenants.get(tenant_id, NEVER)
+        if owner_user_id is None:
+            return NEVER
+        return self._users.get((tenant_id, owner_user_id), NEVER)
+
+    def prune(self, now: float) -> None:
+        self._users = {k: t for k, t in self._users.items() if now - t < self.window}
+        self._tenants = {k: t for k, t in self._tenants.items() if now - t < self.window}
