@@ -1,0 +1,90 @@
+"""Redis goes away (the private one is killed): the workers can no longer renew their
+leases, so within a ttl every watch stands down (nobody may watch without a lease); the
+poll path does not need Redis and keeps ingesting new mail meanwhile. Redis back (same
+port, empty): the workers heartbeat, claim and watch again, and their signal
+subscriptions resume (SPEC §7.4, §7.7, §7.8)."""
+
+from __future__ import annotations
+
+import time
+
+from tests.e2e.workers.conftest import WORKER_SETTINGS
+from tests.e2e.workers.harness import OBSERVE_SLACK, Fleet, Watchers, all_sessions
+from tests.e2e.workers.servers import wait_for
+
+TTL = float(WORKER_SETTINGS["watch_lease_ttl"])
+POLL = float(WORKER_SETTINGS["poll_warm"])
+
+
+def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:
+    hot = [fleet.connect(fleet.owner) for _ in range(4)]
+    fleet.app.projections.catch_up()
+    fleet.start_workers(2)
+    watchers = Watchers(fleet.dovecot).start()
+    try:
+        fleet.user_active()
+        fleet.settle(watchers, hot)
+
+        killed_wall = time.time()
+        fleet.redis.kill()
+        killed_at = time.monotonic()
+        wait_for(
+            "every watch to stand down",
+            lambda: sum(watchers.now()[a.user] for a in hot) == 0,
+            timeout=TTL + 15,
+            interval=0.05,
+        )
+        stood_down = time.monotonic() - killed_at
+        expired = fleet.delays("lease.expired", killed_wall, hot)
+        print(
+            f"Redis killed -> leases given up after {min(expired.values()):.2f}"
+            f"-{max(expired.values()):.2f}s, no IDLE session seen after {stood_down:.2f}s"
+            f" (ttl {TTL}s)"
+        )
+        # Given up a margin (ttl/10) before the lease's validity ends, so before anyone
+        # else could hold it; not before a renewal (every ttl/3) had a chance to fail.
+        assert max(expired.values()) <= TTL, "SPEC §7.4: renew errors spanning a ttl"
+        assert min(expired.values()) >= TTL / 3
+        assert stood_down <= TTL + OBSERVE_SLACK
+
+        # Mail arriving now is polled in (each worker polls everything while the fleet
+        # is unknown; dedup keeps that exactly once).
+        for account in hot:
+            fleet.deliver(account, 2)
+        took = wait_for("mail polled in without Redis", fleet.all_ingested, timeout=POLL + 15)
+        print(f"mail ingested by the poll path without Redis after {took:.2f}s")
+        assert all(w.alive for w in fleet.workers)
+        assert sum(watchers.now()[a.user] for a in hot) == 0, "still nobody watches"
+        for account in hot:  # more mail while Redis is still down
+            fleet.deliver(account, 1)
+
+        fleet.redis.start()  # same port, empty
+        restarted_at, restarted_wall = time.monotonic(), time.time()
+        wait_for("hot mailboxes in IDLE again", lambda: fleet.watched(watchers, hot), TTL + 15)
+        back = time.monotonic() - restarted_at
+        watching = max(fleet.delays("watch.started", restarted_wall, hot).values())
+        print(f"Redis back -> watches started {watching:.2f}s, seen in IDLE {back:.2f}s")
+        assert watching <= TTL, "claims resume at the next fleet ticks"
+        assert back <= TTL + OBSERVE_SLACK
+        wait_for("the mail that came while Redis was down", fleet.all_ingested, POLL + 15)
+        assert fleet.ingested_events() == sum(a.delivered for a in fleet.accounts)
+
+        # The signal subscriptions came back too: a disconnect tears its watch down.
+        wait_for("subscriptions to resume", lambda: fleet.redis.subscribers() == 2, 30)
+        target = hot[0]
+        started, wall = time.monotonic(), time.time()
+        fleet.write("disconnect-mail-account", {"accountId": target.account_id}, fleet.owner)
+        wait_for(
+            "the disconnected mailbox's sessions to close",
+            lambda: all_sessions(fleet.dovecot)[target.user] == 0,
+            timeout=15,
+            interval=0.05,
+        )
+        gone = time.monotonic() - started
+        [stopped] = fleet.delays("watch.stopped", wall, [target], reason="deactivated").values()
+        print(f"after the outage: disconnect -> watch stopped {stopped:.2f}s, gone {gone:.2f}s")
+        assert stopped <= 5.0
+        assert gone <= 5.0 + OBSERVE_SLACK
+        watchers.assert_never_twice()
+    finally:
+        watchers.stop()
