@@ -149,7 +149,7 @@ def open_recorder(url: DatabaseUrl) -> tuple[ApplicationRecorder, object]:
         schema=url.schema,
         pool_size=4,
         max_overflow=8,
-        pre_ping=True,
+        pre_ping=False,  # selects retry on a dead connection; a write fails once (503)
         lock_timeout=10,
         connect_timeout=10,
     )

@@ -169,3 +169,33 @@ def test_a_class_without_topic_is_refused() -> None:
 
     with pytest.raises(ValueError, match="has no TOPIC"):
         topic_map([Nameless])
+
+
+def test_a_state_not_of_the_class_shape_is_refused_not_half_read() -> None:
+    codec = EventCodec(EVENT_CLASSES)
+    state = {
+        "_v": 1,
+        "timestamp": "2026-01-01T00:00:00+00:00",
+        "tenant_id": "t",
+        "entity_name": "contact",
+        "entity_id": "e",
+        "field_key": "k",
+        "definition_id": "d",
+        "generation": 1,
+    }
+    stream = uuid4()
+    event = codec.decode(stream, 3, CustomFieldValueCleared.TOPIC, json.dumps(state).encode())
+    assert event == CustomFieldValueCleared(
+        originator_id=stream,
+        originator_version=3,
+        timestamp=event.timestamp,
+        tenant_id="t",
+        entity_name="contact",
+        entity_id="e",
+        field_key="k",
+        definition_id="d",
+        generation=1,
+    )
+    for broken in ({**state, "surprise": 1}, {k: v for k, v in state.items() if k != "generation"}):
+        with pytest.raises(TypeError):
+            codec.decode(stream, 3, CustomFieldValueCleared.TOPIC, json.dumps(broken).encode())
