@@ -1,0 +1,1 @@
+"""Benchmarks: run as scripts (``python bench/projections.py``), not imported by the product."""
