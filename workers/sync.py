@@ -182,7 +182,8 @@ class AccountSyncer:
             new = sum(not o.duplicate for o in outcomes)
             ingested += new
             duplicates += len(outcomes) - new
-            ports.state.save_cursor(account_id, batch.new_cursor)
+            if batch.new_cursor != cursor:  # e.g. a watch's catch-up that found nothing
+                ports.state.save_cursor(account_id, batch.new_cursor)
             cursor = batch.new_cursor
             if on_page is not None:
                 on_page(len(batch.messages))

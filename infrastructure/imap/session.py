@@ -1,7 +1,8 @@
 """``ImapMailboxSession``: one logged-in imapclient connection, INBOX read-only.
 
 State machine: LOGGED_IN --select_inbox/fetch_since--> SELECTED (EXAMINE; every
-``fetch_since`` re-EXAMINEs for a fresh UIDVALIDITY/UIDNEXT) --close--> CLOSED.
+pass of ``fetch_since`` pages EXAMINEs for a fresh UIDVALIDITY/UIDNEXT at its start and
+before it answers "nothing left") --close--> CLOSED.
 Any error is translated by ``errors.classify`` and raised ``from None``. After a
 transient or throttling error the session is BROKEN: further calls raise
 ``MailboxTransientError`` at once and ``close`` only shuts the socket (no LOGOUT
@@ -9,7 +10,8 @@ round trip on a connection that may be dead); open a new session.
 
 ``fetch_since`` (the contract is in ``application.mail.ports``):
 
-1. EXAMINE INBOX. A cursor from another UIDVALIDITY → ``MailboxCursorInvalid``.
+1. EXAMINE INBOX (later pages of a pass reuse the status of its first page).
+   A cursor from another UIDVALIDITY → ``MailboxCursorInvalid``.
 2. UIDs: a first sync (no cursor) backfills the UIDs below the UIDNEXT it
    sees (kept in the cursor as ``backfill_until`` while it pages) with
    ``UID SEARCH UID <last+1>:<backfill_until> SINCE <date>``, so mail older
@@ -88,6 +90,8 @@ class ImapMailboxSession:
         self._idling = False
         # The last backfill search: ((uidvalidity, bound, since), its lower UID, UIDs).
         self._backfill: tuple[tuple[int, int, date], int, list[int]] | None = None
+        # The EXAMINE status the next page of a pass reuses (see ``fetch_since``).
+        self._pass: MailboxStatus | None = None
         items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
         if "OBJECTID" in capabilities:
             items.append("EMAILID")
@@ -128,6 +132,7 @@ class ImapMailboxSession:
     def idle_start(self) -> None:
         if "IDLE" not in self._caps:
             raise IdleUnsupported("the server does not offer IDLE")
+        self._pass = None  # a pass never spans an IDLE
         self._io(self._client.idle)
         self._idle_empty_reads = 0
         self._idling = True
@@ -178,7 +183,27 @@ class ImapMailboxSession:
     ) -> FetchBatch:
         if limit < 1:
             raise ValueError("limit must be at least 1")
-        status = self.select_inbox()
+        # EXAMINE re-opens the mailbox (~25 ms at 10,000 messages, growing with it), so
+        # the pages of one pass after the first reuse its status. That is safe: UIDs are
+        # always searched, never assumed, the last search of a pass is open-ended
+        # (``uid_windows``) and a backfill's bound cannot grow; only "nothing left" is not
+        # taken from a reused status: that answer comes from a fresh EXAMINE, as before.
+        reused = self._pass
+        self._pass = None
+        if reused is not None and (cursor is None or cursor.uidvalidity != reused.uidvalidity):
+            reused = None
+        status = reused or self.select_inbox()
+        batch = self._fetch_page(status, cursor, backfill_since, limit)
+        if reused is not None and not batch.messages and not batch.has_more:
+            status = self.select_inbox()
+            batch = self._fetch_page(status, cursor, backfill_since, limit)
+        if batch.has_more:
+            self._pass = status
+        return batch
+
+    def _fetch_page(
+        self, status: MailboxStatus, cursor: MailboxCursor | None, backfill_since: date, limit: int
+    ) -> FetchBatch:
         if cursor is not None and cursor.uidvalidity != status.uidvalidity:
             raise self._fail(
                 MailboxCursorInvalid(

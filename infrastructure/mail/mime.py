@@ -77,8 +77,16 @@ class ParsedMessage:
     subject: str
     date: datetime | None
     snippet: str
-    authentication_results: tuple[AuthenticationResults, ...]
+    auth_values: tuple[str, ...]
+    """The Authentication-Results header values, in header order (parsed on demand)."""
     defects: tuple[str, ...]
+
+    @property
+    def authentication_results(self) -> tuple[AuthenticationResults, ...]:
+        """The parseable Authentication-Results: only a trusted-server check needs them,
+        so most messages never pay for parsing them."""
+        parsed = (parse_authentication_results(v) for v in self.auth_values)
+        return tuple(a for a in parsed if a is not None)
 
     @property
     def malformed(self) -> bool:
@@ -122,7 +130,6 @@ def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:
         defects.append("MissingHeaders")
     else:
         defects.extend(f"MissingHeader:{h}" for h in ("From", "Date") if h.lower() not in headers)
-    auth = (parse_authentication_results(v) for v in text.all("authentication-results"))
     return ParsedMessage(
         message_id=next(iter(_msgids(text.first("message-id"))), None),
         in_reply_to=_msgids(text.first("in-reply-to")),
@@ -133,7 +140,7 @@ def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:
         subject=text.decoded("subject"),
         date=_date(text.first("date"), defects),
         snippet=snippet,
-        authentication_results=tuple(a for a in auth if a is not None),
+        auth_values=tuple(text.all("authentication-results")),
         defects=tuple(dict.fromkeys(defects)),
     )
 

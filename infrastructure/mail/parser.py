@@ -2,8 +2,8 @@
 
 Small messages are parsed from bytes; stored ones from the blob store, reading
 only the head of the file (``mime.parse_message_file``). Authentication-Results
-travel as canonical strings (``authserv-id; method=result; …``) and are parsed
-again for the DMARC verdict.
+travel as their header values and are parsed only for a DMARC verdict (most accounts
+trust no server, so most messages never need them parsed).
 """
 
 from __future__ import annotations
@@ -11,11 +11,7 @@ from __future__ import annotations
 from application.mail import parsing
 from application.mail.ports import BlobStore
 from infrastructure.mail import mime
-from infrastructure.mail.authresults import (
-    AuthenticationResults,
-    dmarc_verdict,
-    parse_authentication_results,
-)
+from infrastructure.mail.authresults import dmarc_verdict, parse_authentication_results
 
 
 class EmailMimeParser:
@@ -46,16 +42,10 @@ def to_port(m: mime.ParsedMessage) -> parsing.ParsedMessage:
         subject=m.subject,
         date=m.date,
         snippet=m.snippet,
-        authentication_results=tuple(_render(a) for a in m.authentication_results),
+        authentication_results=m.auth_values,
         defects=m.defects,
     )
 
 
 def _addresses(addresses: tuple[mime.Address, ...]) -> tuple[parsing.Address, ...]:
     return tuple(parsing.Address(a.name, a.address) for a in addresses)
-
-
-def _render(header: AuthenticationResults) -> str:
-    parts = [header.authserv_id or "unknown"]
-    parts.extend(f"{r.method}={r.result}" for r in header.results)
-    return "; ".join(parts) if header.results else f"{parts[0]}; none"

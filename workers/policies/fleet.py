@@ -99,7 +99,9 @@ def plan(
         keep = keep[len(keep) - limit :]
 
     room = {worker: max(target - count, 0) for worker, count in counts.items()}
-    room[me] = max(target - len(keep), 0)
+    # This worker's own room comes from the same snapshot as everyone else's (not from
+    # what it keeps after this tick's releases): otherwise two workers could both count
+    # the room and claim the same free account. Room freed by releases is used next tick.
     claims: list[str] = []
     if room[me]:
         for account_id in sorted(hot - taken - mine):
