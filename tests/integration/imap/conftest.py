@@ -20,7 +20,7 @@ OpenSession = Callable[..., ImapMailboxSession]
 @pytest.fixture(scope="session")
 def dovecot() -> Iterator[DovecotServer]:
     if not dovecot_available():
-        pytest.skip("dovecot is not installed")
+        pytest.fail("dovecot is not installed: apt-get install dovecot-imapd (.ci/run does)")
     with DovecotServer() as server:
         yield server
 
