@@ -5,7 +5,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
@@ -17,6 +20,14 @@ class BadCursor(ValueError):
 
 def encode_cursor(key: Any) -> str:
     return base64.urlsafe_b64encode(json.dumps(key).encode()).decode().rstrip("=")
+
+
+def take_page(rows: list[T], limit: int, key: Callable[[T], Any]) -> tuple[list[T], str | None]:
+    """Rows fetched with ``limit + 1``: the page, and the cursor to the next one."""
+    if len(rows) <= limit:
+        return rows, None
+    page = rows[:limit]
+    return page, encode_cursor(key(page[-1]))
 
 
 def decode_cursor(cursor: str) -> Any:

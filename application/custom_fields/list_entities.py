@@ -8,7 +8,7 @@ from pydantic import Field
 
 from application.context import Context
 from application.custom_fields.definitions import Key, check_reader
-from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, encode_cursor
+from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, take_page
 from application.payloads import Payload as Base
 from application.result import Result, invalid_payload
 from application.users import User
@@ -72,7 +72,5 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     items = ctx.custom_fields.list_entities(
         user.tenant_id, payload.entity_name, where, payload.limit + 1, after
     )
-    more = len(items) > payload.limit
-    items = items[: payload.limit]
-    next_cursor = encode_cursor(items[-1]["entityId"]) if more else None
+    items, next_cursor = take_page(items, payload.limit, lambda item: item["entityId"])
     return Result.ok({"items": items, "nextCursor": next_cursor})

@@ -9,7 +9,7 @@ from pydantic import Field
 from application.context import Context
 from application.mail.access import accounts_in_scope
 from application.mail.views import message_view
-from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, encode_cursor
+from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, take_page
 from application.payloads import Payload as Base
 from application.result import Result, forbidden, invalid_payload
 from application.users import KNOWN_ROLES, User
@@ -55,8 +55,5 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         limit=payload.limit + 1,
         after=after,
     )
-    more = len(rows) > payload.limit
-    rows = rows[: payload.limit]
-    last = rows[-1] if rows else None
-    next_cursor = encode_cursor([last["receivedAt"], last["messageId"]]) if more and last else None
+    rows, next_cursor = take_page(rows, payload.limit, lambda r: [r["receivedAt"], r["messageId"]])
     return Result.ok({"items": [message_view(ctx, r) for r in rows], "nextCursor": next_cursor})

@@ -9,7 +9,7 @@ from pydantic import Field
 from application.context import Context
 from application.mail.access import accounts_in_scope, reveal
 from application.mail.list_messages import page_after
-from application.paging import DEFAULT_LIMIT, MAX_LIMIT, encode_cursor
+from application.paging import DEFAULT_LIMIT, MAX_LIMIT, take_page
 from application.payloads import Payload as Base
 from application.result import Result, forbidden
 from application.users import KNOWN_ROLES, User
@@ -35,8 +35,9 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     rows = ctx.mail.read_model.threads(
         user.tenant_id, account_ids=visible, limit=payload.limit + 1, after=after
     )
-    more = len(rows) > payload.limit
-    rows = rows[: payload.limit]
+    rows, next_cursor = take_page(
+        rows, payload.limit, lambda r: [r["lastReceivedAt"], r["threadKey"]]
+    )
     items = [
         {
             "threadKey": r["threadKey"],
@@ -47,8 +48,4 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         }
         for r in rows
     ]
-    last = rows[-1] if rows else None
-    next_cursor = (
-        encode_cursor([last["lastReceivedAt"], last["threadKey"]]) if more and last else None
-    )
     return Result.ok({"items": items, "nextCursor": next_cursor})
