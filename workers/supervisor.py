@@ -88,10 +88,10 @@ class _Hooks:
         self._s = supervisor
 
     def open_session(self, account_id: str) -> MailboxSession:
-        info = self._s.directory.syncable.get(account_id) or self._s.directory.lookup(account_id)
-        if info is None:
-            raise LookupError("account is not syncable")
+        # One load gives both the answer (syncable = active) and what to log in with.
         account = load(self._s.app.ctx.store, MailAccount, UUID(account_id))
+        if account.status != "active":
+            raise LookupError("account is not syncable")
         return self._s.syncer.open_session(account)
 
     def sync(self, account_id: str, session: MailboxSession) -> SyncOutcome:
