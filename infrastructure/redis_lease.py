@@ -3,7 +3,10 @@
     acquire  SET key token NX PX ttl_ms          (token: 16 random bytes, hex, per acquisition)
     renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
     release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
-    *_many   the same EVALSHA pipelined, 500 commands a round trip
+
+Renew and release take many keys per call: one EVALSHA for up to 500 keys (the reply
+is one 1/0 per key), so renewing the leases of thousands of watches every ttl/3 costs a
+few calls, not thousands of pipelined commands to build and parse.
 
 Scripts are loaded once (``SCRIPT LOAD``) and called by sha; after a Redis restart or
 ``SCRIPT FLUSH`` a call answers NOSCRIPT, and the script is loaded again and the call
@@ -31,18 +34,30 @@ from application.leases import LeaseBackendUnavailable
 DEFAULT_PREFIX = "tidings:lease:"
 BATCH = 500
 
+# KEYS: the leases; ARGV: their tokens (same order), then the ttl in ms for RENEW.
 RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local ttl = ARGV[#KEYS + 1]
+local out = {}
+for i, key in ipairs(KEYS) do
+    if redis.call('GET', key) == ARGV[i] then
+        out[i] = redis.call('PEXPIRE', key, ttl)
+    else
+        out[i] = 0
+    end
 end
-return 0
+return out
 """
 
 RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-    return redis.call('DEL', KEYS[1])
+local out = {}
+for i, key in ipairs(KEYS) do
+    if redis.call('GET', key) == ARGV[i] then
+        out[i] = redis.call('DEL', key)
+    else
+        out[i] = 0
+    end
 end
-return 0
+return out
 """
 
 T = TypeVar("T")
@@ -159,28 +174,25 @@ class RedisLease:
         answers: dict[str, bool] = {}
         for start in range(0, len(pairs), BATCH):
             chunk = pairs[start : start + BATCH]
-            replies = self._evalsha_chunk(self._sha(script), chunk, extra)
-            missed = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
-            if missed:
-                # Redis restarted or flushed its scripts: load again, repeat what missed.
-                again = self._evalsha_chunk(
-                    self._sha(script, reload=True), [chunk[i] for i in missed], extra
-                )
-                for i, reply in zip(missed, again, strict=True):
-                    replies[i] = reply
-            for (key, _), reply in zip(chunk, replies, strict=True):
-                if isinstance(reply, Exception):
-                    raise LeaseBackendUnavailable(type(reply).__name__)
-                answers[key] = bool(reply)
+            try:
+                replies = self._evalsha(self._sha(script), chunk, extra)
+            except NoScriptError:
+                # Redis restarted or flushed its scripts: load again, call again.
+                replies = self._evalsha(self._sha(script, reload=True), chunk, extra)
+            answers.update(
+                (key, bool(reply)) for (key, _), reply in zip(chunk, replies, strict=True)
+            )
         return answers
 
-    def _evalsha_chunk(
-        self, sha: str, chunk: list[tuple[str, str]], extra: Sequence[int]
-    ) -> list[Any]:
-        def run() -> list[Any]:
-            pipe = self._client.pipeline(transaction=False)
-            for key, token in chunk:
-                pipe.evalsha(sha, 1, self._key(key), token, *extra)
-            return pipe.execute(raise_on_error=False)
-
-        return self._call(run)
+    def _evalsha(self, sha: str, chunk: list[tuple[str, str]], extra: Sequence[int]) -> list[Any]:
+        keys = [self._key(key) for key, _ in chunk]
+        tokens = [token for _, token in chunk]
+        try:
+            replies = self._client.evalsha(sha, len(keys), *keys, *tokens, *extra)
+        except NoScriptError:
+            raise
+        except RedisError as error:
+            raise LeaseBackendUnavailable(type(error).__name__) from None
+        if not isinstance(replies, list) or len(replies) != len(chunk):
+            raise LeaseBackendUnavailable("unexpected reply to a lease script")
+        return replies
