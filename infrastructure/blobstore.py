@@ -12,16 +12,19 @@ Owned blobs (an account's mail, the normal case) are sealed under the account's 
 their ref is ``acct1:<base64url tenant id>:<account id>:<keyed digest>``. Shredding the
 account's key makes them unreadable; ``delete_owner`` removes the folder.
 
-Packs: ``put_many`` stores a page of small owned blobs (``PACK_MIN`` or more) as one
-file, each blob sealed on its own, one after the other, in
-``<root>/accounts/<account id>/packs/<pack id>``, with one fsync of the file and one of
-its folder for the whole page (a file and two fsyncs per message cost more than
-fetching, parsing and recording it). A member's ref is
-``pack1:<base64url tenant id>:<account id>:<pack id>:<offset>:<length>``; it reads back
-like any owned blob, and ``delete`` overwrites just its bytes. A pack is written to a
-temp file and renamed into place once durable, so it is absent or complete. Packed puts
-are not idempotent: content fetched again (a crash before its events were recorded, a
-UIDVALIDITY reset) is stored again, unreferenced, until the account is deleted.
+Packs: ``put_packed`` stores many small owned blobs, of any accounts, as one file in
+``<root>/packs/<ab>/<pack id>``: each blob sealed on its own under its account's key,
+one after the other, with one fsync of the file and one of its folder for them all (a
+file and two fsyncs per message cost more than fetching, parsing and recording it; a
+worker stores a whole group commit's mail as one pack). A member's ref is
+``pack2:<base64url tenant id>:<account id>:<pack id>:<offset>:<length>``; it reads back
+like any owned blob, and ``delete`` overwrites just its bytes. Deleting an account
+shreds its key, which is what makes its members of shared packs unreadable;
+``delete_owner`` removes only its own folder. (``pack1:`` refs, of packs that one account
+owned in ``<root>/accounts/<account id>/packs/``, are still read.) A pack is written to
+a temp file and renamed into place once durable, so it is absent or complete. Packed
+puts are not idempotent: content fetched again (a crash before its events were
+recorded, a UIDVALIDITY reset) is stored again, unreferenced.
 """
 
 from __future__ import annotations
@@ -53,9 +56,8 @@ from infrastructure.sealed_blobs import (
 
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 _OWNED = re.compile(r"^acct1:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{64})$")
-PACK_MIN = 8  # owned blobs per put_many from which they share one pack file
 _PACKED = re.compile(
-    r"^pack1:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{32}):([0-9]{1,15}):([0-9]{1,15})$"
+    r"^pack([12]):([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{32}):([0-9]{1,15}):([0-9]{1,15})$"
 )
 
 
@@ -86,7 +88,10 @@ class FilesystemBlobStore:
     def path_of(self, ref: str) -> Path:
         packed = _PACKED.match(ref)
         if packed:
-            return self._root / "accounts" / packed.group(2) / "packs" / packed.group(3)
+            kind, account_id, pack_id = packed.group(1), packed.group(3), packed.group(4)
+            if kind == "1":
+                return self._root / "accounts" / account_id / "packs" / pack_id
+            return self._root / "packs" / pack_id[:2] / pack_id
         owned = _OWNED.match(ref)
         if owned:
             account_id, hexdigest = owned.group(2), owned.group(3)
@@ -97,10 +102,10 @@ class FilesystemBlobStore:
         hexdigest = match.group(1)
         return self._root / "sha256" / hexdigest[:2] / hexdigest[2:4] / hexdigest
 
-    def _key(self, owner: BlobOwner) -> bytes:
+    def _key(self, owner: BlobOwner, *, sealing: bool = False) -> bytes:
         if self._account_key is None:
             raise BlobStoreError("this blob store has no keys: it cannot seal owned blobs")
-        return self._account_key(owner.tenant_id, owner.account_id)
+        return self._account_key(owner.tenant_id, owner.account_id, sealing=sealing)
 
     @staticmethod
     def _owned_ref(owner: BlobOwner, hexdigest: str) -> str:
@@ -110,7 +115,8 @@ class FilesystemBlobStore:
         if owner is None:
             ref = "sha256:" + hashlib.sha256(data).hexdigest()
         else:
-            digest = hmac.new(mac_key(self._key(owner)), data, hashlib.sha256).hexdigest()
+            key = self._key(owner, sealing=True)
+            digest = hmac.new(mac_key(key), data, hashlib.sha256).hexdigest()
             ref = self._owned_ref(owner, digest)
         if self.exists(ref):
             return ref
@@ -119,27 +125,38 @@ class FilesystemBlobStore:
     def put_stream(self, chunks: Iterable[bytes], *, owner: BlobOwner | None = None) -> str:
         if owner is None:
             return self._write(lambda f: "sha256:" + _copy_hashing(chunks, f))
-        key = self._key(owner)
+        key = self._key(owner, sealing=True)
         return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key)))
 
-    def put_many(self, items: Sequence[bytes], *, owner: BlobOwner | None = None) -> list[str]:
-        """Store several blobs durably; refs in order. ``PACK_MIN`` or more owned blobs go
-        into one pack with one sync; fewer are put one by one (the watch path's one or two
-        new messages keep their content-named files and idempotent puts)."""
-        if owner is None or len(items) < PACK_MIN:
-            return [self.put_bytes(data, owner=owner) for data in items]
-        key = self._key(owner)
+    def put_packed(self, items: Sequence[tuple[BlobOwner, bytes]]) -> list[str | None]:
+        """Store owned blobs of any accounts durably, as one pack with one sync; their
+        refs in order, None for a blob whose account's key is erased (not written)."""
+        keys: dict[BlobOwner, bytes | None] = {}
+        for owner, _ in items:
+            if owner not in keys:
+                try:
+                    keys[owner] = self._key(owner, sealing=True)
+                except KeyErased:
+                    keys[owner] = None
+        refs: list[str | None] = []
+        if not any(keys.values()):
+            return [None] * len(items)
         pack_id = os.urandom(16).hex()
-        prefix = f"pack1:{_b64(owner.tenant_id)}:{owner.account_id}:{pack_id}"
 
         def fill(f: BinaryIO) -> str:
-            for data in items:
+            for owner, data in items:
+                key = keys[owner]
+                if key is None:
+                    refs.append(None)
+                    continue
                 offset = f.tell()
                 seal_to(f, [data], key)
-                refs.append(f"{prefix}:{offset}:{f.tell() - offset}")
-            return refs[0]
+                refs.append(
+                    f"pack2:{_b64(owner.tenant_id)}:{owner.account_id}:{pack_id}:"
+                    f"{offset}:{f.tell() - offset}"
+                )
+            return next(ref for ref in refs if ref is not None)
 
-        refs: list[str] = []
         self._write(fill)
         return refs
 
@@ -176,8 +193,10 @@ class FilesystemBlobStore:
         if owned is None:
             return file
         if owned.re is _PACKED:
-            file.seek(int(owned.group(4)))
-        owner = BlobOwner(_unb64(owned.group(1)), owned.group(2))
+            file.seek(int(owned.group(5)))
+            owner = BlobOwner(_unb64(owned.group(2)), owned.group(3))
+        else:
+            owner = BlobOwner(_unb64(owned.group(1)), owned.group(2))
         try:
             reader = SealedReader(file, self._key(owner))
         except KeyErased:
@@ -200,9 +219,13 @@ class FilesystemBlobStore:
         packed = _PACKED.match(ref)
         if packed is None:
             return self.path_of(ref).is_file()
+        try:  # a member of a shared pack outlives its account's folder, not its key
+            self._key(BlobOwner(_unb64(packed.group(2)), packed.group(3)))
+        except KeyErased:
+            return False
         try:
             with open(self.path_of(ref), "rb") as f:
-                f.seek(int(packed.group(4)))
+                f.seek(int(packed.group(5)))
                 return f.read(len(MAGIC)) == MAGIC
         except FileNotFoundError:
             return False
@@ -212,8 +235,8 @@ class FilesystemBlobStore:
         packed = _PACKED.match(ref)
         if packed is not None:  # one member of a pack: overwrite its bytes in place
             with contextlib.suppress(FileNotFoundError), open(path, "r+b") as f:
-                f.seek(int(packed.group(4)))
-                f.write(bytes(int(packed.group(5))))
+                f.seek(int(packed.group(5)))
+                f.write(bytes(int(packed.group(6))))
                 f.flush()
                 os.fsync(f.fileno())
             return

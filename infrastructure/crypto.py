@@ -6,8 +6,11 @@ a tenant key wraps one key per mail account. Tokens name the key that sealed the
 
 Shredding replaces a key's wrapped bytes with a tombstone in one statement: every
 token under it, in events, read models and blobs, is unreadable from then on, and a
-shredded key is never re-created. Unwrapped keys are cached for ``cache_seconds`` so
-another process's shred takes effect here within that time.
+shredded key is never re-created. Unwrapped keys are cached: for reading for
+``cache_seconds``, so another process's shred takes effect here within that time; for
+sealing for ``seal_cache_seconds`` (minutes: sealing with a key shredded meanwhile only
+makes data nobody can read, and a burst of new mail in thousands of accounts must not
+cost a key lookup per account).
 """
 
 from __future__ import annotations
@@ -67,11 +70,18 @@ def _open(key: bytes, aad: str, sealed: bytes) -> bytes:
 class KeyRing:
     """Implements ``PiiCipher``."""
 
-    def __init__(self, db: SqlDatabase, master_key: bytes, cache_seconds: float = 10.0) -> None:
+    def __init__(
+        self,
+        db: SqlDatabase,
+        master_key: bytes,
+        cache_seconds: float = 10.0,
+        seal_cache_seconds: float = 600.0,
+    ) -> None:
         self.db = db
         self._master = master_key
-        self._cache: dict[str, tuple[float, bytes | None]] = {}
+        self._cache: dict[str, tuple[float, bytes | None]] = {}  # key id -> (fetched, key)
         self._cache_seconds = cache_seconds
+        self._seal_cache_seconds = seal_cache_seconds
         self._lock = threading.Lock()
 
     def setup(self) -> None:
@@ -91,7 +101,8 @@ class KeyRing:
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(key_id)
-        if cached is not None and cached[0] > now:
+        max_age = self._seal_cache_seconds if create else self._cache_seconds
+        if cached is not None and now - cached[0] < max_age:
             return cached[1]
         wrapping_id, wrapping = parent if parent is not None else ("master", self._master)
         with self.db.reading() as cur:
@@ -114,9 +125,9 @@ class KeyRing:
             except InvalidTag:
                 log.error("key does not unwrap key_id=%s wrapping=%s", key_id, wrapping_id)
                 key = None
-        if row is not None or not create:
+        if row is not None:  # a missing key is not remembered: sealing creates it
             with self._lock:
-                self._cache[key_id] = (now + self._cache_seconds, key)
+                self._cache[key_id] = (now, key)
         return key
 
     @staticmethod
@@ -140,9 +151,10 @@ class KeyRing:
             raise KeyShredded(account_key_id)
         return account_key_id, account_key
 
-    def account_key(self, tenant_id: str, account_id: str) -> bytes:
-        """The account's own key (sealed blobs); raises ``KeyErased`` once shredded."""
-        return self._chain(tenant_id, account_id, create=True)[1]
+    def account_key(self, tenant_id: str, account_id: str, *, sealing: bool = False) -> bytes:
+        """The account's own key (sealed blobs); raises ``KeyErased`` once shredded.
+        ``sealing``: to seal with (created when missing, cached longer)."""
+        return self._chain(tenant_id, account_id, create=sealing)[1]
 
     # --- PiiCipher ----------------------------------------------------------------
 
@@ -178,7 +190,7 @@ class KeyRing:
                 (key_id,),
             )
         with self._lock:
-            self._cache[key_id] = (float("inf"), None)
+            self._cache[key_id] = (float("inf"), None)  # shredded here: for good
 
     def shred_account(self, tenant_id: str, account_id: str) -> None:
         self._shred(f"{self._account_key_id(account_id)}@{tenant_id}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -170,18 +171,40 @@ class _PgCursor:
         return self._cursor.fetchall()
 
 
+class _CheckWhenIdle:
+    """Checks a pooled connection before use only when it sat unused for a while.
+
+    A check is a round trip: before every query it doubled the cost of a burst of
+    small ones (a worker saving thousands of cursors). A connection that was in use a
+    moment ago is alive; one that idled through a database restart is still caught
+    before a caller gets it."""
+
+    def __init__(self, after: float = 2.0) -> None:
+        self._after = after
+        self._returned: dict[int, float] = {}  # id(connection) -> when it came back
+
+    def returned(self, conn: psycopg.Connection[Any]) -> None:
+        self._returned[id(conn)] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        if time.monotonic() - self._returned.pop(id(conn), float("-inf")) > self._after:
+            psycopg_pool.ConnectionPool.check_connection(conn)
+
+
 class PostgresDatabase:
     dialect: Literal["postgresql"] = "postgresql"
 
     def __init__(self, url: DatabaseUrl, max_size: int = 8) -> None:
         self.url = url
+        idle = _CheckWhenIdle()
         self.pool = psycopg_pool.ConnectionPool(
             url.conninfo,
             min_size=1,
             max_size=max_size,
             open=False,
             timeout=10.0,
-            check=psycopg_pool.ConnectionPool.check_connection,
+            check=idle.check,
+            reset=idle.returned,
         )
 
     @contextmanager

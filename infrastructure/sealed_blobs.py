@@ -18,8 +18,8 @@ import hmac
 import io
 import os
 import struct
-from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
+from collections.abc import Iterable, Iterator
+from typing import BinaryIO, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -28,7 +28,12 @@ from application.mail.ports import BlobStoreError
 
 MAGIC = b"TDB1"
 SEGMENT = 1024 * 1024
-AccountKey = Callable[[str, str], bytes]  # (tenant id, account id) -> key; raises KeyErased
+
+
+class AccountKey(Protocol):
+    """The account's key; raises ``KeyErased`` once shredded. ``sealing``: to seal with."""
+
+    def __call__(self, tenant_id: str, account_id: str, *, sealing: bool = False) -> bytes: ...
 
 
 class SealedBlobCorrupt(BlobStoreError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from application.mail.ports import MailboxCursor
@@ -65,23 +65,31 @@ class SqlMailboxState:
         )
 
     def save_cursor(self, account_id: str, cursor: MailboxCursor | None) -> None:
-        values = (
-            (None, None, None, None)
-            if cursor is None
-            else (cursor.uidvalidity, cursor.last_uid, cursor.highestmodseq, cursor.backfill_until)
-        )
         self._upsert(
             account_id,
             "uidvalidity = ?, last_uid = ?, highestmodseq = ?, backfill_until = ?",
-            values,
+            _cursor_values(cursor),
         )
 
-    def record_success(self, account_id: str, at: datetime) -> None:
-        self._upsert(
-            account_id,
-            "last_sync_at = ?, last_error_kind = NULL, consecutive_failures = 0",
-            (at.isoformat(),),
-        )
+    def record_synced(self, cursors: Mapping[str, MailboxCursor | None], at: datetime) -> None:
+        if not cursors:
+            return
+        synced_at = at.isoformat()
+        rows = [
+            (account_id, *_cursor_values(cursors[account_id]), synced_at)
+            for account_id in sorted(cursors)  # one lock order for concurrent writers
+        ]
+        with self.db.transaction() as cur:
+            cur.executemany(
+                f"INSERT INTO {TABLE} (account_id, uidvalidity, last_uid, highestmodseq,"
+                " backfill_until, last_sync_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (account_id) DO UPDATE SET uidvalidity = excluded.uidvalidity,"
+                " last_uid = excluded.last_uid, highestmodseq = excluded.highestmodseq,"
+                " backfill_until = excluded.backfill_until,"
+                " last_sync_at = excluded.last_sync_at, last_error_kind = NULL,"
+                " consecutive_failures = 0",
+                rows,
+            )
 
     def record_failure(self, account_id: str, error_kind: str, at: datetime) -> None:
         self._upsert(
@@ -120,3 +128,9 @@ class SqlMailboxState:
     def forget(self, account_id: str) -> None:
         with self.db.transaction() as cur:
             cur.execute(f"DELETE FROM {TABLE} WHERE account_id = ?", (account_id,))
+
+
+def _cursor_values(cursor: MailboxCursor | None) -> tuple[int | None, ...]:
+    if cursor is None:
+        return (None, None, None, None)
+    return (cursor.uidvalidity, cursor.last_uid, cursor.highestmodseq, cursor.backfill_until)

@@ -33,14 +33,11 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from uuid import UUID
 
 from application.app import App
 from application.leases import Lease, LeaseBackendUnavailable, WorkerRegistry
-from application.mail.ports import MailboxSession, MailboxThrottled
+from application.mail.ports import MailboxThrottled
 from application.signals import Signal
-from application.streams import load
-from domain.mail_account import MailAccount
 from workers.directory import AccountDirectory, AccountInfo, DirectoryReader
 from workers.metrics import WorkerMetrics
 from workers.policies import fleet
@@ -51,6 +48,7 @@ from workers.policies.tiers import NEVER, RecentUsers, TierPolicy, TierSettings
 from workers.poll import Poller
 from workers.sync import AccountSyncer, SyncOutcome
 from workers.watch import WatchManager
+from workers.watch_hooks import SupervisedWatchHooks
 
 log = logging.getLogger("tidings.supervisor")
 
@@ -79,41 +77,6 @@ class SupervisorSettings:
     watch_pool: int = 16
     dead_after: float = 300.0
     reidle_after: float = 25 * 60.0
-
-
-class _Hooks:
-    """What the watch manager calls back, from its threads."""
-
-    def __init__(self, supervisor: Supervisor) -> None:
-        self._s = supervisor
-
-    def open_session(self, account_id: str) -> MailboxSession:
-        # One load gives both the answer (syncable = active) and what to log in with.
-        account = load(self._s.app.ctx.store, MailAccount, UUID(account_id))
-        if account.status != "active":
-            raise LookupError("account is not syncable")
-        return self._s.syncer.open_session(account)
-
-    def sync(self, account_id: str, session: MailboxSession) -> SyncOutcome:
-        started = time.monotonic()
-        outcome = self._s.syncer.sync(account_id, session=session)
-        if outcome.ingested:
-            self._s.metrics.ingested.labels("watch").inc(outcome.ingested)
-            self._s.metrics.ingest_latency.observe(time.monotonic() - started)
-        return outcome
-
-    def on_stopped(
-        self,
-        account_id: str,
-        generation: int,
-        reason: str,
-        error: BaseException | None,
-        lived: float,
-    ) -> None:
-        self._s.tell(("watch_stopped", account_id, reason, error, lived))
-
-    def on_mail(self, account_id: str, outcome: SyncOutcome) -> None:
-        self._s.tell(("mail", account_id))
 
 
 class Supervisor:
@@ -154,8 +117,9 @@ class Supervisor:
         self._wake_at = 0.0
         self._next_metrics = 0.0
         self.reader = DirectoryReader(self.directory, self.tell)
+        self.hooks = SupervisedWatchHooks(syncer, self.metrics, self.tell)
         self.watches = WatchManager(
-            _Hooks(self),
+            self.hooks,
             pool_size=settings.watch_pool,
             reidle_after=settings.reidle_after,
             dead_after=settings.dead_after,
@@ -267,6 +231,7 @@ class Supervisor:
 
     def _looked_up(self, account_id: str, info: AccountInfo | None, now: float) -> None:
         self.directory.learn(account_id, info)
+        self.hooks.changed(account_id)
         if info is None:
             self._forget(account_id, "deactivated")
             return
@@ -463,6 +428,7 @@ class Supervisor:
         log.info("worker.stop worker_id=%s", self.settings.worker_id)
         tokens = self.keeper.stop_all()
         self.watches.close()
+        self.hooks.close()
         with contextlib.suppress(LeaseBackendUnavailable):
             if tokens:
                 self.lease.release_many(tokens)

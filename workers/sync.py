@@ -6,6 +6,10 @@
         save the cursor (only now: a crash before re-fetches, dedup absorbs it)
     until the server has no more, or the deadline passed (-> transient failure).
 
+The watch path pages the same way, but without waiting on the database: a page is
+fetched on the watch's thread and handed to a ``GroupCommitter``, which ingests the pages
+of many accounts in one append and saves their cursors in one write (``commit``).
+
 An account deleted mid-pass (its key shredded) ends the pass quietly as skipped.
 
 UIDVALIDITY changed -> the cursor is reset and the mailbox re-read from the backfill
@@ -31,7 +35,7 @@ from uuid import UUID
 from application.context import Context
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
-from application.mail.ingestion import IncomingMessage, ingest
+from application.mail.ingestion import IncomingMessage, append_new, prepare
 from application.mail.parsing import MimeParser, ParsedMessage
 from application.mail.ports import (
     BlobOwner,
@@ -39,6 +43,7 @@ from application.mail.ports import (
     FetchedMessage,
     ImapEndpoint,
     MailboxAuthError,
+    MailboxCursor,
     MailboxCursorInvalid,
     MailboxSession,
     MailboxThrottled,
@@ -47,7 +52,8 @@ from application.mail.ports import (
 from application.privacy import KeyErased
 from application.streams import commit, load
 from domain.mail_account import MailAccount
-from domain.message import MessageState
+from domain.message import MessageIngested, MessageState
+from workers.committer import GroupCommitter
 
 log = logging.getLogger("tidings.sync")
 
@@ -67,6 +73,8 @@ class SyncOutcome:
     error_kind: str | None = None
     retry_after: float | None = None
     skipped: bool = False
+    more: bool = False  # a page was ingested and another waits (the watch path pages)
+    cursor: MailboxCursor | None = None  # the watch path: the cursor its page saved
 
     @property
     def ok(self) -> bool:
@@ -75,6 +83,20 @@ class SyncOutcome:
 
 class DeadlineExceeded(ApplicationError):
     pass
+
+
+# What ends one account's sync as a failure of its own class (``failed``).
+SYNC_ERRORS = (MailProviderError, DeadlineExceeded, ConcurrencyConflict, StoreUnavailable)
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page fetched and parsed: what ``commit`` stores and ingests."""
+
+    account: MailAccount
+    messages: list[tuple[FetchedMessage, ParsedMessage]]
+    cursor: MailboxCursor  # saved once the page is ingested
+    has_more: bool
 
 
 class AccountSyncer:
@@ -117,12 +139,12 @@ class AccountSyncer:
         on_page: Callable[[int], None] | None = None,
         session: MailboxSession | None = None,
     ) -> SyncOutcome:
-        """Fetch and ingest everything new; on ``session`` if given (a watch's own
-        connection), else on a connection of its own, closed afterwards."""
+        """Fetch and ingest everything new, page by page; on ``session`` if given (a
+        watch's own connection), else on a connection of its own, closed afterwards."""
         try:
             account = load(self.ctx.store, MailAccount, UUID(account_id))
         except StoreUnavailable as error:  # a watch keeps its session and tries again later
-            return self._failed(account_id, "store_unavailable", error)
+            return self.failed(account_id, error)
         if account.status != "active":
             return SyncOutcome(account_id, skipped=True)
         try:
@@ -131,27 +153,61 @@ class AccountSyncer:
                     ingested, duplicates = self._pages(opened, account, deadline, on_page)
             else:
                 ingested, duplicates = self._pages(session, account, deadline, on_page)
-        except MailboxAuthError as error:
-            self._auth_failed(account_id, error)
-            return self._failed(account_id, "auth", error)
-        except MailboxThrottled as error:
-            return self._failed(account_id, "throttled", error, retry_after=error.retry_after)
-        except (MailProviderError, DeadlineExceeded) as error:
-            return self._failed(account_id, "transient", error)
-        except ConcurrencyConflict as error:
-            return self._failed(account_id, "ingest_conflict", error)
-        except StoreUnavailable as error:
-            return self._failed(account_id, "store_unavailable", error)
-        except KeyErased:
-            # Deleted (its key shredded) while syncing: nothing left to do or record.
+        except SYNC_ERRORS as error:
+            return self.failed(account_id, error)
+        except (KeyErased, _Erased):
             log.info("sync.account_erased account_id=%s", account_id)
             return SyncOutcome(account_id, skipped=True)
-        with contextlib.suppress(StoreUnavailable):  # health only: the mail is in
-            self.ctx.mail.state.record_success(account_id, self.ctx.clock.now())
         log.info(
             "sync.ok account_id=%s ingested=%d duplicates=%d", account_id, ingested, duplicates
         )
         return SyncOutcome(account_id, ingested=ingested, duplicates=duplicates)
+
+    def sync_page(
+        self,
+        account: MailAccount,
+        session: MailboxSession,
+        cursor: MailboxCursor | None,
+        committer: GroupCommitter[Page, SyncOutcome],
+        done: Callable[[SyncOutcome], None],
+    ) -> None:
+        """The watch path: fetch one page after ``cursor`` (the watch's own, None: read it)
+        on this thread; ``committer`` ingests it together with other accounts' pages and
+        calls ``done`` (``more`` when another page waits)."""
+        account_id = str(account.id)
+        try:
+            if cursor is None:
+                cursor = self.ctx.mail.state.cursor(account_id)
+            page = self.fetch_page(session, account, cursor, reuse_status=True)
+        except SYNC_ERRORS as error:
+            done(self.failed(account_id, error))
+            return
+        except KeyErased:
+            done(SyncOutcome(account_id, skipped=True))
+            return
+        committer.submit(page, done)
+
+    def commit_group(self, pages: Sequence[Page]) -> list[SyncOutcome]:
+        """``commit`` for a ``GroupCommitter``: every page gets its outcome, never raises."""
+        try:
+            results = self.commit(pages)
+        except SYNC_ERRORS as error:
+            return [self.failed(str(page.account.id), error) for page in pages]
+        outcomes = []
+        for page, result in zip(pages, results, strict=True):
+            account_id = str(page.account.id)
+            if result is None:
+                outcomes.append(SyncOutcome(account_id, skipped=True))
+                continue
+            ingested, duplicates = result
+            if ingested:
+                log.info("sync.ok account_id=%s ingested=%d", account_id, ingested)
+            outcomes.append(
+                SyncOutcome(
+                    account_id, ingested, duplicates, more=page.has_more, cursor=page.cursor
+                )
+            )
+        return outcomes
 
     def _pages(
         self,
@@ -160,50 +216,96 @@ class AccountSyncer:
         deadline: float | None,
         on_page: Callable[[int], None] | None,
     ) -> tuple[int, int]:
-        ports = self.ctx.mail
-        account_id = str(account.id)
-        cursor = ports.state.cursor(account_id)
-        since = self.today() - timedelta(days=self.settings.backfill_window_days)
+        cursor = self.ctx.mail.state.cursor(str(account.id))
         ingested = duplicates = 0
         while True:
             if deadline is not None and time.monotonic() > deadline:
                 raise DeadlineExceeded("the account's poll deadline passed")
-            try:
-                batch = session.fetch_since(
-                    cursor, backfill_since=since, limit=self.settings.max_messages_per_poll
-                )
-            except MailboxCursorInvalid:
-                log.warning("sync.uidvalidity_changed account_id=%s", account_id)
-                cursor = None
-                ports.state.save_cursor(account_id, None)
-                continue
-            incoming = self._page(account, batch.messages)
-            outcomes = ingest(self.ctx, account, incoming) if incoming else []
-            new = sum(not o.duplicate for o in outcomes)
-            ingested += new
-            duplicates += len(outcomes) - new
-            if batch.new_cursor != cursor:  # e.g. a watch's catch-up that found nothing
-                ports.state.save_cursor(account_id, batch.new_cursor)
-            cursor = batch.new_cursor
+            page = self.fetch_page(session, account, cursor)
+            [result] = self.commit([page])
+            if result is None:
+                raise _Erased
+            ingested, duplicates = ingested + result[0], duplicates + result[1]
+            cursor = page.cursor
             if on_page is not None:
-                on_page(len(batch.messages))
-            if not batch.has_more:
+                on_page(len(page.messages))
+            if not page.has_more:
                 return ingested, duplicates
 
-    def _page(
-        self, account: MailAccount, messages: Sequence[FetchedMessage]
-    ) -> list[IncomingMessage]:
-        """Parse the page, then store its inline bodies in one durable write (a pack)."""
-        parsed = [self._parse(fetched) for fetched in messages]
-        inline = [fetched.raw for fetched in messages if fetched.raw is not None]
-        owner = BlobOwner(account.tenant_id, str(account.id))
-        stored = iter(self.ctx.mail.blobs.put_many(inline, owner=owner) if inline else ())
-        return [
-            self._incoming(
-                account, fetched, p, next(stored) if fetched.raw is not None else fetched.blob_ref
+    def fetch_page(
+        self,
+        session: MailboxSession,
+        account: MailAccount,
+        cursor: MailboxCursor | None,
+        *,
+        reuse_status: bool = False,
+    ) -> Page:
+        """The next page after ``cursor``: fetched and parsed."""
+        since = self.today() - timedelta(days=self.settings.backfill_window_days)
+        limit = self.settings.max_messages_per_poll
+        try:
+            batch = session.fetch_since(
+                cursor, backfill_since=since, limit=limit, reuse_status=reuse_status
             )
-            for fetched, p in zip(messages, parsed, strict=True)
+        except MailboxCursorInvalid:
+            log.warning("sync.uidvalidity_changed account_id=%s", account.id)
+            self.ctx.mail.state.save_cursor(str(account.id), None)
+            batch = session.fetch_since(None, backfill_since=since, limit=limit)
+        parsed = [(fetched, self._parse(fetched)) for fetched in batch.messages]
+        return Page(account, parsed, batch.new_cursor, batch.has_more)
+
+    def commit(self, pages: Sequence[Page]) -> list[tuple[int, int] | None]:
+        """Store the pages' inline bodies (of any accounts) as one pack, ingest their
+        messages in one append, then save their cursors and mark their accounts synced
+        in one write — each step only after the one before is durable. Per page:
+        (ingested, duplicates), or None when its account was deleted (its key shredded)
+        meanwhile."""
+        now = self.ctx.clock.now()
+        bodies = [
+            (BlobOwner(page.account.tenant_id, str(page.account.id)), fetched.raw)
+            for page in pages
+            for fetched, _ in page.messages
+            if fetched.raw is not None
         ]
+        stored_bodies = self.ctx.mail.blobs.put_packed(bodies) if bodies else []
+        erased = {
+            o.account_id for (o, _), ref in zip(bodies, stored_bodies, strict=True) if not ref
+        }
+        refs = iter(stored_bodies)
+        prepared: list[list[MessageIngested] | None] = []
+        for page in pages:
+            body_refs = [
+                next(refs) if fetched.raw is not None else fetched.blob_ref
+                for fetched, _ in page.messages
+            ]
+            try:
+                if str(page.account.id) in erased:
+                    raise KeyErased(str(page.account.id))
+                incoming = [
+                    self._incoming(page.account, fetched, parsed, ref)
+                    for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
+                ]
+                prepared.append(prepare(self.ctx, page.account, incoming, now))
+            except KeyErased:
+                log.info("sync.account_erased account_id=%s", page.account.id)
+                prepared.append(None)
+        stored = append_new(self.ctx, [e for events in prepared if events for e in events])
+        self.ctx.mail.state.record_synced(
+            {
+                str(page.account.id): page.cursor
+                for page, events in zip(pages, prepared, strict=True)
+                if events is not None
+            },
+            now,
+        )
+        results: list[tuple[int, int] | None] = []
+        for events in prepared:
+            if events is None:
+                results.append(None)
+                continue
+            new = sum(e.originator_id in stored for e in events)
+            results.append((new, len(events) - new))
+        return results
 
     def _parse(self, fetched: FetchedMessage) -> ParsedMessage:
         with self._parse_slots:
@@ -247,19 +349,41 @@ class AccountSyncer:
             defects=parsed.defects,
         )
 
-    def _auth_failed(self, account_id: str, error: Exception) -> None:
-        account = load(self.ctx.store, MailAccount, UUID(account_id))
-        if account.auth_failed(error_kind=type(error).__name__, now=self.ctx.clock.now()):
-            # On a conflict someone changed the account meanwhile; the next tick decides.
-            with contextlib.suppress(ConcurrencyConflict):
-                commit(self.ctx.store, account)
-
-    def _failed(
-        self, account_id: str, kind: str, error: Exception, retry_after: float | None = None
-    ) -> SyncOutcome:
+    def failed(self, account_id: str, error: Exception) -> SyncOutcome:
+        """The outcome of a sync that raised ``error`` (one of ``SYNC_ERRORS``), by class:
+        auth -> the account goes to ``auth_error``; throttled -> the server's delay."""
+        kind, retry_after = _error_kind(error), None
+        if isinstance(error, MailboxAuthError):
+            self._auth_failed(account_id, error)
+        elif isinstance(error, MailboxThrottled):
+            retry_after = error.retry_after
         log.warning(
             "sync.failed account_id=%s kind=%s error=%s", account_id, kind, type(error).__name__
         )
         with contextlib.suppress(StoreUnavailable):
             self.ctx.mail.state.record_failure(account_id, kind, self.ctx.clock.now())
         return SyncOutcome(account_id, error_kind=kind, retry_after=retry_after)
+
+    def _auth_failed(self, account_id: str, error: Exception) -> None:
+        with contextlib.suppress(StoreUnavailable):
+            account = load(self.ctx.store, MailAccount, UUID(account_id))
+            if account.auth_failed(error_kind=type(error).__name__, now=self.ctx.clock.now()):
+                # On a conflict someone changed the account meanwhile; the next tick decides.
+                with contextlib.suppress(ConcurrencyConflict):
+                    commit(self.ctx.store, account)
+
+
+class _Erased(Exception):
+    """The account was deleted (its key shredded) mid-sync: nothing left to do or record."""
+
+
+def _error_kind(error: Exception) -> str:
+    if isinstance(error, MailboxAuthError):
+        return "auth"
+    if isinstance(error, MailboxThrottled):
+        return "throttled"
+    if isinstance(error, ConcurrencyConflict):
+        return "ingest_conflict"
+    if isinstance(error, StoreUnavailable):
+        return "store_unavailable"
+    return "transient"  # MailProviderError, DeadlineExceeded

@@ -3,15 +3,17 @@
 Per account, a watch moves through:
 
     opening --(login, SELECT, catch-up poll, IDLE)--> idling
-    idling --(EXISTS)--> fetching --(DONE, fetch + ingest, IDLE)--> idling
+    idling --(EXISTS)--> fetching --(DONE, fetch, [ingest], IDLE)--> idling
     idling --(IDLE older than reidle_after)--> refreshing --(DONE, IDLE)--> idling
     any --(error, server hang-up, silence past dead_after, stop())--> stopped
 
 Threads: the mux thread owns the selector and only ever does non-blocking reads of
 idling sockets; opening, fetching and refreshing run on a small pool. A session is
 touched by one thread at a time: the mux while the watch is idling (registered),
-a pool thread otherwise. Selector changes from other threads go through a queue and a
-wake-up pipe. Each watch carries a generation: work finishing for a stopped or
+a pool thread otherwise. A fetched page is ingested elsewhere (the hooks' group
+commit, with other accounts' pages); its outcome comes back as a new pool task, so no
+pool thread waits on the database. Selector changes from other threads go through a
+queue and a wake-up pipe. Each watch carries a generation: work finishing for a stopped or
 restarted watch sees a stale generation and only closes its own session.
 
 A failed ingest on the watch path keeps the watch (the poll catches up); a failed
@@ -44,7 +46,11 @@ KEEP_WATCHING = frozenset({None, "store_unavailable", "ingest_conflict"})
 class WatchHooks(Protocol):
     def open_session(self, account_id: str) -> MailboxSession: ...
 
-    def sync(self, account_id: str, session: MailboxSession) -> SyncOutcome: ...
+    def sync(
+        self, account_id: str, session: MailboxSession, done: Callable[[SyncOutcome], None]
+    ) -> None:
+        """Fetch the next page on this thread; ``done`` (any thread) once it is ingested."""
+        ...
 
     def on_stopped(
         self,
@@ -162,39 +168,57 @@ class WatchManager:
         try:
             watch.session = self._hooks.open_session(watch.account_id)
             watch.connected_at = self._clock()
-            self._catch_up_and_idle(watch)
-            if watch.state == "idling":
-                log.info("watch.started account_id=%s", watch.account_id)
+            self._sync(watch)  # right after start: what arrived since the last poll
         except Exception as error:  # any failure ends this watch
             self._finish(watch, "error", error)
-
-    def _catch_up_and_idle(self, watch: Watch) -> None:
-        """Fetch what is new (right after start: what arrived since the last poll),
-        then IDLE again and hand the socket back to the mux."""
-        assert watch.session is not None
-        if watch.stop_reason is None:
-            outcome = self._hooks.sync(watch.account_id, watch.session)
-            if outcome.error_kind not in KEEP_WATCHING:
-                self._finish(watch, outcome.error_kind or "error", None)
-                return
-            if outcome.ingested:
-                self._hooks.on_mail(watch.account_id, outcome)
-        if watch.stop_reason is not None:
-            self._finish(watch, watch.stop_reason, None)
-            return
-        watch.session.idle_start()
-        watch.idle_since = watch.heard_at = self._clock()
-        watch.fileno = watch.session.idle_fileno()
-        watch.state = "idling"
-        self._command("register", watch)
 
     def _fetch(self, watch: Watch) -> None:
         try:
             assert watch.session is not None
             watch.session.idle_done()
-            self._catch_up_and_idle(watch)
+            self._sync(watch)
         except Exception as error:  # any failure ends this watch
             self._finish(watch, "error", error)
+
+    def _sync(self, watch: Watch) -> None:
+        assert watch.session is not None
+        if watch.stop_reason is not None:
+            self._finish(watch, watch.stop_reason, None)
+            return
+        self._hooks.sync(
+            watch.account_id,
+            watch.session,
+            lambda outcome: self._submit(self._synced, watch, outcome),
+        )
+
+    def _synced(self, watch: Watch, outcome: SyncOutcome) -> None:
+        """A page is in: the next page, or IDLE again with the socket back at the mux."""
+        try:
+            if outcome.error_kind not in KEEP_WATCHING:
+                self._finish(watch, outcome.error_kind or "error", None)
+                return
+            if outcome.ingested:
+                self._hooks.on_mail(watch.account_id, outcome)
+            if outcome.more:
+                self._sync(watch)
+                return
+            if watch.stop_reason is not None:
+                self._finish(watch, watch.stop_reason, None)
+                return
+            assert watch.session is not None
+            watch.session.idle_start()
+            if not watch.idle_since:
+                log.info("watch.started account_id=%s", watch.account_id)
+            watch.idle_since = watch.heard_at = self._clock()
+            watch.fileno = watch.session.idle_fileno()
+            watch.state = "idling"
+            self._command("register", watch)
+        except Exception as error:  # any failure ends this watch
+            self._finish(watch, "error", error)
+
+    def _submit(self, fn: Callable[..., None], *args: object) -> None:
+        with contextlib.suppress(RuntimeError):  # the pool is shut down: we are closing
+            self._pool.submit(fn, *args)
 
     def _refresh(self, watch: Watch) -> None:
         try:

@@ -106,26 +106,41 @@ def build_event(
     )
 
 
-def ingest(
-    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage]
-) -> list[IngestOutcome]:
-    now = ctx.clock.now()
+def prepare(
+    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage], now: datetime
+) -> list[MessageIngested]:
+    """The events for one account's messages; a batch naming a message twice keeps the
+    first (raises ``KeyErased`` when the account's key is gone)."""
     events: dict[UUID, MessageIngested] = {}
-    for message in messages:  # a batch may name one message twice: keep the first
+    for message in messages:
         event = build_event(ctx, account, message, now)
         events.setdefault(event.originator_id, event)
-    pending = list(events.values())
-    stored: set[UUID] = set()
+    return list(events.values())
+
+
+def append_new(ctx: Context, events: Sequence[MessageIngested]) -> set[UUID]:
+    """Append in one write what is not stored yet (events of any accounts); the ids
+    this call stored. On a collision the stored ones are filtered out and the rest
+    appended again."""
+    pending = list(events)
     for _ in range(FILTER_ATTEMPTS):
         if not pending:
-            break
+            return set()
         try:
             ctx.store.append(pending)
         except ConcurrencyConflict:
             pending = [e for e in pending if not ctx.store.load(e.originator_id)]
             continue
-        stored.update(e.originator_id for e in pending)
-        break
-    else:
-        raise ConcurrencyConflict("messages kept colliding; the next poll retries")
-    return [IngestOutcome(mid, mid not in stored) for mid in events]
+        return {e.originator_id for e in pending}
+    raise ConcurrencyConflict("messages kept colliding; the next poll retries")
+
+
+def outcomes(events: Sequence[MessageIngested], stored: set[UUID]) -> list[IngestOutcome]:
+    return [IngestOutcome(e.originator_id, e.originator_id not in stored) for e in events]
+
+
+def ingest(
+    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage]
+) -> list[IngestOutcome]:
+    events = prepare(ctx, account, messages, ctx.clock.now())
+    return outcomes(events, append_new(ctx, events))

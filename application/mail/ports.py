@@ -16,6 +16,10 @@ Fetch contract (``MailboxSession.fetch_since``):
   raises ``MailboxCursorInvalid`` and fetches nothing. The caller resets (calls
   again with ``None``) and relies on dedup by ``provider_message_id``, which
   survives the change.
+- ``reuse_status=True`` (a watch: the session stayed in the mailbox, IDLE said new
+  mail came) takes UIDs from the session's last EXAMINE instead of opening the
+  mailbox again; searches are open-ended, so nothing new is missed, and a
+  UIDVALIDITY change is left to the next fresh pass (the reconciliation poll).
 - ``has_more`` means another call with ``new_cursor`` may return more now.
   Save ``new_cursor`` only after the batch is ingested.
 - A message's body comes inline (``raw``) when small, as a blob ref when it
@@ -196,7 +200,12 @@ class MailboxSession(Protocol):
         ...
 
     def fetch_since(
-        self, cursor: MailboxCursor | None, *, backfill_since: date, limit: int
+        self,
+        cursor: MailboxCursor | None,
+        *,
+        backfill_since: date,
+        limit: int,
+        reuse_status: bool = False,
     ) -> FetchBatch: ...
 
     def verify(self) -> None:
@@ -264,9 +273,9 @@ class BlobStore(Protocol):
         """Store the concatenated chunks without holding them all in memory."""
         ...
 
-    def put_many(self, items: Sequence[bytes], *, owner: BlobOwner | None = None) -> list[str]:
-        """Store several blobs (a page of small messages) durably, with one sync for all;
-        their refs in order."""
+    def put_packed(self, items: Sequence[tuple[BlobOwner, bytes]]) -> list[str | None]:
+        """Store many small owned blobs, of any accounts, durably with one sync for all;
+        their refs in order, None for a blob whose account's key is erased."""
         ...
 
     def delete_owner(self, owner: BlobOwner) -> None:

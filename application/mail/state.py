@@ -7,7 +7,7 @@ was ingested; a crash in between re-fetches the batch and dedup absorbs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -30,7 +30,9 @@ class MailboxStateStore(Protocol):
 
     def save_cursor(self, account_id: str, cursor: MailboxCursor | None) -> None: ...
 
-    def record_success(self, account_id: str, at: datetime) -> None: ...
+    def record_synced(self, cursors: Mapping[str, MailboxCursor | None], at: datetime) -> None:
+        """Save each account's cursor and mark its sync successful, in one write."""
+        ...
 
     def record_failure(self, account_id: str, error_kind: str, at: datetime) -> None: ...
 

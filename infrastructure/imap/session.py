@@ -30,6 +30,8 @@ round trip on a connection that may be dead); open a new session.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import imaplib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from datetime import date
@@ -63,6 +65,27 @@ T = TypeVar("T")
 _BODY = b"BODY[]"
 
 
+def _read_available(imap: Any) -> list[bytes]:
+    """The lines imaplib can read without blocking (its buffer, then the socket)."""
+    sock = imap.sock
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    lines: list[bytes] = []
+    try:
+        while True:
+            try:
+                lines.append(imap._get_line())
+            except OSError:  # nothing more to read now
+                break
+            except imaplib.IMAP4.abort as error:
+                if "EOF" in str(error):  # no bytes came: the caller counts empty reads
+                    break
+                raise
+    finally:
+        sock.settimeout(timeout)
+    return lines
+
+
 class _Vanished(Exception):
     """The message was expunged while we were reading it."""
 
@@ -92,6 +115,7 @@ class ImapMailboxSession:
         self._backfill: tuple[tuple[int, int, date], int, list[int]] | None = None
         # The EXAMINE status the next page of a pass reuses (see ``fetch_since``).
         self._pass: MailboxStatus | None = None
+        self._selected: MailboxStatus | None = None  # the last EXAMINE's
         items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
         if "OBJECTID" in capabilities:
             items.append("EMAILID")
@@ -138,22 +162,31 @@ class ImapMailboxSession:
         self._idling = True
 
     def idle_fileno(self) -> int:
-        return int(self._client.socket().fileno())
+        return int(self._client._imap.sock.fileno())
 
     def idle_read(self) -> IdleNews:
         """Called when the socket is readable. A readable socket that yields no
-        response twice in a row has reached EOF (the server closed it)."""
-        responses = self._io(self._client.idle_check, 0)
-        if not responses:
+        response twice in a row has reached EOF (the server closed it).
+
+        Reads imaplib's buffered lines itself: imapclient's ``idle_check`` polls the
+        socket again and runs every line through its response lexer, which costs a
+        multiplexer serving thousands of watches more than the news is worth; all we
+        need to know is whether EXISTS (new mail) or BYE came."""
+        imap = self._client._imap
+        lines = self._io(_read_available, imap)
+        if not lines:
             self._idle_empty_reads += 1
             return IdleNews(closed=self._idle_empty_reads >= 2)
         self._idle_empty_reads = 0
         exists = closed = False
-        for response in responses:
-            if len(response) > 1 and response[1] in (b"EXISTS", b"RECENT"):
-                exists = True
-            if response and response[0] == b"BYE":
+        for line in lines:
+            words = line.split(None, 3)
+            if words[:1] != [b"*"] or len(words) < 2:
+                continue
+            if words[1].upper() == b"BYE":
                 closed = True
+            elif len(words) > 2 and words[2].rstrip().upper() in (b"EXISTS", b"RECENT"):
+                exists = True
         return IdleNews(exists=exists, closed=closed, heard=True)
 
     def idle_done(self) -> None:
@@ -171,30 +204,40 @@ class ImapMailboxSession:
         uidnext = resp.get(b"UIDNEXT")
         modseq = resp.get(b"HIGHESTMODSEQ")
         exists = resp.get(b"EXISTS")
-        return MailboxStatus(
+        self._selected = MailboxStatus(
             uidvalidity=uidvalidity,
             uidnext=uidnext if isinstance(uidnext, int) else None,
             highestmodseq=modseq if isinstance(modseq, int) else None,
             exists=exists if isinstance(exists, int) else 0,
         )
+        return self._selected
 
     def fetch_since(
-        self, cursor: MailboxCursor | None, *, backfill_since: date, limit: int
+        self,
+        cursor: MailboxCursor | None,
+        *,
+        backfill_since: date,
+        limit: int,
+        reuse_status: bool = False,
     ) -> FetchBatch:
         if limit < 1:
             raise ValueError("limit must be at least 1")
         # EXAMINE re-opens the mailbox (~25 ms at 10,000 messages, growing with it), so
-        # the pages of one pass after the first reuse its status. That is safe: UIDs are
-        # always searched, never assumed, the last search of a pass is open-ended
-        # (``uid_windows``) and a backfill's bound cannot grow; only "nothing left" is not
-        # taken from a reused status: that answer comes from a fresh EXAMINE, as before.
+        # the pages of one pass after the first reuse its status, and so does a watch
+        # (``reuse_status``). That is safe: UIDs are always searched, never assumed, and
+        # the last search of a pass is open-ended (``uid_windows``); a backfill's bound
+        # cannot grow. Only a poll's "nothing left" is not taken from a reused status:
+        # that answer comes from a fresh EXAMINE, as before.
         reused = self._pass
+        if reused is None and reuse_status and self._selected is not None:
+            # IDLE said mail came after that EXAMINE: its UIDNEXT is stale, search on.
+            reused = dataclasses.replace(self._selected, uidnext=None)
         self._pass = None
         if reused is not None and (cursor is None or cursor.uidvalidity != reused.uidvalidity):
             reused = None
         status = reused or self.select_inbox()
         batch = self._fetch_page(status, cursor, backfill_since, limit)
-        if reused is not None and not batch.messages and not batch.has_more:
+        if reused is not None and not reuse_status and not batch.messages and not batch.has_more:
             status = self.select_inbox()
             batch = self._fetch_page(status, cursor, backfill_since, limit)
         if batch.has_more:

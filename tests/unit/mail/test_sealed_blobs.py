@@ -21,7 +21,7 @@ class Keys:
     def __init__(self) -> None:
         self.keys: dict[str, bytes | None] = {}
 
-    def __call__(self, tenant_id: str, account_id: str) -> bytes:
+    def __call__(self, tenant_id: str, account_id: str, *, sealing: bool = False) -> bytes:
         key = self.keys.setdefault(account_id, os.urandom(32))
         if key is None:
             raise KeyErased(account_id)
@@ -84,3 +84,46 @@ def test_delete_owner_removes_only_that_accounts_blobs(store: FilesystemBlobStor
     assert not store.exists(mine)
     assert store.exists(theirs)
     store.delete_owner(OWNER)  # idempotent
+
+
+def test_a_pack_holds_many_accounts_blobs_each_sealed_under_its_own_key(
+    store: FilesystemBlobStore, keys: Keys, tmp_path: Path
+) -> None:
+    items = [(OWNER, b"first " * 100), (OTHER, b"second"), (OWNER, b""), (OTHER, b"x" * SEGMENT)]
+    refs = store.put_packed(items)
+    assert all(ref is not None and ref.startswith("pack2:") for ref in refs)
+    assert len({store.path_of(ref) for ref in refs if ref}) == 1  # one file, one sync
+    for (_, data), ref in zip(items, refs, strict=True):
+        assert ref is not None and store.exists(ref)
+        with store.open(ref) as f:
+            assert f.read() == data
+    on_disk = store.path_of(refs[0] or "").read_bytes()
+    assert b"first first" not in on_disk and b"second" not in on_disk
+
+    keys.keys[OTHER.account_id] = None  # OTHER deleted: its members unreadable, OWNER's not
+    with pytest.raises(BlobNotFound):
+        store.open(refs[1] or "")
+    with store.open(refs[0] or "") as f:
+        assert f.read() == items[0][1]
+
+
+def test_packing_skips_the_blobs_of_an_erased_account(
+    store: FilesystemBlobStore, keys: Keys
+) -> None:
+    keys.keys[OTHER.account_id] = None
+    refs = store.put_packed([(OTHER, b"gone"), (OWNER, b"kept"), (OTHER, b"gone too")])
+    assert refs[0] is None and refs[2] is None and refs[1] is not None
+    with store.open(refs[1]) as f:
+        assert f.read() == b"kept"
+    assert store.put_packed([(OTHER, b"nothing written")]) == [None]
+
+
+def test_deleting_one_pack_member_leaves_the_others(store: FilesystemBlobStore) -> None:
+    first, second = store.put_packed([(OWNER, b"one"), (OTHER, b"two")])
+    assert first is not None and second is not None
+    store.delete(first)
+    assert not store.exists(first)
+    with pytest.raises(BlobNotFound):
+        store.open(first)
+    with store.open(second) as f:
+        assert f.read() == b"two"

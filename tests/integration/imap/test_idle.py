@@ -1,0 +1,70 @@
+"""The IDLE surface of a session against a real Dovecot: new mail is noticed from the
+socket, a watch fetches it without re-opening the mailbox, a kicked session reads closed."""
+
+from __future__ import annotations
+
+import selectors
+import time
+from datetime import date, timedelta
+from unittest import mock
+
+from infrastructure.imap import ImapMailboxSession
+from tests.integration.imap.conftest import OpenSession
+from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.messages import make_message
+
+WINDOW = date.today() - timedelta(days=30)
+
+
+def wait_readable(session: ImapMailboxSession, timeout: float = 10.0) -> bool:
+    with selectors.DefaultSelector() as selector:
+        selector.register(session.idle_fileno(), selectors.EVENT_READ)
+        return bool(selector.select(timeout))
+
+
+def news_until(session: ImapMailboxSession, want: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if wait_readable(session, deadline - time.monotonic()):
+            news = session.idle_read()
+            if getattr(news, want):
+                return
+    raise AssertionError(f"no {want} news within {timeout}s")
+
+
+def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    dovecot.deliver(user, [make_message(0, subject="before")])
+    session = open_session()
+    first = session.fetch_since(None, backfill_since=WINDOW, limit=50)
+    assert len(first.messages) == 1
+
+    session.idle_start()
+    assert not wait_readable(session, 0.2)  # nothing to say yet
+    dovecot.imap_append(user, [make_message(1, subject="pushed")])
+    news_until(session, "exists")
+    session.idle_done()
+
+    with mock.patch.object(session, "select_inbox", side_effect=AssertionError("EXAMINE")):
+        batch = session.fetch_since(
+            first.new_cursor, backfill_since=WINDOW, limit=50, reuse_status=True
+        )
+    assert [m.uid for m in batch.messages] == [2]
+    assert batch.new_cursor.last_uid == 2 and not batch.has_more
+
+    # The session stays usable: IDLE again, and a poll-style call re-opens the mailbox.
+    session.idle_start()
+    session.idle_done()
+    again = session.fetch_since(batch.new_cursor, backfill_since=WINDOW, limit=50)
+    assert again.messages == () and again.new_cursor.last_uid == 2
+
+
+def test_a_session_the_server_drops_reads_as_closed(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    session = open_session()
+    session.fetch_since(None, backfill_since=WINDOW, limit=50)
+    session.idle_start()
+    dovecot.doveadm("kick", user.name)
+    news_until(session, "closed")
