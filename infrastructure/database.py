@@ -194,7 +194,7 @@ class _CheckWhenIdle:
 class PostgresDatabase:
     dialect: Literal["postgresql"] = "postgresql"
 
-    def __init__(self, url: DatabaseUrl, max_size: int = 8) -> None:
+    def __init__(self, url: DatabaseUrl, max_size: int = 16) -> None:
         self.url = url
         idle = _CheckWhenIdle()
         self.pool = psycopg_pool.ConnectionPool(

@@ -371,6 +371,10 @@ class Supervisor:
             return
         self._attempts[account_id] = self.backoff.begin(account_id)
         self.watches.start(account_id)
+        # Its catch-up right after login is a poll: the next one is a full interval away
+        # (a poll due now would log in a second time, doubling a mass start's logins).
+        wall = time.time()
+        self.polls.schedule(account_id, self.tiers.next_poll_at("hot", wall))
 
     def _stop_watch(self, account_id: str, reason: str) -> None:
         """Stop the watch (if any) and give its lease back (if still ours)."""

@@ -8,7 +8,8 @@ Per account, a watch moves through:
     any --(error, server hang-up, silence past dead_after, stop())--> stopped
 
 Threads: the mux thread owns the selector and only ever does non-blocking reads of
-idling sockets; opening, fetching and refreshing run on a small pool. A session is
+idling sockets; opening (logins) runs on a small pool, fetching and refreshing on
+another. A session is
 touched by one thread at a time: the mux while the watch is idling (registered),
 a pool thread otherwise. A fetched page is ingested elsewhere (the hooks' group
 commit, with other accounts' pages); its outcome comes back as a new pool task, so no
@@ -95,6 +96,9 @@ class WatchManager:
         self._generation = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="watch")
+        # Logins wait on the server and come in floods (a failover, a restart): their own
+        # pool keeps a flood from queueing ahead of sessions that only need IDLE again.
+        self._logins = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="login")
         self._selector = selectors.DefaultSelector()
         self._commands: queue.SimpleQueue[tuple[str, Watch]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -113,7 +117,7 @@ class WatchManager:
             self._generation += 1
             watch = Watch(account_id, self._generation)
             self._watches[account_id] = watch
-        self._pool.submit(self._open, watch)
+        self._logins.submit(self._open, watch)
         return watch.generation
 
     def stop(self, account_id: str, reason: str = "stopped") -> bool:
@@ -143,6 +147,7 @@ class WatchManager:
         self._running = False
         self._wake()
         self._mux.join(timeout=2.0)
+        self._logins.shutdown(wait=False, cancel_futures=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
         with contextlib.suppress(OSError):
             os.close(self._wake_r)
