@@ -49,7 +49,10 @@ class Lease(Protocol):
 
     def release_many(self, items: Mapping[str, str]) -> dict[str, bool]: ...
 
-    def held(self, keys: Iterable[str]) -> set[str]: ...
+    def held(self, keys: Iterable[str]) -> dict[str, float]:
+        """Of ``keys``, those someone holds, with the seconds until each lapses unless
+        renewed."""
+        ...
 
 
 class WorkerRegistry(Protocol):

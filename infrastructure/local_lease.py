@@ -72,7 +72,11 @@ class InProcessLease:
                     del self._held[key]
             return answers
 
-    def held(self, keys: Iterable[str]) -> set[str]:
+    def held(self, keys: Iterable[str]) -> dict[str, float]:
         with self._lock:
             now = self._clock()
-            return {key for key in keys if self._current(key, now) is not None}
+            return {
+                key: self._held[key][1] - now
+                for key in keys
+                if self._current(key, now) is not None
+            }

@@ -131,20 +131,25 @@ class RedisLease:
     def release_many(self, items: Mapping[str, str]) -> dict[str, bool]:
         return self._script_many(RELEASE, items, ())
 
-    def held(self, keys: Iterable[str]) -> set[str]:
+    def held(self, keys: Iterable[str]) -> dict[str, float]:
         wanted = list(dict.fromkeys(keys))
-        found: set[str] = set()
+        found: dict[str, float] = {}
         for start in range(0, len(wanted), BATCH):
             chunk = wanted[start : start + BATCH]
 
             def run(chunk: list[str] = chunk) -> list[Any]:
                 pipe = self._client.pipeline(transaction=False)
                 for key in chunk:
-                    pipe.exists(self._key(key))
+                    pipe.pttl(self._key(key))
                 return pipe.execute()
 
             replies = self._call(run)
-            found.update(key for key, reply in zip(chunk, replies, strict=True) if reply)
+            # PTTL: -2 = no such key; -1 = no expiry (not one of ours: treat as held).
+            found.update(
+                (key, reply / 1000 if reply >= 0 else self._ttl_ms / 1000)
+                for key, reply in zip(chunk, replies, strict=True)
+                if reply != -2
+            )
         return found
 
     # --- internals ---------------------------------------------------------------------

@@ -336,12 +336,17 @@ class Supervisor:
             taken = self.lease.held(hot - mine)
         except LeaseBackendUnavailable:
             return
+        # Live holders renew every ttl/3, so a lease this close to lapsing has a holder
+        # that died: look again the moment it lapses, not up to a tick later (failover).
+        lapsing = [left for left in taken.values() if left < self.settings.fleet_tick]
+        if lapsing:
+            self._next_fleet = min(self._next_fleet, now + min(lapsing) + FLEET_COALESCE)
         plan = fleet.plan(
             self.settings.worker_id,
             live_workers=live,
             hot=hot,
             mine=mine,
-            taken=taken,
+            taken=set(taken),
             capacity=self.settings.max_accounts_per_worker,
         )
         for account_id in plan.release:

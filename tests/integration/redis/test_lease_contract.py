@@ -108,12 +108,22 @@ class LeaseContract:
         b = other.acquire("b")
         assert a and b
         assert lease.release_many({"a": a, "b": "stale"}) == {"a": True, "b": False}
-        assert lease.held(["a", "b", "c"]) == {"b"}
+        assert set(lease.held(["a", "b", "c"])) == {"b"}
 
     def test_held_lists_keys_anyone_holds(self, lease: Lease, other: Lease) -> None:
         assert lease.acquire("x") and other.acquire("y")
-        assert lease.held(["x", "y", "z", "x"]) == {"x", "y"}
-        assert lease.held([]) == set()
+        held = lease.held(["x", "y", "z", "x"])
+        assert set(held) == {"x", "y"}
+        assert all(0 < left <= lease.ttl_seconds for left in held.values())
+        assert lease.held([]) == {}
+
+    def test_held_tells_how_long_until_a_lease_lapses(self, lease: Lease) -> None:
+        token = lease.acquire("k")
+        assert token
+        self.advance(0.2)
+        assert TTL - 0.35 < lease.held(["k"])["k"] <= TTL - 0.15
+        assert lease.renew("k", token)
+        assert TTL - 0.1 < lease.held(["k"])["k"] <= TTL
 
     def test_concurrent_acquires_have_one_winner(self, lease: Lease, other: Lease) -> None:
         tokens: list[str | None] = []
