@@ -74,7 +74,11 @@ class SqlDatabase(Protocol):
         """A write transaction that excludes other writers (SQLite: BEGIN IMMEDIATE)."""
         ...
 
-    def reading(self) -> AbstractContextManager[SqlCursor]: ...
+    def reading(self) -> AbstractContextManager[SqlCursor]:
+        """A cursor for reads. Each statement sees its own snapshot: use one statement
+        per read that must be consistent (a transaction would cost two more round trips
+        for every read)."""
+        ...
 
 
 @dataclass(frozen=True)

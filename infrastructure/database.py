@@ -8,6 +8,7 @@ its tracking position and writes it back without a lost update.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
@@ -205,6 +206,9 @@ class PostgresDatabase:
             timeout=10.0,
             check=idle.check,
             reset=idle.returned,
+            # Reads need no BEGIN/ROLLBACK round trips around their one statement;
+            # writes open a transaction explicitly.
+            kwargs={"autocommit": True},
         )
 
     @contextmanager
@@ -231,7 +235,7 @@ class PostgresDatabase:
             self.pool.open(wait=False)
             with (
                 self.pool.connection() as conn,
-                conn.transaction(force_rollback=not write),
+                conn.transaction() if write else contextlib.nullcontext(),
                 conn.cursor() as cursor,
             ):
                 yield _PgCursor(cursor)
