@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
+from imapclient.exceptions import IMAPClientError
 
 from application.mail.ports import (
     MailboxCursor,
@@ -40,6 +41,8 @@ class FakeClient:
         self.expunge_after_chunks: dict[int, int] = {}
         self.fail_next: BaseException | None = None
         self.calls: list[str] = []
+        self.normalise_times = False  # as ImapMailProvider sets it
+        self._imap = FakeImap(self)
 
     def _maybe_fail(self, name: str) -> None:
         self.calls.append(name)
@@ -64,46 +67,90 @@ class FakeClient:
         lo, hi = min(lo, hi), max(lo, hi)
         return [u for u in sorted(self.messages) if lo <= u <= hi]
 
-    def fetch(self, uids: list[int], items: list[str]) -> dict[int, dict[bytes, Any]]:
+    # UID FETCH at imaplib's level, as the session issues it (see ``FakeImap``).
+
+    def fetch_lines(self, uids: list[int], items: list[str]) -> list[Any]:
+        """The untagged FETCH data imaplib would collect: one line per message, split
+        after each literal's ``{size}`` (the literal travels with its line)."""
         self._maybe_fail("fetch")
-        out: dict[int, dict[bytes, Any]] = {}
+        lines: list[Any] = []
         for uid in uids:
             if uid in self.expunge_on_fetch:
                 self.messages.pop(uid, None)
-            body = self.messages.get(uid)
-            if body is None:
+            if uid not in self.messages:
                 continue
-            item: dict[bytes, Any] = {}
-            for name in items:
-                partial = re.fullmatch(r"BODY\.PEEK\[\]<(\d+)\.(\d+)>", name)
-                if partial:
-                    left = self.expunge_after_chunks.get(uid)
-                    if left is not None:
-                        if left == 0:
-                            self.messages.pop(uid)
-                            continue
-                        self.expunge_after_chunks[uid] = left - 1
-                    offset, length = int(partial.group(1)), int(partial.group(2))
-                    item[b"BODY[]<%d>" % offset] = body[offset : offset + length]
-                elif name == "BODY.PEEK[]":
-                    item[b"BODY[]"] = body
-                elif name == "RFC822.SIZE":
-                    item[b"RFC822.SIZE"] = self.sizes.get(uid, len(body))
-                elif name == "INTERNALDATE":
-                    item[b"INTERNALDATE"] = datetime(2024, 1, 2, tzinfo=UTC)
-                elif name == "FLAGS":
-                    item[b"FLAGS"] = ()
-                elif name.startswith("BODY.PEEK[HEADER.FIELDS"):
-                    item[HDR] = body.split(b"\r\n\r\n")[0] + b"\r\n\r\n"
-            if item:
-                out[uid] = item
+            seq = sorted(self.messages).index(uid) + 1
+            values = self._values(uid, items)
+            if uid not in self.messages:  # expunged while being read
+                continue
+            text = b"%d (UID %d" % (seq, uid)
+            for key, value in values:
+                if isinstance(value, bytes):
+                    lines.append((text + b" %s {%d}" % (key, len(value)), value))
+                    text = b""
+                else:
+                    text += b" %s %s" % (key, value.encode())
+            lines.append(text + b")")
+        return lines
+
+    def _values(self, uid: int, items: list[str]) -> list[tuple[bytes, str | bytes]]:
+        """Each item's key and value: ``str`` as sent on the wire, ``bytes`` a literal."""
+        body = self.messages[uid]
+        out: list[tuple[bytes, str | bytes]] = []
+        for name in items:
+            partial = re.fullmatch(r"BODY\.PEEK\[\]<(\d+)\.(\d+)>", name)
+            if partial:
+                left = self.expunge_after_chunks.get(uid)
+                if left is not None:
+                    if left == 0:
+                        self.messages.pop(uid)
+                        return []
+                    self.expunge_after_chunks[uid] = left - 1
+                offset, length = int(partial.group(1)), int(partial.group(2))
+                out.append((b"BODY[]<%d>" % offset, body[offset : offset + length]))
+            elif name == "BODY.PEEK[]":
+                out.append((b"BODY[]", body))
+            elif name == "RFC822.SIZE":
+                out.append((b"RFC822.SIZE", str(self.sizes.get(uid, len(body)))))
+            elif name == "INTERNALDATE":
+                out.append((b"INTERNALDATE", '"02-Jan-2024 00:00:00 +0000"'))
+            elif name == "FLAGS":
+                out.append((b"FLAGS", "()"))
+            elif name.startswith("BODY.PEEK[HEADER.FIELDS"):
+                out.append((HDR, body.split(b"\r\n\r\n")[0] + b"\r\n\r\n"))
         return out
+
+    def _checkok(self, command: str, typ: str, data: list[Any]) -> None:
+        if typ != "OK":
+            raise IMAPClientError(f"{command} failed: {data[0]!r}")
 
     def logout(self) -> None:
         self.calls.append("logout")
 
     def shutdown(self) -> None:
         self.calls.append("shutdown")
+
+
+class FakeImap:
+    """The imaplib calls ``IMAPClient.fetch`` makes, answered by the ``FakeClient``."""
+
+    def __init__(self, client: FakeClient) -> None:
+        self.client = client
+        self.untagged: list[Any] = []
+
+    def _command(self, name: str, *args: Any) -> str:
+        assert (name, args[0]) == ("UID", "FETCH") and len(args) == 3, (name, args)
+        uids = [int(u) for u in args[1].split(b",")]
+        items = re.findall(r"BODY\.PEEK\[[^\]]*\](?:<[^>]*>)?|[^ ()]+", args[2])
+        self.untagged = self.client.fetch_lines(uids, items)
+        return "A001"
+
+    def _command_complete(self, name: str, tag: str) -> tuple[str, list[bytes]]:
+        return "OK", [b"FETCH completed"]
+
+    def _untagged_response(self, typ: str, data: list[bytes], name: str) -> tuple[str, list[Any]]:
+        lines, self.untagged = self.untagged, []
+        return typ, lines or [None]  # imaplib's "no such responses"
 
 
 def session(client: FakeClient, tmp_path: Path, **settings: Any) -> ImapMailboxSession:
