@@ -238,7 +238,8 @@ class ImapMailboxSession:
         if reused is not None and (cursor is None or cursor.uidvalidity != reused.uidvalidity):
             reused = None
         status = reused or self.select_inbox()
-        batch = self._fetch_page(status, cursor, backfill_since, limit)
+        after_idle = reused is not None and reused.uidnext is None and reuse_status
+        batch = self._fetch_page(status, cursor, backfill_since, limit, after_idle=after_idle)
         if reused is not None and not reuse_status and not batch.messages and not batch.has_more:
             status = self.select_inbox()
             batch = self._fetch_page(status, cursor, backfill_since, limit)
@@ -247,7 +248,13 @@ class ImapMailboxSession:
         return batch
 
     def _fetch_page(
-        self, status: MailboxStatus, cursor: MailboxCursor | None, backfill_since: date, limit: int
+        self,
+        status: MailboxStatus,
+        cursor: MailboxCursor | None,
+        backfill_since: date,
+        limit: int,
+        *,
+        after_idle: bool = False,
     ) -> FetchBatch:
         if cursor is not None and cursor.uidvalidity != status.uidvalidity:
             raise self._fail(
@@ -260,6 +267,7 @@ class ImapMailboxSession:
                 status.uidvalidity, 0, None, backfill_until=self._backfill_bound(status)
             )
         uids: list[int] = []
+        known: dict[int, MessageRef] = {}  # metadata fetched without a SEARCH first
         backfill = cursor.backfill_until
         if backfill is not None and cursor.last_uid < backfill:
             lo = cursor.last_uid + 1
@@ -270,13 +278,17 @@ class ImapMailboxSession:
             last = max(cursor.last_uid, backfill or 0)
             cursor = MailboxCursor(status.uidvalidity, last, cursor.highestmodseq)
             backfill = None
-            uids, more_windows, covered = self._search_after(last, status.uidnext)
+            if after_idle:
+                known = self._metadata_after(last)
+                uids, more_windows, covered = sorted(known), False, max(known, default=last)
+            else:
+                uids, more_windows, covered = self._search_after(last, status.uidnext)
         page = uids[:limit]
         if not page:
             last = max(covered, cursor.last_uid)
             new = MailboxCursor(status.uidvalidity, last, status.highestmodseq)
             return FetchBatch((), new, has_more=False)
-        refs = self._fetch_metadata(page)
+        refs = [known[uid] for uid in page] if known else self._fetch_metadata(page)
         plan = plan_page(refs, self._settings)
         messages = self._fetch_bodies(plan.included, plan.inline_groups)
         # The page ends at its last UID, including UIDs that vanished meanwhile.
@@ -387,7 +399,19 @@ class ImapMailboxSession:
             if len(data) < size:
                 return
 
-    def _uid_fetch(self, uids: list[int], items: list[str]) -> FetchData:
+    def _metadata_after(self, last_uid: int) -> dict[int, MessageRef]:
+        """Every message above ``last_uid`` in one ``UID FETCH last+1:*``, no SEARCH: a
+        watch's fetch after IDLE said new mail came (a handful of messages)."""
+        resp = self._io(self._uid_fetch, f"{last_uid + 1}:*", self._metadata_items)
+        # ``n:*`` past the last UID answers the last message: keep only what is new, and
+        # only answers to this FETCH (news of flag changes carries no RFC822.SIZE).
+        return {
+            uid: message_ref(uid, item)
+            for uid, item in resp.items()
+            if uid > last_uid and b"RFC822.SIZE" in item
+        }
+
+    def _uid_fetch(self, uids: list[int] | str, items: list[str]) -> FetchData:
         """``IMAPClient.fetch`` (same command, same answer) with the fast response parser:
         imapclient's own lexer cost more CPU than anything else in mail ingestion."""
         if not uids:
@@ -399,6 +423,8 @@ class ImapMailboxSession:
         client._checkok("fetch", typ, data)
         typ, data = imap._untagged_response(typ, data, "FETCH")
         resp = parse_fetch(data, normalise_times=client.normalise_times)
+        if isinstance(uids, str):  # a range: whatever it matched
+            return resp
         # Only the messages asked for: a FETCH may also bring news of others.
         return {uid: resp[uid] for uid in uids if uid in resp}
 

@@ -46,12 +46,21 @@ def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
     news_until(session, "exists")
     session.idle_done()
 
-    with mock.patch.object(session, "select_inbox", side_effect=AssertionError("EXAMINE")):
+    with (
+        mock.patch.object(session, "select_inbox", side_effect=AssertionError("EXAMINE")),
+        mock.patch.object(session, "_search", side_effect=AssertionError("SEARCH")),
+    ):
         batch = session.fetch_since(
             first.new_cursor, backfill_since=WINDOW, limit=50, reuse_status=True
         )
     assert [m.uid for m in batch.messages] == [2]
     assert batch.new_cursor.last_uid == 2 and not batch.has_more
+
+    # Nothing new after IDLE: the open-ended FETCH answers the last message; not new.
+    nothing = session.fetch_since(
+        batch.new_cursor, backfill_since=WINDOW, limit=50, reuse_status=True
+    )
+    assert nothing.messages == () and nothing.new_cursor.last_uid == 2
 
     # The session stays usable: IDLE again, and a poll-style call re-opens the mailbox.
     session.idle_start()
