@@ -360,8 +360,9 @@ class AccountSyncer:
         log.warning(
             "sync.failed account_id=%s kind=%s error=%s", account_id, kind, type(error).__name__
         )
-        with contextlib.suppress(StoreUnavailable):
-            self.ctx.mail.state.record_failure(account_id, kind, self.ctx.clock.now())
+        if kind != "store_unavailable":  # that one cannot be recorded: the store is away
+            with contextlib.suppress(StoreUnavailable):
+                self.ctx.mail.state.record_failure(account_id, kind, self.ctx.clock.now())
         return SyncOutcome(account_id, error_kind=kind, retry_after=retry_after)
 
     def _auth_failed(self, account_id: str, error: Exception) -> None:
