@@ -8,6 +8,7 @@ unreadable at once — ``reveal`` then answers ``None``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from application.errors import ApplicationError
@@ -22,6 +23,12 @@ class KeyErased(ApplicationError):
 class PiiCipher(Protocol):
     def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:
         """An opaque token naming its key; never contains the plaintext.
+
+        Raises ``KeyErased`` once the account's or tenant's key was shredded."""
+        ...
+
+    def sealer(self, tenant_id: str, account_id: str | None) -> Callable[[str], str]:
+        """``seal`` with the key looked up once: for the many fields of a batch of events.
 
         Raises ``KeyErased`` once the account's or tenant's key was shredded."""
         ...

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
@@ -159,9 +160,18 @@ class KeyRing:
     # --- PiiCipher ----------------------------------------------------------------
 
     def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:
+        return self.sealer(tenant_id, account_id)(plaintext)
+
+    def sealer(self, tenant_id: str, account_id: str | None) -> Callable[[str], str]:
         key_id, key = self._chain(tenant_id, account_id, create=True)
-        sealed = base64.b64encode(_seal(key, key_id, plaintext.encode())).decode()
-        return f"{TOKEN_PREFIX}:{key_id}:{sealed}"
+        aead, aad, prefix = AESGCM(key), key_id.encode(), f"{TOKEN_PREFIX}:{key_id}:"
+
+        def seal(plaintext: str) -> str:
+            nonce = os.urandom(12)
+            sealed = nonce + aead.encrypt(nonce, plaintext.encode(), aad)
+            return prefix + base64.b64encode(sealed).decode()
+
+        return seal
 
     def reveal(self, token: str) -> str | None:
         try:

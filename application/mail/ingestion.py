@@ -77,9 +77,7 @@ def build_event(
     ctx: Context, account: MailAccount, message: IncomingMessage, now: datetime
 ) -> MessageIngested:
     tenant, account_id = account.tenant_id, str(account.id)
-
-    def seal(text: str) -> str:
-        return ctx.mail.cipher.seal(tenant, account_id, text)
+    seal = ctx.mail.cipher.sealer(tenant, account_id)
 
     return MessageIngested(
         originator_id=message_id(account_id, message.provider_message_id),
