@@ -168,6 +168,11 @@ def build_supervisor(
     """A worker's supervisor: Redis lease, fleet and signals when ``redis_url`` is set,
     else their in-process stand-ins (single-process mode)."""
     ttl = settings.watch_lease_ttl
+    # A dead worker's heartbeat lapses (ttl/2) before its leases can (2/3 ttl or more
+    # after their last renewal): survivors no longer count it when its accounts come
+    # free, so they claim all of them at once instead of only their fair share.
+    # Heartbeats are written every fleet tick (at most ttl/6): three ticks of margin.
+    heartbeat_ttl = ttl / 2
     caps = ConnectionCaps(per_account=4, per_host=settings.per_host_conn_cap)
     metrics = WorkerMetrics()
     counted = CountingProvider(app.ctx.mail.provider, metrics.logins.inc)
@@ -188,11 +193,11 @@ def build_supervisor(
     subscriber: SignalSubscriber
     if settings.redis_url:
         lease = RedisLease.from_url(settings.redis_url, ttl)
-        registry = RedisFleet.from_url(settings.redis_url, worker_id, ttl)
+        registry = RedisFleet.from_url(settings.redis_url, worker_id, heartbeat_ttl)
         subscriber = RedisSignals.from_url(settings.redis_url)
     else:
         lease = InProcessLease(ttl)
-        registry = LocalRegistry(worker_id, ttl)
+        registry = LocalRegistry(worker_id, heartbeat_ttl)
         subscriber = app.ctx.mail.signals  # type: ignore[assignment]
     supervisor = Supervisor(
         app,

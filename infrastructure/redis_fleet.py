@@ -1,9 +1,9 @@
 """Redis adapter of the ``WorkerRegistry`` port: worker heartbeats (SPEC §7.8).
 
 Each worker owns one hash ``tidings:worker:<id>`` = {held: <leases held>, at: <unix time>}
-with a ttl of ``ttl_seconds`` (= ``watch_lease_ttl``), rewritten every ``interval``
-(ttl/3), so a worker that died drops out of ``live_workers`` within one ttl — the same
-time its leases take to expire. ``live_workers`` finds the hashes with SCAN (never KEYS)
+with a ttl of ``ttl_seconds`` (half the lease ttl: see ``bootstrap``), rewritten every
+fleet tick, so a worker that died drops out of ``live_workers`` before its leases
+expire. ``live_workers`` finds the hashes with SCAN (never KEYS)
 and reads them in one pipelined round trip; a stray key under the prefix that is not a
 heartbeat is skipped. Connection errors and timeouts become ``LeaseBackendUnavailable``.
 """
