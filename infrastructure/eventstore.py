@@ -29,6 +29,9 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
 
 from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.ports import Recorded
@@ -129,6 +132,40 @@ class RecorderEventStore:
             raise StoreUnavailable(str(error)) from None
 
 
+class TypedArrayPostgresRecorder(PostgresApplicationRecorder):
+    """eventsourcing's PostgreSQL recorder, inserting a batch as four typed arrays.
+
+    Its own insert passes one array of a composite type, which psycopg dumps as text:
+    every state's bytes travel as hex inside a composite literal that the server parses
+    again, ~100 µs an event (a 200-message page: 21 ms against 5 ms). The rest is
+    eventsourcing's, unchanged: the same transaction, lock (insert order = commit order),
+    NOTIFY, RETURNING of notification ids and error translation."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str) -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        self._insert_arrays = SQL(
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
+            " SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[])"
+            " RETURNING notification_id"
+        ).format(schema=Identifier(datastore.schema), table=Identifier(events_table_name))
+
+    def _insert_stored_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        self._lock_table(curs)
+        self._notify_channel(curs)
+        curs.execute(
+            self._insert_arrays,
+            (
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            ),
+            prepare=True,
+        )
+
+
 def open_recorder(url: DatabaseUrl) -> tuple[ApplicationRecorder, object]:
     """A recorder with its table created, and the datastore to close later."""
     recorder: ApplicationRecorder
@@ -153,6 +190,6 @@ def open_recorder(url: DatabaseUrl) -> tuple[ApplicationRecorder, object]:
         lock_timeout=10,
         connect_timeout=10,
     )
-    recorder = PostgresApplicationRecorder(pg_store, events_table_name=EVENTS_TABLE)
+    recorder = TypedArrayPostgresRecorder(pg_store, events_table_name=EVENTS_TABLE)
     recorder.create_table()
     return recorder, pg_store
