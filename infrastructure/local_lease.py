@@ -76,7 +76,5 @@ class InProcessLease:
         with self._lock:
             now = self._clock()
             return {
-                key: self._held[key][1] - now
-                for key in keys
-                if self._current(key, now) is not None
+                key: self._held[key][1] - now for key in keys if self._current(key, now) is not None
             }
