@@ -19,6 +19,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import math
 import re
 import secrets
 import signal
@@ -424,7 +425,9 @@ class Fleet:
         return all(counts[a.user] == 1 for a in accounts or self.accounts)
 
     def events(self, event: str, since: float, **fields: str) -> list[LogEvent]:
-        """The workers' ``event`` log lines after unix time ``since`` matching ``fields``."""
+        """The workers' ``event`` log lines after unix time ``since`` matching ``fields``
+        (log times are cut to the millisecond: an event in the same millisecond counts)."""
+        since = math.floor(since * 1000) / 1000
         return sorted(
             (
                 e
