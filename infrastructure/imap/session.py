@@ -230,15 +230,15 @@ class ImapMailboxSession:
         # the last search of a pass is open-ended (``uid_windows``); a backfill's bound
         # cannot grow. Only a poll's "nothing left" is not taken from a reused status:
         # that answer comes from a fresh EXAMINE, as before.
-        reused = self._pass
+        reused, after_idle = self._pass, False
         if reused is None and reuse_status and self._selected is not None:
-            # IDLE said mail came after that EXAMINE: its UIDNEXT is stale, search on.
-            reused = dataclasses.replace(self._selected, uidnext=None)
+            # IDLE said mail came after that EXAMINE: its UIDNEXT is stale. The first
+            # page takes the new mail's metadata in one FETCH; later pages search on.
+            reused, after_idle = dataclasses.replace(self._selected, uidnext=None), True
         self._pass = None
         if reused is not None and (cursor is None or cursor.uidvalidity != reused.uidvalidity):
-            reused = None
+            reused, after_idle = None, False
         status = reused or self.select_inbox()
-        after_idle = reused is not None and reused.uidnext is None and reuse_status
         batch = self._fetch_page(status, cursor, backfill_since, limit, after_idle=after_idle)
         if reused is not None and not reuse_status and not batch.messages and not batch.has_more:
             status = self.select_inbox()

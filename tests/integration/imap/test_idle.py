@@ -77,3 +77,27 @@ def test_a_session_the_server_drops_reads_as_closed(
     session.idle_start()
     dovecot.doveadm("kick", user.name)
     news_until(session, "closed")
+
+
+def test_more_new_mail_than_a_page_is_paged_after_idle(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    session = open_session()
+    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
+    session.idle_start()
+    dovecot.imap_append(user, [make_message(i, subject=f"new {i}") for i in range(5)])
+    news_until(session, "exists")
+    session.idle_done()
+
+    uids: list[int] = []
+    with mock.patch.object(session, "_search", side_effect=AssertionError("SEARCH")):
+        first = session.fetch_since(cursor, backfill_since=WINDOW, limit=2, reuse_status=True)
+    uids += [m.uid for m in first.messages]
+    assert first.has_more
+    batch = first
+    while batch.has_more:  # later pages of the pass search on, from the cursor
+        batch = session.fetch_since(
+            batch.new_cursor, backfill_since=WINDOW, limit=2, reuse_status=True
+        )
+        uids += [m.uid for m in batch.messages]
+    assert uids == [1, 2, 3, 4, 5] and batch.new_cursor.last_uid == 5
