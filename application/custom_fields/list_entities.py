@@ -28,11 +28,13 @@ def canonical_filter(payload: Payload, user: User, ctx: Context) -> dict[str, An
     """Each filter value in its field's stored (canonical) form, so ``1`` finds ``1.0``
     and a money object matches whatever its key order. None: a value the field could
     never hold (``"1"`` for a number — no coercion), which matches nothing."""
-    fields = {
-        d["fieldKey"]: d["field"]
-        for d in ctx.custom_fields.list_definitions(user.tenant_id, payload.entity_name)
-        if d["searchable"]
-    }
+    # A key's governing definition is the tenant's own, else the system's: the one
+    # set-custom-field validates with (``values.active_definition``).
+    governing: dict[str, dict[str, Any]] = {}
+    for d in ctx.custom_fields.list_definitions(user.tenant_id, payload.entity_name):
+        if d["scope"] == "tenant" or d["fieldKey"] not in governing:
+            governing[d["fieldKey"]] = d
+    fields = {key: d["field"] for key, d in governing.items() if d["searchable"]}
     unsearchable = sorted(set(payload.where) - set(fields))
     if unsearchable:
         return Result.fail(
