@@ -35,7 +35,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from application import Result, User
+from application import User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
 from infrastructure.dovecot import free_port
@@ -43,6 +43,7 @@ from tests.e2e.process import ROOT, cli_env, command
 from tests.e2e.workers.servers import RedisServer, wait_for
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.messages import make_message
+from tests.support.results import ok
 
 INGESTED = "tidings.mail.MessageIngested"
 _TITLE = re.compile(r"dovecot/imap \[(\S+) (\S+)(?: (.*))?\]")
@@ -74,12 +75,6 @@ def parse_log(worker: str, text: str) -> list[LogEvent]:
         fields = dict(pair.split("=", 1) for pair in pairs if "=" in pair)
         events.append(LogEvent(at, worker, event, fields))
     return events
-
-
-def ok(result: Result) -> dict[str, Any]:
-    assert result.is_success, result.error
-    assert result.data is not None
-    return result.data
 
 
 # --- worker processes ----------------------------------------------------------------

@@ -8,18 +8,7 @@ from typing import Any
 
 from application import Result, User
 from application.app import App
-
-
-def ok(result: Result) -> dict[str, Any]:
-    assert result.is_success, result.error
-    assert result.data is not None
-    return result.data
-
-
-def failed(result: Result, code: str, status: int) -> dict[str, Any]:
-    assert result.error is not None, f"expected {code}, got success {result.data}"
-    assert (result.error.code, result.error.status) == (code, status), result.error
-    return result.error.details
+from tests.support.results import ok
 
 
 def define(

@@ -13,11 +13,10 @@ from tests.integration.custom_fields.helpers import (
     define,
     definitions,
     delete,
-    failed,
     fields_of,
-    ok,
     set_value,
 )
+from tests.support.results import failed, ok
 
 
 def tenant_user(*roles: str) -> User:

@@ -23,12 +23,11 @@ from tests.integration.custom_fields.helpers import (
     define,
     definitions,
     delete,
-    failed,
     fields_of,
-    ok,
     set_value,
     snapshot,
 )
+from tests.support.results import failed, ok
 
 
 def tenant_admin() -> User:

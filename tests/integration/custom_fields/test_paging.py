@@ -11,10 +11,9 @@ from tests.integration.custom_fields.helpers import (
     all_entities,
     define,
     delete,
-    failed,
-    ok,
     set_value,
 )
+from tests.support.results import failed, ok
 
 
 def ids(items: list[dict[str, Any]]) -> list[str]:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from application import SYSTEM_TENANT_ID, Result, User
 from application.app import App
-from tests.integration.custom_fields.helpers import ok
+from tests.support.results import ok
 
 KEYS = ("k1", "k2")
 ENTITY_IDS = ("e1", "e2", "e3")

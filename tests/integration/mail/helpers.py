@@ -8,25 +8,14 @@ from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
 
-from application import Result, User
+from application import User
 from application.app import App
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import ok
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 RECENT = NOW - timedelta(days=2)
 OLD = NOW - timedelta(days=90)
-
-
-def ok(result: Result) -> dict[str, Any]:
-    assert result.is_success, result.error
-    assert result.data is not None
-    return result.data
-
-
-def failed(result: Result, code: str, status: int) -> dict[str, Any]:
-    assert result.error is not None, f"expected {code}, got success {result.data}"
-    assert (result.error.code, result.error.status) == (code, status), result.error
-    return result.error.details
 
 
 def connect_payload(dovecot: DovecotServer, box: DovecotUser, **overrides: Any) -> dict[str, Any]:

@@ -11,8 +11,13 @@ from application.signals import Signal
 from infrastructure.dovecot import free_port
 from infrastructure.signals import InProcessSignals
 from tests.integration.mail.conftest import MailApp
-from tests.integration.mail.helpers import accounts, connect, connect_payload, failed, ok
+from tests.integration.mail.helpers import (
+    accounts,
+    connect,
+    connect_payload,
+)
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import failed, ok
 
 
 def test_connect_with_verify_logs_in_first(

@@ -13,11 +13,11 @@ from tests.integration.mail.helpers import (
     accounts,
     connect,
     messages,
-    ok,
     raw_mail,
     threads,
 )
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import ok
 
 CRLF = b"\r\n"
 

@@ -12,11 +12,10 @@ from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import (
     connect,
     count_events,
-    failed,
     messages,
-    ok,
 )
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import failed, ok
 
 INGESTED = "tidings.mail.MessageIngested"
 

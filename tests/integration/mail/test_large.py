@@ -11,8 +11,14 @@ from pathlib import Path
 
 from application import User
 from tests.integration.mail.conftest import MakeMailApp
-from tests.integration.mail.helpers import RECENT, connect, messages, ok, raw_mail
+from tests.integration.mail.helpers import (
+    RECENT,
+    connect,
+    messages,
+    raw_mail,
+)
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import ok
 
 MiB = 1024 * 1024
 

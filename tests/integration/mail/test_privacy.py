@@ -21,13 +21,12 @@ from tests.integration.mail.helpers import (
     accounts,
     connect,
     connect_payload,
-    failed,
     messages,
-    ok,
     raw_mail,
     threads,
 )
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import failed, ok
 
 TOKEN_PREFIX = "pii1:"
 

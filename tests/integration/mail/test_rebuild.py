@@ -12,10 +12,10 @@ from tests.integration.mail.helpers import (
     OLD,
     RECENT,
     connect,
-    ok,
     raw_mail,
 )
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import ok
 
 
 def snapshot(app: App, users: list[User]) -> dict[str, Any]:

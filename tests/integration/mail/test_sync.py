@@ -21,10 +21,10 @@ from tests.integration.mail.helpers import (
     connect,
     count_events,
     messages,
-    ok,
     raw_mail,
 )
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.results import ok
 
 INGESTED = "tidings.mail.MessageIngested"
 

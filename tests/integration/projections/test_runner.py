@@ -14,7 +14,12 @@ from application import User
 from application.app import App
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.runner import ProjectionRunner, UnknownProjection
-from tests.integration.custom_fields.helpers import all_entities, define, fields_of, ok, set_value
+from tests.integration.custom_fields.helpers import (
+    all_entities,
+    define,
+    fields_of,
+    set_value,
+)
 from tests.integration.projections.support import (
     CountingDatabase,
     CountingProjection,
@@ -24,6 +29,7 @@ from tests.integration.projections.support import (
     serving,
     start,
 )
+from tests.support.results import ok
 
 
 def status_of(app: App, name: str = "custom_fields") -> Any:

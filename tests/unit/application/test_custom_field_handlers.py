@@ -22,6 +22,7 @@ from domain.field_definition import (
     FieldSlotReleased,
     definition_id,
 )
+from tests.support.results import failed
 from tests.unit.application.fakes import (
     FakeEventStore,
     FakeProjections,
@@ -93,13 +94,6 @@ def event_at(h: Harness, index: int, cls: type[E]) -> E:
     event = h.store.events[index]
     assert isinstance(event, cls), event
     return event
-
-
-def failed(result: Result, code: str, status: int) -> dict[str, Any]:
-    assert not result.is_success, result.data
-    assert result.error is not None
-    assert (result.error.code, result.error.status) == (code, status), result.error
-    return result.error.details
 
 
 @pytest.fixture
