@@ -15,8 +15,9 @@ def fleet(client: redis.Redis, prefix: str, worker_id: str, ttl: float = 3.0) ->
     return RedisFleet(client, worker_id, ttl, prefix=prefix + "worker:")
 
 
-def test_heartbeats_list_the_live_workers_and_what_they_hold(client: redis.Redis,
-                                                             prefix: str) -> None:
+def test_heartbeats_list_the_live_workers_and_what_they_hold(
+    client: redis.Redis, prefix: str
+) -> None:
     w1, w2 = fleet(client, prefix, "w1"), fleet(client, prefix, "w2")
     assert w1.live_workers() == {}
     w1.heartbeat(held=3)
@@ -27,8 +28,9 @@ def test_heartbeats_list_the_live_workers_and_what_they_hold(client: redis.Redis
     assert w1.worker_id == "w1" and w1.interval == pytest.approx(1.0)
 
 
-def test_a_worker_without_heartbeat_drops_out_after_the_ttl(client: redis.Redis,
-                                                            prefix: str) -> None:
+def test_a_worker_without_heartbeat_drops_out_after_the_ttl(
+    client: redis.Redis, prefix: str
+) -> None:
     dying = fleet(client, prefix, "dying", ttl=0.3)
     alive = fleet(client, prefix, "alive", ttl=0.3)
     dying.heartbeat(held=7)
@@ -47,8 +49,7 @@ def test_leave_removes_the_worker_at_once(client: redis.Redis, prefix: str) -> N
     assert w2.live_workers() == {"w2": 1}
 
 
-def test_only_heartbeats_under_this_prefix_are_listed(client: redis.Redis,
-                                                               prefix: str) -> None:
+def test_only_heartbeats_under_this_prefix_are_listed(client: redis.Redis, prefix: str) -> None:
     odd = RedisFleet(client, "w1", 3.0, prefix=prefix + "w[*]?:")
     plain = RedisFleet(client, "w1", 3.0, prefix=prefix + "wx*?:")
     odd.heartbeat(held=1)

@@ -25,9 +25,12 @@ from tests.integration.redis.proxy import TcpProxy
 TTL = 0.4  # seconds: short, so expiry tests stay fast; sleeps leave >= 150 ms of margin
 
 
-def _adapters_implement_their_ports(redis_lease: RedisLease, local: InProcessLease,
-                                    fleet: RedisFleet, signals: RedisSignals,
-                                    ) -> tuple[Lease, Lease, WorkerRegistry, SignalBus]:
+def _adapters_implement_their_ports(
+    redis_lease: RedisLease,
+    local: InProcessLease,
+    fleet: RedisFleet,
+    signals: RedisSignals,
+) -> tuple[Lease, Lease, WorkerRegistry, SignalBus]:
     return redis_lease, local, fleet, signals  # checked by mypy, never called
 
 
@@ -42,8 +45,9 @@ class LeaseContract:
     def advance(self, seconds: float) -> None:
         raise NotImplementedError
 
-    def test_acquire_returns_a_token_and_a_second_acquire_fails(self, lease: Lease,
-                                                                other: Lease) -> None:
+    def test_acquire_returns_a_token_and_a_second_acquire_fails(
+        self, lease: Lease, other: Lease
+    ) -> None:
         token = lease.acquire("acct-1")
         assert token
         assert other.acquire("acct-1") is None
@@ -82,8 +86,9 @@ class LeaseContract:
         self.advance(TTL + 0.15)
         assert lease.renew("acct-1", token) is False
 
-    def test_renew_with_the_wrong_token_fails_and_does_not_extend(self, lease: Lease,
-                                                                  other: Lease) -> None:
+    def test_renew_with_the_wrong_token_fails_and_does_not_extend(
+        self, lease: Lease, other: Lease
+    ) -> None:
         token = lease.acquire("acct-1")
         assert token is not None
         self.advance(0.25)
@@ -98,8 +103,9 @@ class LeaseContract:
         released = lease.acquire("released")
         assert mine and theirs and released
         assert lease.release("released", released)
-        answers = lease.renew_many({"mine": mine, "theirs": "stale-token",
-                                    "released": released, "never": "x"})
+        answers = lease.renew_many(
+            {"mine": mine, "theirs": "stale-token", "released": released, "never": "x"}
+        )
         assert answers == {"mine": True, "theirs": False, "released": False, "never": False}
         assert lease.renew_many({}) == {}
 
@@ -133,8 +139,9 @@ class LeaseContract:
             start.wait()
             tokens.append(holder.acquire("contended"))
 
-        threads = [threading.Thread(target=race, args=(lease if i % 2 else other,))
-                   for i in range(16)]
+        threads = [
+            threading.Thread(target=race, args=(lease if i % 2 else other,)) for i in range(16)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -168,28 +175,27 @@ class TestRedisLease(LeaseContract):
     def advance(self, seconds: float) -> None:
         time.sleep(seconds)
 
-    def test_keys_carry_the_prefix_and_a_millisecond_ttl(self, lease: RedisLease,
-                                                         client: redis.Redis,
-                                                         prefix: str) -> None:
+    def test_keys_carry_the_prefix_and_a_millisecond_ttl(
+        self, lease: RedisLease, client: redis.Redis, prefix: str
+    ) -> None:
         token = lease.acquire("acct-1")
         assert client.get(prefix + "lease:acct-1") == token
         assert 0 < client.pttl(prefix + "lease:acct-1") <= TTL * 1000
 
-    def test_scripts_are_reloaded_after_a_script_flush(self, lease: RedisLease,
-                                                       client: redis.Redis) -> None:
+    def test_scripts_are_reloaded_after_a_script_flush(
+        self, lease: RedisLease, client: redis.Redis
+    ) -> None:
         token = lease.acquire("acct-1")
         assert token is not None
         assert lease.renew("acct-1", token) is True  # scripts loaded and cached by sha
         client.script_flush()  # as after a Redis restart
         assert lease.renew("acct-1", token) is True
         client.script_flush()
-        assert lease.renew_many({"acct-1": token, "other": "x"}) == {"acct-1": True,
-                                                                     "other": False}
+        assert lease.renew_many({"acct-1": token, "other": "x"}) == {"acct-1": True, "other": False}
         client.script_flush()
         assert lease.release("acct-1", token) is True
 
-    def test_batches_larger_than_one_round_trip(self, client: redis.Redis,
-                                                prefix: str) -> None:
+    def test_batches_larger_than_one_round_trip(self, client: redis.Redis, prefix: str) -> None:
         lease = RedisLease(client, 30.0, prefix=prefix + "lease:")  # acquiring takes a while
         count = BATCH * 2 + 7
         tokens = {f"acct-{i}": lease.acquire(f"acct-{i}") for i in range(count)}
@@ -203,9 +209,13 @@ class TestRedisLease(LeaseContract):
 
     def test_an_unreachable_redis_raises_quickly(self, closed_port: int) -> None:
         lease = RedisLease.from_url(f"redis://127.0.0.1:{closed_port}/0", TTL)
-        for call in (lambda: lease.acquire("a"), lambda: lease.renew("a", "t"),
-                     lambda: lease.release("a", "t"), lambda: lease.renew_many({"a": "t"}),
-                     lambda: lease.held(["a"])):
+        for call in (
+            lambda: lease.acquire("a"),
+            lambda: lease.renew("a", "t"),
+            lambda: lease.release("a", "t"),
+            lambda: lease.renew_many({"a": "t"}),
+            lambda: lease.held(["a"]),
+        ):
             started = time.monotonic()
             with pytest.raises(LeaseBackendUnavailable):
                 call()
@@ -217,15 +227,15 @@ class TestRedisLease(LeaseContract):
             silent.bind(("127.0.0.1", 0))
             silent.listen(8)
             port = silent.getsockname()[1]
-            lease = RedisLease(redis_client(f"redis://127.0.0.1:{port}/0", timeout=0.3,
-                                            retries=0), TTL)
+            lease = RedisLease(
+                redis_client(f"redis://127.0.0.1:{port}/0", timeout=0.3, retries=0), TTL
+            )
             started = time.monotonic()
             with pytest.raises(LeaseBackendUnavailable):
                 lease.acquire("a")
             assert time.monotonic() - started < 2.0
 
-    def test_leases_work_again_when_redis_comes_back(self, proxy: TcpProxy,
-                                                     prefix: str) -> None:
+    def test_leases_work_again_when_redis_comes_back(self, proxy: TcpProxy, prefix: str) -> None:
         lease = RedisLease.from_url(proxy.url, 2.0, prefix=prefix + "lease:")
         token = lease.acquire("acct-1")
         assert token is not None

@@ -46,8 +46,9 @@ def listen(signals: RedisSignals) -> queue.Queue[Signal]:
     return received
 
 
-def eventually_received(publisher: RedisSignals, received: queue.Queue[Signal],
-                        signal: Signal, within: float = 5.0) -> None:
+def eventually_received(
+    publisher: RedisSignals, received: queue.Queue[Signal], signal: Signal, within: float = 5.0
+) -> None:
     """Publish until it arrives: a signal sent while the subscriber is away is lost."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
@@ -60,14 +61,17 @@ def eventually_received(publisher: RedisSignals, received: queue.Queue[Signal],
     pytest.fail(f"{signal} never arrived")
 
 
-def test_round_trip_under_a_second(make_signals: Callable[..., RedisSignals],
-                                   redis_url: str) -> None:
+def test_round_trip_under_a_second(
+    make_signals: Callable[..., RedisSignals], redis_url: str
+) -> None:
     subscriber = make_signals(redis_url)
     publisher = make_signals(redis_url)
     received = listen(subscriber)
-    signals = [Signal("account_changed", "t1", account_id="a1"),
-               Signal("user_active", "t1", user_id="u1"),
-               Signal("sync_now", "t2", account_id="a2")]
+    signals = [
+        Signal("account_changed", "t1", account_id="a1"),
+        Signal("user_active", "t1", user_id="u1"),
+        Signal("sync_now", "t2", account_id="a2"),
+    ]
     started = time.monotonic()
     for signal in signals:
         publisher.publish(signal)
@@ -76,8 +80,12 @@ def test_round_trip_under_a_second(make_signals: Callable[..., RedisSignals],
 
 
 def test_bad_messages_and_failing_callbacks_do_not_stop_the_subscriber(
-        make_signals: Callable[..., RedisSignals], redis_url: str, client: redis.Redis,
-        channel: str, caplog: pytest.LogCaptureFixture) -> None:
+    make_signals: Callable[..., RedisSignals],
+    redis_url: str,
+    client: redis.Redis,
+    channel: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     subscriber = make_signals(redis_url)
 
     def explode(signal: Signal) -> None:
@@ -96,8 +104,11 @@ def test_bad_messages_and_failing_callbacks_do_not_stop_the_subscriber(
 
 
 def test_subscriber_survives_its_connection_being_killed(
-        make_signals: Callable[..., RedisSignals], redis_url: str, client: redis.Redis,
-        caplog: pytest.LogCaptureFixture) -> None:
+    make_signals: Callable[..., RedisSignals],
+    redis_url: str,
+    client: redis.Redis,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     name = f"tidings-test-{uuid.uuid4().hex[:8]}"
     subscriber = make_signals(redis_url, client_name=name)
     publisher = make_signals(redis_url)
@@ -115,8 +126,11 @@ def test_subscriber_survives_its_connection_being_killed(
 
 
 def test_subscriber_reconnects_when_redis_goes_away_and_comes_back(
-        make_signals: Callable[..., RedisSignals], redis_url: str, proxy: TcpProxy,
-        caplog: pytest.LogCaptureFixture) -> None:
+    make_signals: Callable[..., RedisSignals],
+    redis_url: str,
+    proxy: TcpProxy,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     subscriber = make_signals(proxy.url)
     publisher = make_signals(redis_url)
     received = listen(subscriber)
@@ -131,8 +145,11 @@ def test_subscriber_reconnects_when_redis_goes_away_and_comes_back(
 
 
 def test_a_silently_dead_connection_is_noticed_by_its_pings(
-        make_signals: Callable[..., RedisSignals], redis_url: str, proxy: TcpProxy,
-        caplog: pytest.LogCaptureFixture) -> None:
+    make_signals: Callable[..., RedisSignals],
+    redis_url: str,
+    proxy: TcpProxy,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     subscriber = make_signals(proxy.url, ping_interval=0.3)
     publisher = make_signals(redis_url)
     received = listen(subscriber)
@@ -140,7 +157,8 @@ def test_a_silently_dead_connection_is_noticed_by_its_pings(
         proxy.frozen = True  # no FIN, no RST: just silence
         deadline = time.monotonic() + 3.0
         while time.monotonic() < deadline and not any(
-                "subscriber_lost" in r.getMessage() for r in caplog.records):
+            "subscriber_lost" in r.getMessage() for r in caplog.records
+        ):
             time.sleep(0.05)
         assert any("subscriber_lost" in r.getMessage() for r in caplog.records)
         proxy.frozen = False
@@ -148,8 +166,8 @@ def test_a_silently_dead_connection_is_noticed_by_its_pings(
 
 
 def test_publish_without_redis_is_dropped_quickly(
-        make_signals: Callable[..., RedisSignals], closed_port: int,
-        caplog: pytest.LogCaptureFixture) -> None:
+    make_signals: Callable[..., RedisSignals], closed_port: int, caplog: pytest.LogCaptureFixture
+) -> None:
     signals = make_signals(f"redis://127.0.0.1:{closed_port}/0")
     started = time.monotonic()
     signals.publish(Signal("sync_now", "t1", account_id="a1"))
@@ -157,8 +175,9 @@ def test_publish_without_redis_is_dropped_quickly(
     assert any("signals.publish_failed" in r.getMessage() for r in caplog.records)
 
 
-def test_close_stops_the_subscriber_thread(make_signals: Callable[..., RedisSignals],
-                                           redis_url: str) -> None:
+def test_close_stops_the_subscriber_thread(
+    make_signals: Callable[..., RedisSignals], redis_url: str
+) -> None:
     subscriber = make_signals(redis_url)
     listen(subscriber)
 
@@ -178,7 +197,13 @@ def test_signals_encode_and_decode() -> None:
     signal = Signal("account_changed", "t1", account_id="a1")
     assert decode(encode(signal)) == signal
     assert decode(encode(signal).encode()) == signal
-    for bad in ["[]", "{}", '{"kind": "sync_now"}', '{"kind": "sync_now", "tenant_id": 1}',
-                '{"kind": "sync_now", "tenant_id": "t", "account_id": 5}', "\xff"]:
+    for bad in [
+        "[]",
+        "{}",
+        '{"kind": "sync_now"}',
+        '{"kind": "sync_now", "tenant_id": 1}',
+        '{"kind": "sync_now", "tenant_id": "t", "account_id": 5}',
+        "\xff",
+    ]:
         with pytest.raises(InvalidSignal):
             decode(bad)

@@ -15,8 +15,13 @@ def no_jitter() -> RestartBackoff:
     return RestartBackoff(jitter=0.0)
 
 
-def fail_once(backoff: RestartBackoff, account: str, now: float,
-              lived: float | None = None, retry_after: float | None = None) -> float:
+def fail_once(
+    backoff: RestartBackoff,
+    account: str,
+    now: float,
+    lived: float | None = None,
+    retry_after: float | None = None,
+) -> float:
     generation = backoff.begin(account)
     if lived is not None:
         backoff.connected(account, generation, now - lived)
@@ -34,7 +39,10 @@ def test_delays_double_from_five_seconds_to_five_minutes() -> None:
 def test_a_connection_that_dies_after_ten_seconds_does_not_reset_the_backoff() -> None:
     backoff = no_jitter()
     assert [fail_once(backoff, "a", now=t, lived=10.0) for t in (100.0, 200.0, 300.0)] == [
-        5, 10, 20]
+        5,
+        10,
+        20,
+    ]
     assert backoff.failures("a") == 3
 
 
@@ -123,14 +131,16 @@ def test_invalid_settings_are_refused() -> None:
 
 # Each step: how long the attempt lived connected (None: failed before logging in), then
 # how long after the failure the next attempt begins.
-steps = st.lists(st.tuples(st.none() | st.floats(0.0, 1000.0), st.floats(0.0, 1000.0)),
-                 min_size=1, max_size=40)
+steps = st.lists(
+    st.tuples(st.none() | st.floats(0.0, 1000.0), st.floats(0.0, 1000.0)), min_size=1, max_size=40
+)
 
 
 @settings(max_examples=100, deadline=None)
 @given(steps=steps, seed=st.integers(0, 2**32))
 def test_delays_stay_in_bounds_and_never_reset_early(
-        steps: list[tuple[float | None, float]], seed: int) -> None:
+    steps: list[tuple[float | None, float]], seed: int
+) -> None:
     backoff = RestartBackoff(rng=random.Random(seed).random)
     now = 0.0
     expected_failures = 0

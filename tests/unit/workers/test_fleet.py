@@ -47,14 +47,16 @@ def test_a_lone_worker_claims_every_free_hot_account_up_to_capacity() -> None:
 def test_taken_accounts_are_never_claimed() -> None:
     hot = set(ACCOUNTS[:10])
     taken = set(ACCOUNTS[:3])
-    result = plan("w1", live_workers={"w1": 0, "w2": 3}, hot=hot, mine=set(), taken=taken,
-                  capacity=100)
+    result = plan(
+        "w1", live_workers={"w1": 0, "w2": 3}, hot=hot, mine=set(), taken=taken, capacity=100
+    )
     assert not set(result.claim) & taken
 
 
 def test_accounts_no_longer_hot_are_released() -> None:
-    result = plan("w1", live_workers={"w1": 2}, hot={"a"}, mine={"a", "b"}, taken={"a", "b"},
-                  capacity=100)
+    result = plan(
+        "w1", live_workers={"w1": 2}, hot={"a"}, mine={"a", "b"}, taken={"a", "b"}, capacity=100
+    )
     assert result.release == ("b",)
 
 
@@ -68,8 +70,9 @@ def test_well_above_the_fair_share_gives_back_to_the_target() -> None:
     hot = set(ACCOUNTS[:100])
     mine = set(ACCOUNTS[:100])
     # A second worker joined: fair share 50, target 50 + 1 + 2 = 53, threshold 63.5.
-    result = plan("w1", live_workers={"w1": 100, "w2": 0}, hot=hot, mine=mine, taken=mine,
-                  capacity=1000)
+    result = plan(
+        "w1", live_workers={"w1": 100, "w2": 0}, hot=hot, mine=mine, taken=mine, capacity=1000
+    )
     assert result.fair_share == 50 and result.target == 53
     assert len(result.release) == 47 and result.claim == ()
     # What is kept is mostly what w1 is preferred for.
@@ -80,8 +83,9 @@ def test_well_above_the_fair_share_gives_back_to_the_target() -> None:
 def test_slightly_above_the_fair_share_keeps_everything() -> None:
     hot = set(ACCOUNTS[:100])
     mine = set(ACCOUNTS[:63])
-    result = plan("w1", live_workers={"w1": 63, "w2": 37}, hot=hot, mine=mine,
-                  taken=hot, capacity=1000)
+    result = plan(
+        "w1", live_workers={"w1": 63, "w2": 37}, hot=hot, mine=mine, taken=hot, capacity=1000
+    )
     assert result.release == () and result.claim == ()
 
 
@@ -91,15 +95,24 @@ def test_fair_share() -> None:
     assert fair_share(10, 0) == 10
 
 
-def simulate(workers: list[str], hot: set[str], holdings: dict[str, set[str]], capacity: int,
-             rounds: int = 12) -> list[dict[str, FleetPlan]]:
+def simulate(
+    workers: list[str],
+    hot: set[str],
+    holdings: dict[str, set[str]],
+    capacity: int,
+    rounds: int = 12,
+) -> list[dict[str, FleetPlan]]:
     """Every round each worker plans from the same snapshot, then releases and claims."""
     history = []
     for _ in range(rounds):
         counts = {w: len(holdings[w]) for w in workers}
         taken = set().union(*holdings.values())
-        plans = {w: plan(w, live_workers=counts, hot=hot, mine=holdings[w], taken=taken,
-                         capacity=capacity) for w in workers}
+        plans = {
+            w: plan(
+                w, live_workers=counts, hot=hot, mine=holdings[w], taken=taken, capacity=capacity
+            )
+            for w in workers
+        }
         history.append(plans)
         claimed = [a for p in plans.values() for a in p.claim]
         assert len(claimed) == len(set(claimed)), "one account claimed by two workers"
@@ -112,10 +125,15 @@ def simulate(workers: list[str], hot: set[str], holdings: dict[str, set[str]], c
 
 
 @settings(max_examples=60, deadline=None)
-@given(n_workers=st.integers(1, 6), n_hot=st.integers(0, 300), capacity=st.integers(1, 400),
-       seed_holdings=st.lists(st.integers(0, 5), max_size=300))
+@given(
+    n_workers=st.integers(1, 6),
+    n_hot=st.integers(0, 300),
+    capacity=st.integers(1, 400),
+    seed_holdings=st.lists(st.integers(0, 5), max_size=300),
+)
 def test_rebalancing_converges_without_double_assignment(
-        n_workers: int, n_hot: int, capacity: int, seed_holdings: list[int]) -> None:
+    n_workers: int, n_hot: int, capacity: int, seed_holdings: list[int]
+) -> None:
     workers = [f"w{i}" for i in range(n_workers)]
     hot = set(ACCOUNTS[:n_hot])
     # Start from an arbitrary (possibly lopsided) disjoint holding, within capacity.

@@ -260,5 +260,6 @@ class KeeperAgainstAnotherWorker(RuleBasedStateMachine):
 
 
 TestKeeperAgainstAnotherWorker = KeeperAgainstAnotherWorker.TestCase
-TestKeeperAgainstAnotherWorker.settings = settings(max_examples=100, stateful_step_count=20,
-                                                   deadline=None)
+TestKeeperAgainstAnotherWorker.settings = settings(
+    max_examples=100, stateful_step_count=20, deadline=None
+)

@@ -58,8 +58,14 @@ def test_heap_stays_bounded_under_heavy_rescheduling() -> None:
     assert s.pop_due(float("inf"), limit=3) == [0, 1, 2]
 
 
-ops = st.lists(st.tuples(st.sampled_from(["schedule", "earlier", "cancel", "pop"]),
-                         st.integers(0, 9), st.integers(0, 100)), max_size=200)
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["schedule", "earlier", "cancel", "pop"]),
+        st.integers(0, 9),
+        st.integers(0, 100),
+    ),
+    max_size=200,
+)
 
 
 @settings(max_examples=100, deadline=None)

@@ -77,14 +77,16 @@ def test_poll_intervals_per_tier() -> None:
     assert tiers.next_poll_at("cold", 1000.0) == 2800.0
 
 
-events = st.lists(st.tuples(st.sampled_from("abcdefgh"), st.booleans(), st.floats(0.0, 3 * HOUR)),
-                  max_size=40)
+events = st.lists(
+    st.tuples(st.sampled_from("abcdefgh"), st.booleans(), st.floats(0.0, 3 * HOUR)), max_size=40
+)
 
 
 @settings(max_examples=100, deadline=None)
 @given(events=events, now=st.floats(0.0, 4 * HOUR), budget=st.integers(0, 10))
 def test_budget_is_respected_and_the_hot_are_the_most_recently_active(
-        events: list[tuple[str, bool, float]], now: float, budget: int) -> None:
+    events: list[tuple[str, bool, float]], now: float, budget: int
+) -> None:
     tiers = TierPolicy()
     for account, is_mail, at in events:
         if is_mail:
@@ -101,8 +103,9 @@ def test_budget_is_respected_and_the_hot_are_the_most_recently_active(
         return max(times)
 
     # Every warm account that would qualify as hot is no more recent than any hot one.
-    qualifying = {a for a, is_mail, at in events
-                  if (now - min(at, now)) < (HOUR if is_mail else 30 * MIN)}
+    qualifying = {
+        a for a, is_mail, at in events if (now - min(at, now)) < (HOUR if is_mail else 30 * MIN)
+    }
     assert hot <= qualifying
     shed = qualifying - hot
     if shed:
