@@ -59,9 +59,10 @@ def load_master_key(configured: str | None, data_dir: Path) -> bytes:
     return key
 
 
-def _seal(key: bytes, aad: str, plaintext: bytes) -> bytes:
+def _seal(key: bytes | AESGCM, aad: str, plaintext: bytes) -> bytes:
+    aead = key if isinstance(key, AESGCM) else AESGCM(key)
     nonce = os.urandom(12)
-    return nonce + AESGCM(key).encrypt(nonce, plaintext, aad.encode())
+    return nonce + aead.encrypt(nonce, plaintext, aad.encode())
 
 
 def _open(key: bytes, aad: str, sealed: bytes) -> bytes:
@@ -164,12 +165,10 @@ class KeyRing:
 
     def sealer(self, tenant_id: str, account_id: str | None) -> Callable[[str], str]:
         key_id, key = self._chain(tenant_id, account_id, create=True)
-        aead, aad, prefix = AESGCM(key), key_id.encode(), f"{TOKEN_PREFIX}:{key_id}:"
+        aead, prefix = AESGCM(key), f"{TOKEN_PREFIX}:{key_id}:"
 
         def seal(plaintext: str) -> str:
-            nonce = os.urandom(12)
-            sealed = nonce + aead.encrypt(nonce, plaintext.encode(), aad)
-            return prefix + base64.b64encode(sealed).decode()
+            return prefix + base64.b64encode(_seal(aead, key_id, plaintext.encode())).decode()
 
         return seal
 
