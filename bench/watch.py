@@ -32,7 +32,9 @@ import json
 import os
 import random
 import secrets
+import selectors
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -58,8 +60,12 @@ from bench._mail import (
     REPO,
     Line,
     connect,
+    cpu_by_process,
+    cpu_by_program,
+    cpu_seconds,
     free_port,
     idle_users,
+    machine_busy,
     mail,
     open_app,
     private_dovecot,
@@ -370,6 +376,8 @@ def bench_hot(
     events_before = count(scratch, events_sql, (INGESTED_TOPIC,))
     rows_before = count(scratch, "SELECT count(*) FROM mail_messages")
     say(f"hot: RSS {rss_idle:.0f} MiB ({fds} fds); delivering one message to each mailbox")
+    cpu0, (busy0, total0) = cpu_seconds(worker.pid), machine_busy()
+    others0 = cpu_by_process()
     t0 = time.perf_counter()
     for tmp, new in staged:
         os.rename(tmp, new)
@@ -382,6 +390,11 @@ def bench_hot(
             "all ingested",
         )
         ingested = time.perf_counter() - t0
+        cpu, (busy, total) = cpu_seconds(worker.pid) - cpu0, machine_busy()
+        busy_share = (busy - busy0) / max(total - total0, 1e-9)
+        others = cpu_by_program(others0, cpu_by_process())
+        top = sorted(others.items(), key=lambda kv: -kv[1])[:8]
+        say("hot: CPU by program during the burst: " + ", ".join(f"{k} {v:.2f}s" for k, v in top))
         wait_until(
             lambda: count(scratch, "SELECT count(*) FROM mail_messages") >= rows_before + n,
             120,
@@ -395,7 +408,10 @@ def bench_hot(
     rss_after, hwm = worker.rss_mib()
     say(
         f"hot: delivered in {delivered:.2f}s, ingested in {ingested:.2f}s, queryable in "
-        f"{queryable:.2f}s; RSS {rss_after:.0f} MiB, peak {hwm:.0f} MiB"
+        f"{queryable:.2f}s; RSS {rss_after:.0f} MiB, peak {hwm:.0f} MiB; worker CPU "
+        f"{cpu:.2f}s ({cpu / n * 1e3:.2f} ms an account), Dovecot's imap processes "
+        f"{others.get('imap', 0.0):.2f}s, PostgreSQL {others.get('postgres', 0.0):.2f}s; machine "
+        f"{busy_share:.0%} busy"
     )
     lines = [
         Line(
@@ -433,6 +449,15 @@ def bench_hot(
             f"{ingested - 0.5:+.2f} s",
             "<= 3 s",
             ingested <= 3.0,
+        ),
+        Line(
+            "  ... CPU during it (s): worker / Dovecot imap / PostgreSQL",
+            "postgresql",
+            f"{cpu:.2f}",
+            f"{others.get('imap', 0.0):.2f} / {others.get('postgres', 0.0):.2f}",
+            f"machine {busy_share:.0%} busy",
+            "(informational)",
+            None,
         ),
         Line(
             "  ... -> all queryable in list-messages (s)",
@@ -566,6 +591,85 @@ def login_floor(server: DovecotServer, boxes: list[DovecotUser], clients: int) -
                 client.shutdown()
 
 
+# --- 4. the server's own share of a burst -------------------------------------------------
+
+
+def bench_burst_floor(server: DovecotServer, boxes: list[DovecotUser]) -> list[Line]:
+    """What Dovecot alone needs for the burst: bare sessions (raw sockets, one thread, no
+    parsing) in IDLE on the same mailboxes, one message delivered to each, and on EXISTS
+    the exchange a watch sends (DONE, the new mail's metadata, its body, IDLE) in one
+    write. Run after the workers are gone, so only these sessions see the mail."""
+    n = len(boxes)
+    say(f"burst floor: {n} bare sessions in IDLE")
+    sockets: list[socket.socket] = []
+    uidnext: list[int] = []
+
+    def login(box: DovecotUser) -> tuple[socket.socket, int]:
+        sock = socket.create_connection((server.host, server.port), timeout=30)
+        reader = sock.makefile("rb")
+        reader.readline()
+        sock.sendall(f"a LOGIN {box.name} {box.password}\r\nb EXAMINE INBOX\r\nc IDLE\r\n".encode())
+        nxt = 0
+        while not (line := reader.readline()).startswith(b"+"):
+            if b"[UIDNEXT " in line:
+                nxt = int(line.split(b"[UIDNEXT ", 1)[1].split(b"]", 1)[0])
+        return sock, nxt
+
+    with ThreadPoolExecutor(max_workers=WATCH_POOL) as pool:
+        for sock, nxt in pool.map(login, boxes):
+            sockets.append(sock)
+            uidnext.append(nxt)
+    try:
+        time.sleep(3)
+        staged = [stage(box, mail(i, f"floor {i}"), i) for i, box in enumerate(boxes)]
+        metadata = "UID RFC822.SIZE INTERNALDATE FLAGS BODY.PEEK[HEADER.FIELDS (MESSAGE-ID DATE)]"
+        selector = selectors.DefaultSelector()
+        for i, sock in enumerate(sockets):
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ, i)
+        waiting, heard = [b""] * n, [False] * n
+        done = 0
+        cpu0 = cpu_by_process()
+        t0 = time.perf_counter()
+        for tmp, new in staged:
+            os.rename(tmp, new)
+        while done < n and time.perf_counter() - t0 < 120:
+            for key, _ in selector.select(1.0):
+                i = key.data
+                with contextlib.suppress(BlockingIOError):
+                    waiting[i] += sockets[i].recv(65536)
+                if not heard[i] and b"EXISTS" in waiting[i]:
+                    heard[i], waiting[i] = True, b""
+                    u = uidnext[i]
+                    sockets[i].sendall(
+                        f"DONE\r\nd UID FETCH {u}:* ({metadata})\r\n"
+                        f"e UID FETCH {u}:{u + 7} (BODY.PEEK[]<0.131072>)\r\nf IDLE\r\n".encode()
+                    )
+                elif heard[i] and waiting[i].endswith(b"+ idling\r\n"):
+                    waiting[i] = b"-"
+                    done += 1
+        floor = time.perf_counter() - t0
+        imap_cpu = cpu_by_program(cpu0, cpu_by_process()).get("imap", 0.0)
+    finally:
+        for sock in sockets:
+            sock.close()
+    say(
+        f"burst floor: {done}/{n} fetched and back in IDLE after {floor:.2f}s "
+        f"(imap {imap_cpu:.2f}s CPU)"
+    )
+    return [
+        Line(
+            f"  Dovecot alone: the same burst, a bare client's exchange ({n}) (s)",
+            "-",
+            f"{floor:.2f}",
+            f"imap {imap_cpu:.2f}",
+            "-",
+            "(the floor of the burst)",
+            None,
+        )
+    ]
+
+
 # --- main ---------------------------------------------------------------------------------
 
 
@@ -620,6 +724,9 @@ def main(argv: list[str] | None = None) -> int:
                 lines += hot_lines
             if "failover" in only:
                 lines += bench_failover(server, app, fleet, accounts, first, args.ttl)
+            if "hot" in only:
+                fleet.stop_all()
+                lines += bench_burst_floor(server, accounts.boxes)
     elapsed = time.perf_counter() - started
     report(
         "tidings watch path vs Dovecot's own floor (same run, same machine)",

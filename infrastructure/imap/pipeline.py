@@ -1,0 +1,80 @@
+"""Several IMAP commands in one write, their answers read in one pass (RFC 3501 §5.5).
+
+A watch's fetch after IDLE said new mail came is DONE, the new mail's metadata, its
+bodies and IDLE again. Sent one at a time that is four round trips, and the server's
+session process wakes up for each of them; in a burst of new mail in thousands of
+mailboxes those wake-ups were most of the server's CPU. Pipelined, it is one write and
+one read. The server answers in order, so each command sees the effects of the ones
+before it.
+
+Works on imapclient's imaplib connection: tags come from imaplib (so its bookkeeping of
+tagged answers stays right) and responses are read with imaplib's reader, which collects
+untagged data in ``untagged_responses`` as for any command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from imapclient.exceptions import IMAPClientError
+
+
+@dataclass(frozen=True, slots=True)
+class Pipelined:
+    fetched: list[Any]
+    """The untagged FETCH data of every command, in imaplib's shape (``parse_fetch``)."""
+    news_after_done: bool
+    """The server announced mail (EXISTS/RECENT) after IDLE ended: it came while the
+    commands ran, and they may not have seen it."""
+    idle_tag: bytes | None
+    """The tag of the IDLE now running (``then_idle``)."""
+
+
+def run_pipelined(
+    imap: Any,
+    commands: Sequence[tuple[str, bytes]],
+    idle_tag: bytes | None = None,
+    then_idle: bool = False,
+) -> Pipelined:
+    """Send DONE (when ``idle_tag`` names a running IDLE), each ``(name, command)``, then
+    IDLE (``then_idle``) in one write; read until every answer came. A command answered
+    other than OK raises ``IMAPClientError`` like imapclient's own checks (the session is
+    then in an unknown state: the caller drops it)."""
+    tags = [imap._new_tag() for _ in commands]
+    lines = [b"DONE"] if idle_tag is not None else []
+    lines += [tag + b" " + command for tag, (_, command) in zip(tags, commands, strict=True)]
+    new_idle = imap._new_tag() if then_idle else None
+    if new_idle is not None:
+        lines.append(new_idle + b" IDLE")
+    untagged = imap.untagged_responses
+    for kind in ("FETCH", "EXISTS", "RECENT"):
+        untagged.pop(kind, None)
+    imap.send(b"\r\n".join(lines) + b"\r\n")
+    if idle_tag is not None:
+        _complete(imap, idle_tag, "IDLE")
+        for kind in ("EXISTS", "RECENT"):  # the news IDLE already told: not new
+            untagged.pop(kind, None)
+    for tag, (name, _) in zip(tags, commands, strict=True):
+        _complete(imap, tag, name)
+    if new_idle is not None:
+        while imap._get_response() is not None:  # None: the continuation, "+ idling"
+            if imap.tagged_commands.get(new_idle):
+                _complete(imap, new_idle, "IDLE")  # refused: raises
+    news = "EXISTS" in untagged or "RECENT" in untagged
+    fetched = untagged.pop("FETCH", [])
+    for kind in ("EXISTS", "RECENT", "EXPUNGE"):
+        untagged.pop(kind, None)
+    return Pipelined(fetched, news, new_idle)
+
+
+def _complete(imap: Any, tag: bytes, name: str) -> None:
+    """Read until ``tag`` is answered; raise unless it is OK."""
+    tagged = imap.tagged_commands
+    while not tagged.get(tag):
+        imap._get_response()
+    typ, data = tagged.pop(tag)
+    if typ != "OK":
+        text = data[0].decode(errors="replace") if data and data[0] else ""
+        raise IMAPClientError(f"{name} failed: {typ} {text}")
