@@ -11,7 +11,8 @@ A lease says which worker holds the IDLE watch of an account. Contract of ``Leas
 - ``release(key, token)`` deletes the key if it still holds ``token``; ``False`` means it
   was not ours any more, which is not an error.
 - ``renew_many`` / ``release_many`` do the same for many keys in one round trip;
-  ``held(keys)`` says which keys anyone holds right now (to find free accounts).
+  ``held(keys)`` says which keys anyone holds right now (to find free accounts), and
+  ``holders(keys)`` who: the holder name the adapter was built with (a worker id).
 - A backend that cannot answer raises ``LeaseBackendUnavailable``; it never answers
   ``False`` for "I don't know". The caller keeps acting on a lease only until the ttl
   since its last successful acquire/renew runs out (see ``workers.policies.lease_keeper``).
@@ -52,6 +53,10 @@ class Lease(Protocol):
     def held(self, keys: Iterable[str]) -> dict[str, float]:
         """Of ``keys``, those someone holds, with the seconds until each lapses unless
         renewed."""
+        ...
+
+    def holders(self, keys: Iterable[str]) -> dict[str, str]:
+        """Of ``keys``, those someone holds, with the holder's name ("" when unnamed)."""
         ...
 
 

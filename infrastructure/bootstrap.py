@@ -192,11 +192,11 @@ def build_supervisor(
     registry: WorkerRegistry
     subscriber: SignalSubscriber
     if settings.redis_url:
-        lease = RedisLease.from_url(settings.redis_url, ttl)
+        lease = RedisLease.from_url(settings.redis_url, ttl, holder=worker_id)
         registry = RedisFleet.from_url(settings.redis_url, worker_id, heartbeat_ttl)
         subscriber = RedisSignals.from_url(settings.redis_url)
     else:
-        lease = InProcessLease(ttl)
+        lease = InProcessLease(ttl, holder=worker_id)
         registry = LocalRegistry(worker_id, heartbeat_ttl)
         subscriber = app.ctx.mail.signals  # type: ignore[assignment]
     supervisor = Supervisor(

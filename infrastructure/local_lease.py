@@ -15,10 +15,17 @@ from collections.abc import Callable, Iterable, Mapping
 
 
 class InProcessLease:
-    def __init__(self, ttl_seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ttl_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        holder: str = "",
+    ) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
         self._ttl_seconds = ttl_seconds
+        self._holder = holder
         self._clock = clock
         self._held: dict[str, tuple[str, float]] = {}
         self._lock = threading.Lock()
@@ -42,7 +49,7 @@ class InProcessLease:
             now = self._clock()
             if self._current(key, now) is not None:
                 return None
-            token = secrets.token_hex(16)
+            token = f"{self._holder}:{secrets.token_hex(16)}"
             self._held[key] = (token, now + self._ttl_seconds)
             return token
 
@@ -77,4 +84,13 @@ class InProcessLease:
             now = self._clock()
             return {
                 key: self._held[key][1] - now for key in keys if self._current(key, now) is not None
+            }
+
+    def holders(self, keys: Iterable[str]) -> dict[str, str]:
+        with self._lock:
+            now = self._clock()
+            return {
+                key: self._held[key][0].rpartition(":")[0]
+                for key in keys
+                if self._current(key, now) is not None
             }

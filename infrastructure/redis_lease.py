@@ -1,6 +1,7 @@
 """Redis adapter of the ``Lease`` port (``application.leases``).
 
-    acquire  SET key token NX PX ttl_ms          (token: 16 random bytes, hex, per acquisition)
+    acquire  SET key token NX PX ttl_ms          (token: "<holder>:<16 random bytes, hex>", per
+                                                  acquisition; ``holders`` reads the name)
     renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
     release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
 
@@ -19,6 +20,7 @@ worker for seconds, not minutes.
 
 from __future__ import annotations
 
+import functools
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -78,17 +80,28 @@ def redis_client(
     )
 
 
+def holder_of(token: str) -> str:
+    """The holder named in a token ("" for a token of no known shape)."""
+    return token.rpartition(":")[0]
+
+
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
 class RedisLease:
     def __init__(
-        self, client: redis.Redis, ttl_seconds: float, prefix: str = DEFAULT_PREFIX
+        self,
+        client: redis.Redis,
+        ttl_seconds: float,
+        prefix: str = DEFAULT_PREFIX,
+        *,
+        holder: str = "",
     ) -> None:
         if ttl_seconds <= 0:
             raise ValueError("ttl_seconds must be positive")
         self._client = client
+        self._holder = holder
         self._ttl_seconds = ttl_seconds
         self._ttl_ms = max(int(ttl_seconds * 1000), 1)
         self._prefix = prefix
@@ -97,9 +110,15 @@ class RedisLease:
 
     @classmethod
     def from_url(
-        cls, url: str, ttl_seconds: float, prefix: str = DEFAULT_PREFIX, timeout: float = 2.0
+        cls,
+        url: str,
+        ttl_seconds: float,
+        prefix: str = DEFAULT_PREFIX,
+        timeout: float = 2.0,
+        *,
+        holder: str = "",
     ) -> RedisLease:
-        return cls(redis_client(url, timeout=timeout), ttl_seconds, prefix)
+        return cls(redis_client(url, timeout=timeout), ttl_seconds, prefix, holder=holder)
 
     @property
     def ttl_seconds(self) -> float:
@@ -111,7 +130,7 @@ class RedisLease:
     # --- single keys -------------------------------------------------------------------
 
     def acquire(self, key: str) -> str | None:
-        token = secrets.token_hex(16)
+        token = f"{self._holder}:{secrets.token_hex(16)}"
         taken = self._call(
             lambda: self._client.set(self._key(key), token, nx=True, px=self._ttl_ms)
         )
@@ -149,6 +168,20 @@ class RedisLease:
                 (key, reply / 1000 if reply >= 0 else self._ttl_ms / 1000)
                 for key, reply in zip(chunk, replies, strict=True)
                 if reply != -2
+            )
+        return found
+
+    def holders(self, keys: Iterable[str]) -> dict[str, str]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, str] = {}
+        for start in range(0, len(wanted), BATCH):
+            names = [self._key(key) for key in wanted[start : start + BATCH]]
+            chunk = wanted[start : start + BATCH]
+            values: list[Any] = self._call(functools.partial(self._client.mget, names))
+            found.update(
+                (key, holder_of(_text(value)))
+                for key, value in zip(chunk, values, strict=True)
+                if value is not None
             )
         return found
 

@@ -15,7 +15,9 @@ Each turn:
    ("not yours" -> stop that watch now);
 3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
    refresh, heartbeat, classify tiers, plan claims/releases, acquire leases and start
-   watches for claims, stop watches and release leases for releases;
+   watches for claims, stop watches and release leases for releases; open parked
+   sessions for the orphaned leases of a dead worker this worker will claim once they
+   lapse (``policies.prewarm``), close those nobody claimed;
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns: the lease holder for hot accounts (secondary poll),
    the rendezvous-hash owner among live workers for the others; everyone, when the
@@ -40,7 +42,7 @@ from application.mail.ports import MailboxThrottled
 from application.signals import Signal
 from workers.directory import AccountDirectory, AccountInfo, DirectoryReader
 from workers.metrics import WorkerMetrics
-from workers.policies import fleet
+from workers.policies import fleet, prewarm
 from workers.policies.backoff import RestartBackoff
 from workers.policies.lease_keeper import LeaseKeeper, Teardown
 from workers.policies.scheduling import DueScheduler
@@ -59,7 +61,7 @@ METRICS_INTERVAL = 1.0
 FLEET_COALESCE = 0.05  # signals in a burst share one fleet tick
 
 QUIET_STOPS = frozenset(
-    {"stopped", "released", "shutdown", "stale", "lost", "expired", "deactivated"}
+    {"stopped", "released", "shutdown", "stale", "lost", "expired", "deactivated", "unclaimed"}
 )
 
 
@@ -110,6 +112,7 @@ class Supervisor:
         self.restarts: DueScheduler[str] = DueScheduler()
         self.polls: DueScheduler[str] = DueScheduler()
         self._attempts: dict[str, int] = {}
+        self._warming: set[str] = set()  # parked watches, opened before their lease is free
         self._live: dict[str, int] | None = None
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
@@ -269,6 +272,7 @@ class Supervisor:
     def _watch_stopped(
         self, account_id: str, reason: str, error: BaseException | None, lived: float, *, now: float
     ) -> None:
+        self._warming.discard(account_id)
         generation = self._attempts.pop(account_id, None)
         if reason in QUIET_STOPS or generation is None:
             return
@@ -353,6 +357,34 @@ class Supervisor:
             self._stop_watch(account_id, "released")
         for account_id in plan.claim:
             self._claim(account_id)
+        self._prewarm(live, hot, taken)
+
+    def _prewarm(self, live: dict[str, int], hot: set[str], taken: dict[str, float]) -> None:
+        """Sessions opened ahead for the orphans this worker will claim once their leases
+        lapse (``policies.prewarm``); those that are no longer expected are closed."""
+        wanted: set[str] = set()
+        orphans = prewarm.orphaned(taken, self.settings.lease_ttl)
+        if orphans:
+            try:
+                holders = self.lease.holders(orphans)
+            except LeaseBackendUnavailable:
+                holders = {}
+            wanted = prewarm.plan(
+                self.settings.worker_id,
+                live_workers=live,
+                hot=hot,
+                mine=self.keeper.held_accounts() | self.keeper.pending_accounts(),
+                taken=set(taken),
+                orphans=holders,
+                capacity=self.settings.max_accounts_per_worker,
+            )
+        for account_id in sorted(wanted - self._warming):
+            if not self.watches.is_watching(account_id):
+                self._warming.add(account_id)
+                self.watches.start(account_id, parked=True)
+        for account_id in self._warming - wanted:
+            self._warming.discard(account_id)
+            self.watches.stop(account_id, "unclaimed")
 
     def _claim(self, account_id: str) -> None:
         claim = self.keeper.claim(account_id)
@@ -372,10 +404,15 @@ class Supervisor:
             self._release(account_id, token)
 
     def _start_watch(self, account_id: str) -> None:
-        if self.watches.is_watching(account_id):
+        if account_id in self._warming:  # opened ahead (a failover): only IDLE is left
+            self._warming.discard(account_id)
+            if not self.watches.activate(account_id):
+                self.watches.start(account_id)
+        elif self.watches.is_watching(account_id):
             return
+        else:
+            self.watches.start(account_id)
         self._attempts[account_id] = self.backoff.begin(account_id)
-        self.watches.start(account_id)
         # Its catch-up right after login is a poll: the next one is a full interval away
         # (a poll due now would log in a second time, doubling a mass start's logins).
         wall = time.time()
@@ -429,7 +466,7 @@ class Supervisor:
         states: dict[str, int] = {}
         for state in self.watches.watching().values():
             states[state] = states.get(state, 0) + 1
-        for state in ("opening", "idling", "fetching", "refreshing"):
+        for state in ("opening", "parked", "idling", "fetching", "refreshing"):
             self.metrics.watchers.labels(state).set(states.get(state, 0))
 
     def shutdown(self) -> None:

@@ -3,9 +3,14 @@
 Per account, a watch moves through:
 
     opening --(login, SELECT, catch-up poll, IDLE)--> idling
-    idling --(EXISTS)--> fetching --(DONE, fetch, [ingest], IDLE)--> idling
+    idling --(EXISTS)--> fetching --(DONE + fetch + IDLE, one write; [ingest])--> idling
     idling --(IDLE older than reidle_after)--> refreshing --(DONE, IDLE)--> idling
     any --(error, server hang-up, silence past dead_after, stop())--> stopped
+
+A watch started ``parked`` (a failover's session opened before its lease is free: see
+``policies.prewarm``) stops short of IDLE: opening --(login, SELECT, catch-up poll)-->
+parked --(activate())--> idling. Its IDLE, when it starts, reports mail that came while
+it waited (Dovecot syncs the mailbox when IDLE begins).
 
 Threads: the mux thread owns the selector and only ever does non-blocking reads of
 idling sockets; opening (logins) runs on a small pool, fetching and refreshing on
@@ -35,12 +40,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from application.mail.ports import MailboxSession, MailProviderError
+from application.mail.ports import IdleNews, MailboxSession, MailProviderError
 from workers.sync import SyncOutcome
 
 log = logging.getLogger("tidings.watch")
 
-State = Literal["opening", "idling", "fetching", "refreshing", "stopped"]
+State = Literal["opening", "parked", "idling", "fetching", "refreshing", "stopped"]
 KEEP_WATCHING = frozenset({None, "store_unavailable", "ingest_conflict"})
 
 
@@ -76,6 +81,7 @@ class Watch:
     heard_at: float = 0.0
     stop_reason: str | None = None
     fileno: int = -1
+    parked: bool = False  # stop short of IDLE until ``activate``
 
 
 class WatchManager:
@@ -110,15 +116,29 @@ class WatchManager:
 
     # --- control (any thread) --------------------------------------------------------
 
-    def start(self, account_id: str) -> int:
+    def start(self, account_id: str, *, parked: bool = False) -> int:
         with self._lock:
             if account_id in self._watches:
                 return self._watches[account_id].generation
             self._generation += 1
-            watch = Watch(account_id, self._generation)
+            watch = Watch(account_id, self._generation, parked=parked)
             self._watches[account_id] = watch
         self._logins.submit(self._open, watch)
         return watch.generation
+
+    def activate(self, account_id: str) -> bool:
+        """A parked watch goes on to IDLE (one still opening does so when it is ready).
+        False when there is no such watch."""
+        with self._lock:
+            watch = self._watches.get(account_id)
+            if watch is None:
+                return False
+            watch.parked, waiting = False, watch.state == "parked"
+            if waiting:
+                watch.state = "fetching"
+        if waiting:
+            self._submit(self._idle, watch)
+        return True
 
     def stop(self, account_id: str, reason: str = "stopped") -> bool:
         with self._lock:
@@ -179,8 +199,8 @@ class WatchManager:
 
     def _fetch(self, watch: Watch) -> None:
         try:
-            assert watch.session is not None
-            watch.session.idle_done()
+            # No DONE here: the session's fetch after IDLE sends it with its own commands
+            # (and IDLE again after them) in one round trip.
             self._sync(watch)
         except Exception as error:  # any failure ends this watch
             self._finish(watch, "error", error)
@@ -207,19 +227,44 @@ class WatchManager:
             if outcome.more:
                 self._sync(watch)
                 return
+            with self._lock:
+                parked = watch.parked and watch.stop_reason is None
+                if parked:
+                    watch.state = "parked"  # ``activate`` or ``stop`` takes it on
+            if parked:
+                log.info("watch.parked account_id=%s", watch.account_id)
+                return
+            self._idle(watch)
+        except Exception as error:  # any failure ends this watch
+            self._finish(watch, "error", error)
+
+    def _idle(self, watch: Watch) -> None:
+        """IDLE again, the socket back at the mux."""
+        try:
             if watch.stop_reason is not None:
                 self._finish(watch, watch.stop_reason, None)
                 return
             assert watch.session is not None
-            watch.session.idle_start()
+            news = watch.session.idle_start()
             if not watch.idle_since:
                 log.info("watch.started account_id=%s", watch.account_id)
             watch.idle_since = watch.heard_at = self._clock()
+            self._idling(watch, news)
+        except Exception as error:  # any failure ends this watch
+            self._finish(watch, "error", error)
+
+    def _idling(self, watch: Watch, news: IdleNews) -> None:
+        """In IDLE: fetch at once if IDLE began with news of mail, else wait at the mux."""
+        assert watch.session is not None
+        if news.closed:
+            self._finish(watch, "closed", None)
+        elif news.exists:
+            watch.state = "fetching"
+            self._fetch(watch)
+        else:
             watch.fileno = watch.session.idle_fileno()
             watch.state = "idling"
             self._command("register", watch)
-        except Exception as error:  # any failure ends this watch
-            self._finish(watch, "error", error)
 
     def _submit(self, fn: Callable[..., None], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # the pool is shut down: we are closing
@@ -229,10 +274,9 @@ class WatchManager:
         try:
             assert watch.session is not None
             watch.session.idle_done()
-            watch.session.idle_start()
+            news = watch.session.idle_start()
             watch.idle_since = watch.heard_at = self._clock()
-            watch.state = "idling"
-            self._command("register", watch)
+            self._idling(watch, news)
         except Exception as error:  # any failure ends this watch
             self._finish(watch, "error", error)
 
@@ -321,12 +365,16 @@ class WatchManager:
                     self._selector.register(watch.fileno, selectors.EVENT_READ, watch)
                 except (KeyError, ValueError, OSError) as error:
                     self._pool.submit(self._finish, watch, "error", error)
-            elif verb == "stop" and watch.state == "idling":
-                # Idling: the socket is ours, close it now. Otherwise the pool thread
-                # working on it sees stop_reason at its next step.
-                self._unregister(watch)
-                watch.state = "stopped"
-                self._pool.submit(self._finish, watch, watch.stop_reason or "stopped", None)
+            elif verb == "stop":
+                # Idling: the socket is ours, close it now; parked: nobody works on it.
+                # Otherwise the pool thread working on it sees stop_reason at its next step.
+                with self._lock:
+                    ours = watch.state in ("idling", "parked")
+                    if ours:
+                        watch.state = "stopped"
+                if ours:
+                    self._unregister(watch)
+                    self._pool.submit(self._finish, watch, watch.stop_reason or "stopped", None)
 
     def _check_timers(self, now: float) -> None:
         with self._lock:

@@ -206,14 +206,20 @@ class MailboxSession(Protocol):
         backfill_since: date,
         limit: int,
         reuse_status: bool = False,
-    ) -> FetchBatch: ...
+    ) -> FetchBatch:
+        """The next page after ``cursor``. May be called while idling: the session leaves
+        IDLE itself. ``reuse_status`` (a watch, after IDLE said mail came): no re-opening
+        of the mailbox, and the session may be back in IDLE when this returns."""
+        ...
 
     def verify(self) -> None:
         """Raise unless INBOX can be opened (login already succeeded in ``open``)."""
         ...
 
-    def idle_start(self) -> None:
-        """Enter IDLE on the selected INBOX (raise ``IdleUnsupported`` without IDLE)."""
+    def idle_start(self) -> IdleNews:
+        """Enter IDLE on the selected INBOX (raise ``IdleUnsupported`` without IDLE), if
+        not idling already; then what the server has said since IDLE began (mail that
+        came while the session was outside IDLE is announced at once)."""
         ...
 
     def idle_fileno(self) -> int:
@@ -225,7 +231,7 @@ class MailboxSession(Protocol):
         ...
 
     def idle_done(self) -> None:
-        """Leave IDLE; the session takes commands again."""
+        """Leave IDLE (nothing to do when not idling); the session takes commands again."""
         ...
 
     def close(self) -> None: ...

@@ -26,8 +26,8 @@ class Pipelined:
     fetched: list[Any]
     """The untagged FETCH data of every command, in imaplib's shape (``parse_fetch``)."""
     news_after_done: bool
-    """The server announced mail (EXISTS/RECENT) after IDLE ended: it came while the
-    commands ran, and they may not have seen it."""
+    """The server announced mail (EXISTS/RECENT) after the old IDLE ended (if any): it
+    came while the commands ran, and they may not have seen it."""
     idle_tag: bytes | None
     """The tag of the IDLE now running (``then_idle``)."""
 

@@ -59,12 +59,18 @@ from application.mail.ports import (
 from infrastructure.imap.errors import classify
 from infrastructure.imap.fetch_response import FetchData, parse_fetch
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM, message_ref
+from infrastructure.imap.pipeline import run_pipelined
 from infrastructure.imap.plan import plan_page, uid_windows
 from infrastructure.imap.settings import ImapSettings
 
 log = logging.getLogger("tidings.imap")
 T = TypeVar("T")
 _BODY = b"BODY[]"
+_PARTIAL = b"BODY[]<0>"
+# After IDLE, the bodies of the first few new messages come with their metadata, up to
+# this size each (the rest is fetched as on any page): a push is usually one message.
+PUSH_BODIES = 8
+PUSH_BODY_BYTES = 128 * 1024
 
 
 def _read_available(imap: Any) -> list[bytes]:
@@ -86,6 +92,20 @@ def _read_available(imap: Any) -> list[bytes]:
     finally:
         sock.settimeout(timeout)
     return lines
+
+
+def _news(lines: list[bytes]) -> IdleNews:
+    """What IDLE lines say: new mail (EXISTS/RECENT), a hang-up (BYE), anything at all."""
+    exists = closed = False
+    for line in lines:
+        words = line.split(None, 3)
+        if words[:1] != [b"*"] or len(words) < 2:
+            continue
+        if words[1].upper() == b"BYE":
+            closed = True
+        elif len(words) > 2 and words[2].rstrip().upper() in (b"EXISTS", b"RECENT"):
+            exists = True
+    return IdleNews(exists=exists, closed=closed, heard=bool(lines))
 
 
 class _Vanished(Exception):
@@ -155,13 +175,21 @@ class ImapMailboxSession:
 
     # -- IDLE --------------------------------------------------------------
 
-    def idle_start(self) -> None:
-        if "IDLE" not in self._caps:
-            raise IdleUnsupported("the server does not offer IDLE")
-        self._pass = None  # a pass never spans an IDLE
-        self._io(self._client.idle)
-        self._idle_empty_reads = 0
-        self._idling = True
+    def idle_start(self) -> IdleNews:
+        early = False
+        if not self._idling:  # a watch's fetch may have gone back to IDLE already
+            if "IDLE" not in self._caps:
+                raise IdleUnsupported("the server does not offer IDLE")
+            self._pass = None  # a pass never spans an IDLE
+            entered = self._io(run_pipelined, self._client._imap, [], None, True)
+            self._client._idle_tag = entered.idle_tag  # imapclient's ``idle_done`` ends it
+            self._idle_empty_reads, self._idling = 0, True
+            early = entered.news_after_done  # announced before "+ idling"
+        # Mail that came while the session was outside IDLE is announced the moment IDLE
+        # begins, often in the same packet as "+ idling": then it already sits in
+        # imaplib's buffer, and a selector waiting on the socket would never see it.
+        news = _news(self._io(_read_available, self._client._imap))
+        return dataclasses.replace(news, exists=news.exists or early)
 
     def idle_fileno(self) -> int:
         return int(self._client._imap.sock.fileno())
@@ -174,24 +202,16 @@ class ImapMailboxSession:
         socket again and runs every line through its response lexer, which costs a
         multiplexer serving thousands of watches more than the news is worth; all we
         need to know is whether EXISTS (new mail) or BYE came."""
-        imap = self._client._imap
-        lines = self._io(_read_available, imap)
+        lines = self._io(_read_available, self._client._imap)
         if not lines:
             self._idle_empty_reads += 1
             return IdleNews(closed=self._idle_empty_reads >= 2)
         self._idle_empty_reads = 0
-        exists = closed = False
-        for line in lines:
-            words = line.split(None, 3)
-            if words[:1] != [b"*"] or len(words) < 2:
-                continue
-            if words[1].upper() == b"BYE":
-                closed = True
-            elif len(words) > 2 and words[2].rstrip().upper() in (b"EXISTS", b"RECENT"):
-                exists = True
-        return IdleNews(exists=exists, closed=closed, heard=True)
+        return _news(lines)
 
     def idle_done(self) -> None:
+        if not self._idling:
+            return
         self._idling = False
         self._io(self._client.idle_done)
 
@@ -199,6 +219,7 @@ class ImapMailboxSession:
         self.select_inbox()
 
     def select_inbox(self) -> MailboxStatus:
+        self.idle_done()  # any command ends a running IDLE first
         resp = self._io(self._client.select_folder, "INBOX", True)
         uidvalidity = resp.get(b"UIDVALIDITY")
         if not isinstance(uidvalidity, int):
@@ -233,11 +254,13 @@ class ImapMailboxSession:
         reused, after_idle = self._pass, False
         if reused is None and reuse_status and self._selected is not None:
             # IDLE said mail came after that EXAMINE: its UIDNEXT is stale. The first
-            # page takes the new mail's metadata in one FETCH; later pages search on.
+            # page takes the new mail in one pipelined exchange; later pages search on.
             reused, after_idle = dataclasses.replace(self._selected, uidnext=None), True
         self._pass = None
         if reused is not None and (cursor is None or cursor.uidvalidity != reused.uidvalidity):
             reused, after_idle = None, False
+        if not after_idle:
+            self.idle_done()
         status = reused or self.select_inbox()
         batch = self._fetch_page(status, cursor, backfill_since, limit, after_idle=after_idle)
         if reused is not None and not reuse_status and not batch.messages and not batch.has_more:
@@ -268,6 +291,7 @@ class ImapMailboxSession:
             )
         uids: list[int] = []
         known: dict[int, MessageRef] = {}  # metadata fetched without a SEARCH first
+        bodies: dict[int, bytes] = {}  # and the bodies that came with it
         backfill = cursor.backfill_until
         if backfill is not None and cursor.last_uid < backfill:
             lo = cursor.last_uid + 1
@@ -279,18 +303,18 @@ class ImapMailboxSession:
             cursor = MailboxCursor(status.uidvalidity, last, cursor.highestmodseq)
             backfill = None
             if after_idle:
-                known = self._metadata_after(last)
-                uids, more_windows, covered = sorted(known), False, max(known, default=last)
+                known, bodies, more_windows = self._fetch_after_idle(last, limit)
+                uids, covered = sorted(known), max(known, default=last)
             else:
                 uids, more_windows, covered = self._search_after(last, status.uidnext)
         page = uids[:limit]
         if not page:
             last = max(covered, cursor.last_uid)
             new = MailboxCursor(status.uidvalidity, last, status.highestmodseq)
-            return FetchBatch((), new, has_more=False)
+            return FetchBatch((), new, has_more=more_windows)
         refs = [known[uid] for uid in page] if known else self._fetch_metadata(page)
         plan = plan_page(refs, self._settings)
-        messages = self._fetch_bodies(plan.included, plan.inline_groups)
+        messages = self._fetch_bodies(plan.included, plan.inline_groups, bodies)
         # The page ends at its last UID, including UIDs that vanished meanwhile.
         last_uid = plan.included[-1].uid if plan.cut else page[-1]
         has_more = plan.cut or len(uids) > limit or more_windows
@@ -332,6 +356,7 @@ class ImapMailboxSession:
         return [u for u in self._backfill[2] if u >= lo]
 
     def _search(self, criteria: list[Any], floor: int) -> list[int]:
+        self.idle_done()
         found = self._io(self._client.search, criteria)
         return sorted({int(u) for u in found if int(u) >= floor})
 
@@ -356,11 +381,17 @@ class ImapMailboxSession:
         return refs
 
     def _fetch_bodies(
-        self, refs: Sequence[MessageRef], inline_groups: Sequence[Sequence[int]]
+        self,
+        refs: Sequence[MessageRef],
+        inline_groups: Sequence[Sequence[int]],
+        fetched: dict[int, bytes],
     ) -> list[FetchedMessage]:
-        inline: dict[int, bytes] = {}
-        for group in inline_groups:
-            resp = self._io(self._uid_fetch, list(group), ["BODY.PEEK[]"])
+        inline = dict(fetched)
+        for whole_group in inline_groups:
+            group = [uid for uid in whole_group if uid not in inline]
+            if not group:
+                continue
+            resp = self._io(self._uid_fetch, group, ["BODY.PEEK[]"])
             for uid in group:
                 body = resp.get(uid, {}).get(_BODY)
                 if isinstance(body, bytes):
@@ -399,23 +430,48 @@ class ImapMailboxSession:
             if len(data) < size:
                 return
 
-    def _metadata_after(self, last_uid: int) -> dict[int, MessageRef]:
-        """Every message above ``last_uid`` in one ``UID FETCH last+1:*``, no SEARCH: a
-        watch's fetch after IDLE said new mail came (a handful of messages)."""
-        resp = self._io(self._uid_fetch, f"{last_uid + 1}:*", self._metadata_items)
+    def _fetch_after_idle(
+        self, last_uid: int, limit: int
+    ) -> tuple[dict[int, MessageRef], dict[int, bytes], bool]:
+        """A watch's fetch after IDLE said new mail came (usually a handful of messages),
+        in one pipelined exchange (``pipeline``): [DONE], the metadata of everything
+        above ``last_uid`` (``UID FETCH last+1:*``, no SEARCH), the bodies of the first
+        few of them, [IDLE again] — the brackets when the session was idling. Returns
+        the metadata, the complete bodies, and whether mail came meanwhile (the caller
+        looks again)."""
+        window = f"{last_uid + 1}:{last_uid + min(limit, PUSH_BODIES)}"
+        part = min(PUSH_BODY_BYTES, self._settings.stream_threshold_bytes)
+        commands = [
+            ("fetch", _uid_fetch_command(f"{last_uid + 1}:*", self._metadata_items)),
+            ("fetch", _uid_fetch_command(window, [f"BODY.PEEK[]<0.{part}>"])),
+        ]
+        was_idling, self._idling = self._idling, False
+        idle_tag = self._client._idle_tag if was_idling else None
+        done = self._io(run_pipelined, self._client._imap, commands, idle_tag, was_idling)
+        if done.idle_tag is not None:
+            self._client._idle_tag = done.idle_tag
+            self._idle_empty_reads, self._idling = 0, True
+        resp = parse_fetch(done.fetched, normalise_times=self._client.normalise_times)
         # ``n:*`` past the last UID answers the last message: keep only what is new, and
         # only answers to this FETCH (news of flag changes carries no RFC822.SIZE).
-        return {
+        known = {
             uid: message_ref(uid, item)
             for uid, item in resp.items()
             if uid > last_uid and b"RFC822.SIZE" in item
         }
+        bodies = {}
+        for uid, ref in known.items():
+            body = resp[uid].get(_PARTIAL)
+            if isinstance(body, bytes) and len(body) == ref.size:  # the whole message
+                bodies[uid] = body
+        return known, bodies, done.news_after_done
 
     def _uid_fetch(self, uids: list[int] | str, items: list[str]) -> FetchData:
         """``IMAPClient.fetch`` (same command, same answer) with the fast response parser:
         imapclient's own lexer cost more CPU than anything else in mail ingestion."""
         if not uids:
             return {}
+        self.idle_done()
         client = self._client
         imap = client._imap
         tag = imap._command("UID", "FETCH", join_message_ids(uids), seq_to_parenstr_upper(items))
@@ -452,3 +508,7 @@ class ImapMailboxSession:
             type(cause).__name__ if cause else "-",
         )
         return err
+
+
+def _uid_fetch_command(uids: str, items: list[str]) -> bytes:
+    return f"UID FETCH {uids} {seq_to_parenstr_upper(items)}".encode()

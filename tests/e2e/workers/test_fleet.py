@@ -83,6 +83,15 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
         )
         assert restarted <= TTL + FLEET_TICK + LOGIN, "SPEC §7.8: ttl + one tick"
         assert failover <= TTL + FLEET_TICK + LOGIN + OBSERVE_SLACK
+        # The survivors logged in while the leases ran out (a parked session each, no
+        # IDLE), so at the lapse only IDLE was left; one survivor per orphan did so.
+        parked = fleet.delays("watch.parked", killed_wall, orphans)
+        started = fleet.delays("watch.started", killed_wall, orphans)
+        assert all(parked[a] <= started[a] for a in parked), (parked, started)
+        for account in orphans:
+            assert (
+                len(fleet.events("watch.parked", killed_wall, account_id=account.account_id)) == 1
+            )
 
         took = wait_for("the mail that arrived meanwhile", fleet.all_ingested, timeout=20)
         print(f"orphans' mail listed {took:.2f}s after failover")

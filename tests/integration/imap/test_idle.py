@@ -3,12 +3,14 @@ socket, a watch fetches it without re-opening the mailbox, a kicked session read
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import time
 from datetime import date, timedelta
 from unittest import mock
 
 from infrastructure.imap import ImapMailboxSession
+from infrastructure.imap.session import PUSH_BODY_BYTES
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.messages import make_message
@@ -30,6 +32,18 @@ def news_until(session: ImapMailboxSession, want: str, timeout: float = 10.0) ->
             if getattr(news, want):
                 return
     raise AssertionError(f"no {want} news within {timeout}s")
+
+
+def idle_sessions(dovecot: DovecotServer, user: DovecotUser, timeout: float = 5.0) -> int:
+    """The user's sessions in IDLE, in the server's own view (process titles), once it
+    shows one (titles change a moment after the command)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        titles = [t for t in dovecot.process_titles() if f"[{user.name} " in t]
+        idle = sum(1 for t in titles if t.rstrip("]").endswith("IDLE"))
+        if idle or time.monotonic() > deadline:
+            return idle
+        time.sleep(0.05)
 
 
 def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
@@ -101,3 +115,70 @@ def test_more_new_mail_than_a_page_is_paged_after_idle(
         )
         uids += [m.uid for m in batch.messages]
     assert uids == [1, 2, 3, 4, 5] and batch.new_cursor.last_uid == 5
+
+
+def no_other_commands() -> contextlib.ExitStack:
+    """Fail on any command but the pipelined exchange of a fetch after IDLE."""
+    stack = contextlib.ExitStack()
+    for name, label in (
+        ("select_inbox", "EXAMINE"),
+        ("_search", "SEARCH"),
+        ("_uid_fetch", "a FETCH of its own"),
+        ("idle_start", "IDLE of its own"),
+    ):
+        stack.enter_context(
+            mock.patch.object(ImapMailboxSession, name, side_effect=AssertionError(label))
+        )
+    return stack
+
+
+def test_a_fetch_while_idling_is_one_exchange_and_leaves_the_session_idling(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    session = open_session()
+    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
+    session.idle_start()
+    for n in range(3):  # no DONE or IDLE of the caller's anywhere
+        message = make_message(n, subject=f"pushed {n}")
+        dovecot.imap_append(user, [message])
+        news_until(session, "exists")
+        with no_other_commands():
+            batch = session.fetch_since(cursor, backfill_since=WINDOW, limit=50, reuse_status=True)
+        assert [m.uid for m in batch.messages] == [n + 1] and not batch.has_more
+        assert batch.messages[0].raw == message.replace(b"\n", b"\r\n").replace(b"\r\r", b"\r")
+        cursor = batch.new_cursor
+    assert idle_sessions(dovecot, user) == 1  # back in IDLE: the server's own view
+
+
+def test_a_big_message_after_idle_is_fetched_whole(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    session = open_session()
+    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
+    session.idle_start()
+    small, big = make_message(1), make_message(2, pad_to=PUSH_BODY_BYTES * 3)
+    dovecot.imap_append(user, [small, big])
+    news_until(session, "exists")
+    batch = session.fetch_since(cursor, backfill_since=WINDOW, limit=50, reuse_status=True)
+    sizes = {m.uid: len(m.raw or b"") for m in batch.messages}
+    assert sizes[2] > PUSH_BODY_BYTES * 2 and sizes[2] == batch.messages[1].ref.size
+    assert sizes[1] == batch.messages[0].ref.size and not batch.has_more
+    # The big one needed a FETCH of its own, outside IDLE: the watch's IDLE starts again.
+    session.idle_start()
+    dovecot.imap_append(user, [make_message(3)])
+    news_until(session, "exists")
+
+
+def test_idle_reports_mail_that_came_while_the_session_waited_outside_it(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    # A failover's session is opened (catch-up poll included) before its lease is free
+    # and only enters IDLE later: mail that came in between must be news at IDLE.
+    session = open_session()
+    session.fetch_since(None, backfill_since=WINDOW, limit=50)
+    dovecot.imap_append(user, [make_message(1, subject="while parked")])
+    time.sleep(0.3)
+    # Dovecot answers "+ idling" and "* 1 EXISTS" at once: the news may already be in
+    # imaplib's buffer, where no selector sees it, so ``idle_start`` reports it.
+    if not session.idle_start().exists:
+        news_until(session, "exists", timeout=5)

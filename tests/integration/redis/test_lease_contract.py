@@ -38,6 +38,8 @@ class LeaseContract:
     """Subclasses provide ``lease`` (and ``other``: a second holder on the same store) and
     ``advance`` (let time pass)."""
 
+    OTHER = "w1"  # the holder name of ``other``; ``lease`` is "w1"
+
     @pytest.fixture
     def other(self, lease: Lease) -> Lease:
         return lease
@@ -123,6 +125,15 @@ class LeaseContract:
         assert all(0 < left <= lease.ttl_seconds for left in held.values())
         assert lease.held([]) == {}
 
+    def test_holders_name_who_holds_each_key(self, lease: Lease, other: Lease) -> None:
+        assert lease.acquire("x") and other.acquire("y")
+        mine = lease.acquire("gone")
+        assert mine and lease.release("gone", mine)
+        assert lease.holders(["x", "y", "z", "gone", "x"]) == {"x": "w1", "y": self.OTHER}
+        assert lease.holders([]) == {}
+        self.advance(TTL + 0.15)
+        assert lease.holders(["x", "y"]) == {}  # lapsed: nobody holds them
+
     def test_held_tells_how_long_until_a_lease_lapses(self, lease: Lease) -> None:
         token = lease.acquire("k")
         assert token
@@ -155,20 +166,22 @@ class TestInProcessLease(LeaseContract):
     @pytest.fixture
     def lease(self) -> InProcessLease:
         self.now = 1000.0
-        return InProcessLease(TTL, clock=lambda: self.now)
+        return InProcessLease(TTL, clock=lambda: self.now, holder="w1")
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
 
 
 class TestRedisLease(LeaseContract):
+    OTHER = "worker:2"  # a holder name may hold ":"
+
     @pytest.fixture
     def lease(self, client: redis.Redis, prefix: str) -> RedisLease:
-        return RedisLease(client, TTL, prefix=prefix + "lease:")
+        return RedisLease(client, TTL, prefix=prefix + "lease:", holder="w1")
 
     @pytest.fixture
     def other(self, redis_url: str, prefix: str) -> Iterator[RedisLease]:
-        other = RedisLease.from_url(redis_url, TTL, prefix=prefix + "lease:")
+        other = RedisLease.from_url(redis_url, TTL, prefix=prefix + "lease:", holder=self.OTHER)
         yield other
         other.close()
 

@@ -134,7 +134,7 @@ def test_mail_announced_before_idle_ended_is_what_the_commands_fetch(peer) -> No
 
 def test_a_refused_command_raises(peer) -> None:
     def refuse(lines: list[bytes]) -> bytes:
-        idle, first, second, new_idle = tags(lines)
+        idle, first, second, _ = tags(lines)
         return (
             idle + b" OK Idle completed.\r\n" + first + b" NO [SERVERBUG] oops\r\n"
             b"" + second + b" OK Fetch completed.\r\n+ idling\r\n"

@@ -1,0 +1,57 @@
+"""Logging in ahead of a failover (SPEC §7.8): which accounts to open sessions for
+before their leases are free. Pure.
+
+After a worker dies its leases lapse up to a ttl later, and only then may another worker
+watch its accounts. The restart itself (login, EXAMINE, catch-up poll: seconds for a
+thousand accounts) need not wait for the lease; only IDLE must. So a survivor opens
+those sessions while the leases run out, and at the lapse only has to say IDLE.
+
+A live holder renews every ttl/3, so its leases always have more than 2/3 of the ttl
+left; a lease with less than half left has missed a renewal: its holder is presumed
+dead (``orphaned``). Which survivor prepares which orphan is the claim plan every
+survivor will compute once the leases lapse (``fleet.plan``), computed now as if the
+dead holders had already left the fleet: the survivors' choices are disjoint, as their
+claims will be. A wrong guess costs a login, never a second IDLE: the lease still
+decides, and sessions nobody claims are closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+
+from workers.policies import fleet
+
+ORPHANED_BELOW = 0.5  # of the ttl: less left than this and a renewal was missed
+
+
+def orphaned(taken: Mapping[str, float], ttl: float) -> set[str]:
+    """Of the leases others hold (account -> seconds left), those whose holder missed a
+    renewal."""
+    return {account for account, left in taken.items() if left < ttl * ORPHANED_BELOW}
+
+
+def plan(
+    me: str,
+    *,
+    live_workers: Mapping[str, int],
+    hot: Set[str],
+    mine: Set[str],
+    taken: Set[str],
+    orphans: Mapping[str, str],
+    capacity: int,
+) -> set[str]:
+    """The orphans (account -> its holder) this worker will claim once their leases
+    lapse, if the fleet stays as it is but for their holders."""
+    if not orphans:
+        return set()
+    dead = set(orphans.values()) - {me}
+    survivors = {worker: n for worker, n in live_workers.items() if worker not in dead}
+    after = fleet.plan(
+        me,
+        live_workers=survivors,
+        hot=hot,
+        mine=mine,
+        taken=taken - orphans.keys(),
+        capacity=capacity,
+    )
+    return set(after.claim) & orphans.keys()
