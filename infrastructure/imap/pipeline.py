@@ -32,6 +32,15 @@ class Pipelined:
     """The tag of the IDLE now running (``then_idle``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """Commands written and not yet read (``send_pipelined``)."""
+
+    idle_tag: bytes | None  # the IDLE they end
+    tags: tuple[tuple[bytes, str], ...]  # each command's tag and name
+    new_idle: bytes | None  # the IDLE they start
+
+
 def run_pipelined(
     imap: Any,
     commands: Sequence[tuple[str, bytes]],
@@ -42,31 +51,46 @@ def run_pipelined(
     IDLE (``then_idle``) in one write; read until every answer came. A command answered
     other than OK raises ``IMAPClientError`` like imapclient's own checks (the session is
     then in an unknown state: the caller drops it)."""
-    tags = [imap._new_tag() for _ in commands]
+    return read_pipelined(imap, send_pipelined(imap, commands, idle_tag, then_idle))
+
+
+def send_pipelined(
+    imap: Any,
+    commands: Sequence[tuple[str, bytes]],
+    idle_tag: bytes | None = None,
+    then_idle: bool = False,
+) -> Sent:
+    """The write of ``run_pipelined``: the server starts on it while we do other work."""
+    tags = tuple((imap._new_tag(), name) for name, _ in commands)
     lines = [b"DONE"] if idle_tag is not None else []
-    lines += [tag + b" " + command for tag, (_, command) in zip(tags, commands, strict=True)]
+    lines += [tag + b" " + command for (tag, _), (_, command) in zip(tags, commands, strict=True)]
     new_idle = imap._new_tag() if then_idle else None
     if new_idle is not None:
         lines.append(new_idle + b" IDLE")
+    imap.send(b"\r\n".join(lines) + b"\r\n")
+    return Sent(idle_tag, tags, new_idle)
+
+
+def read_pipelined(imap: Any, sent: Sent) -> Pipelined:
+    """The read of ``run_pipelined``: every answer to ``sent``."""
     untagged = imap.untagged_responses
     for kind in ("FETCH", "EXISTS", "RECENT"):
         untagged.pop(kind, None)
-    imap.send(b"\r\n".join(lines) + b"\r\n")
-    if idle_tag is not None:
-        _complete(imap, idle_tag, "IDLE")
+    if sent.idle_tag is not None:
+        _complete(imap, sent.idle_tag, "IDLE")
         for kind in ("EXISTS", "RECENT"):  # the news IDLE already told: not new
             untagged.pop(kind, None)
-    for tag, (name, _) in zip(tags, commands, strict=True):
+    for tag, name in sent.tags:
         _complete(imap, tag, name)
-    if new_idle is not None:
+    if sent.new_idle is not None:
         while imap._get_response() is not None:  # None: the continuation, "+ idling"
-            if imap.tagged_commands.get(new_idle):
-                _complete(imap, new_idle, "IDLE")  # refused: raises
+            if imap.tagged_commands.get(sent.new_idle):
+                _complete(imap, sent.new_idle, "IDLE")  # refused: raises
     news = "EXISTS" in untagged or "RECENT" in untagged
     fetched = untagged.pop("FETCH", [])
     for kind in ("EXISTS", "RECENT", "EXPUNGE"):
         untagged.pop(kind, None)
-    return Pipelined(fetched, news, new_idle)
+    return Pipelined(fetched, news, sent.new_idle)
 
 
 def _complete(imap: Any, tag: bytes, name: str) -> None:

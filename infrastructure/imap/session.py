@@ -59,7 +59,13 @@ from application.mail.ports import (
 from infrastructure.imap.errors import classify
 from infrastructure.imap.fetch_response import FetchData, parse_fetch
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM, message_ref
-from infrastructure.imap.pipeline import run_pipelined
+from infrastructure.imap.pipeline import (
+    Pipelined,
+    Sent,
+    read_pipelined,
+    run_pipelined,
+    send_pipelined,
+)
 from infrastructure.imap.plan import plan_page, uid_windows
 from infrastructure.imap.settings import ImapSettings
 
@@ -138,6 +144,10 @@ class ImapMailboxSession:
         # The EXAMINE status the next page of a pass reuses (see ``fetch_since``).
         self._pass: MailboxStatus | None = None
         self._selected: MailboxStatus | None = None  # the last EXAMINE's
+        # The last UID of the last page that left nothing more (what a watch's cursor
+        # will say after it), and a fetch sent ahead from it when IDLE said new mail came.
+        self._last_uid: int | None = None
+        self._prefetch: tuple[int, Sent] | None = None
         items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
         if "OBJECTID" in capabilities:
             items.append("EMAILID")
@@ -166,7 +176,7 @@ class ImapMailboxSession:
         self._closed = True
         # While idling the server waits for DONE and would not answer a LOGOUT: drop
         # the socket instead (a dropped connection costs the server nothing).
-        if not self._broken and not self._idling:
+        if not self._broken and not self._idling and self._prefetch is None:
             with contextlib.suppress(Exception):
                 self._client.logout()
                 return
@@ -176,7 +186,9 @@ class ImapMailboxSession:
     # -- IDLE --------------------------------------------------------------
 
     def idle_start(self) -> IdleNews:
-        early = False
+        # A fetch sent ahead that nobody took: IDLE runs again after it, and the mail it
+        # was for is still news.
+        early = self._settle_prefetch()
         if not self._idling:  # a watch's fetch may have gone back to IDLE already
             if "IDLE" not in self._caps:
                 raise IdleUnsupported("the server does not offer IDLE")
@@ -207,9 +219,38 @@ class ImapMailboxSession:
             self._idle_empty_reads += 1
             return IdleNews(closed=self._idle_empty_reads >= 2)
         self._idle_empty_reads = 0
-        return _news(lines)
+        news = _news(lines)
+        if news.exists and not news.closed:
+            self._send_ahead()
+        return news
+
+    def _send_ahead(self) -> None:
+        """New mail: send the fetch a watch will ask for (``_fetch_after_idle``) now, from
+        the cursor the last page left, so the server works on it while the fetch waits
+        for a thread. A cursor that turns out different only costs reading it unused."""
+        last = self._last_uid
+        if last is None or self._prefetch is not None or not self._idling:
+            return
+        sent = self._io(
+            send_pipelined,
+            self._client._imap,
+            self._after_idle_commands(last),
+            self._client._idle_tag,
+            True,
+        )
+        self._prefetch, self._idling = (last, sent), False
+
+    def _settle_prefetch(self) -> bool:
+        """Read a fetch sent ahead and not taken (the session is idling after it)."""
+        if self._prefetch is None:
+            return False
+        _, sent = self._prefetch
+        self._prefetch = None
+        self._read_pipelined(sent)
+        return True
 
     def idle_done(self) -> None:
+        self._settle_prefetch()
         if not self._idling:
             return
         self._idling = False
@@ -268,6 +309,7 @@ class ImapMailboxSession:
             batch = self._fetch_page(status, cursor, backfill_since, limit)
         if batch.has_more:
             self._pass = status
+        self._last_uid = None if batch.has_more else batch.new_cursor.last_uid
         return batch
 
     def _fetch_page(
@@ -303,7 +345,7 @@ class ImapMailboxSession:
             cursor = MailboxCursor(status.uidvalidity, last, cursor.highestmodseq)
             backfill = None
             if after_idle:
-                known, bodies, more_windows = self._fetch_after_idle(last, limit)
+                known, bodies, more_windows = self._fetch_after_idle(last)
                 uids, covered = sorted(known), max(known, default=last)
             else:
                 uids, more_windows, covered = self._search_after(last, status.uidnext)
@@ -431,26 +473,30 @@ class ImapMailboxSession:
                 return
 
     def _fetch_after_idle(
-        self, last_uid: int, limit: int
+        self, last_uid: int
     ) -> tuple[dict[int, MessageRef], dict[int, bytes], bool]:
         """A watch's fetch after IDLE said new mail came (usually a handful of messages),
         in one pipelined exchange (``pipeline``): [DONE], the metadata of everything
         above ``last_uid`` (``UID FETCH last+1:*``, no SEARCH), the bodies of the first
-        few of them, [IDLE again] — the brackets when the session was idling. Returns
-        the metadata, the complete bodies, and whether mail came meanwhile (the caller
-        looks again)."""
-        window = f"{last_uid + 1}:{last_uid + min(limit, PUSH_BODIES)}"
-        part = min(PUSH_BODY_BYTES, self._settings.stream_threshold_bytes)
-        commands = [
-            ("fetch", _uid_fetch_command(f"{last_uid + 1}:*", self._metadata_items)),
-            ("fetch", _uid_fetch_command(window, [f"BODY.PEEK[]<0.{part}>"])),
-        ]
-        was_idling, self._idling = self._idling, False
-        idle_tag = self._client._idle_tag if was_idling else None
-        done = self._io(run_pipelined, self._client._imap, commands, idle_tag, was_idling)
-        if done.idle_tag is not None:
-            self._client._idle_tag = done.idle_tag
-            self._idle_empty_reads, self._idling = 0, True
+        few of them, [IDLE again] — the brackets when the session was idling. Usually
+        sent already, when the news came (``_send_ahead``). Returns the metadata, the
+        complete bodies, and whether mail came meanwhile (the caller looks again)."""
+        prefetched, self._prefetch = self._prefetch, None
+        if prefetched is not None and prefetched[0] != last_uid:
+            self._read_pipelined(prefetched[1])  # sent from another cursor: not this fetch
+            prefetched = None
+        if prefetched is not None:
+            sent = prefetched[1]
+        else:
+            was_idling, self._idling = self._idling, False
+            sent = self._io(
+                send_pipelined,
+                self._client._imap,
+                self._after_idle_commands(last_uid),
+                self._client._idle_tag if was_idling else None,
+                was_idling,
+            )
+        done = self._read_pipelined(sent)
         resp = parse_fetch(done.fetched, normalise_times=self._client.normalise_times)
         # ``n:*`` past the last UID answers the last message: keep only what is new, and
         # only answers to this FETCH (news of flag changes carries no RFC822.SIZE).
@@ -465,6 +511,21 @@ class ImapMailboxSession:
             if isinstance(body, bytes) and len(body) == ref.size:  # the whole message
                 bodies[uid] = body
         return known, bodies, done.news_after_done
+
+    def _after_idle_commands(self, last_uid: int) -> list[tuple[str, bytes]]:
+        window = f"{last_uid + 1}:{last_uid + PUSH_BODIES}"
+        part = min(PUSH_BODY_BYTES, self._settings.stream_threshold_bytes)
+        return [
+            ("fetch", _uid_fetch_command(f"{last_uid + 1}:*", self._metadata_items)),
+            ("fetch", _uid_fetch_command(window, [f"BODY.PEEK[]<0.{part}>"])),
+        ]
+
+    def _read_pipelined(self, sent: Sent) -> Pipelined:
+        done = self._io(read_pipelined, self._client._imap, sent)
+        if done.idle_tag is not None:
+            self._client._idle_tag = done.idle_tag  # imapclient's ``idle_done`` ends it
+            self._idle_empty_reads, self._idling = 0, True
+        return done
 
     def _uid_fetch(self, uids: list[int] | str, items: list[str]) -> FetchData:
         """``IMAPClient.fetch`` (same command, same answer) with the fast response parser:

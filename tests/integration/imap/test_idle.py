@@ -4,12 +4,15 @@ socket, a watch fetches it without re-opening the mailbox, a kicked session read
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import selectors
 import time
 from datetime import date, timedelta
+from typing import Any
 from unittest import mock
 
 from infrastructure.imap import ImapMailboxSession
+from infrastructure.imap import session as module
 from infrastructure.imap.session import PUSH_BODY_BYTES
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -182,3 +185,59 @@ def test_idle_reports_mail_that_came_while_the_session_waited_outside_it(
     # imaplib's buffer, where no selector sees it, so ``idle_start`` reports it.
     if not session.idle_start().exists:
         news_until(session, "exists", timeout=5)
+
+
+def counting_sends() -> tuple[mock._patch[Any], list[int]]:
+    """Patch the session's pipelined writes to count them."""
+    calls: list[int] = []
+    real = module.send_pipelined
+
+    def send(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    return mock.patch.object(module, "send_pipelined", side_effect=send), calls
+
+
+def test_the_fetch_is_sent_when_idle_news_comes_and_taken_by_the_watch(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    session = open_session()
+    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
+    session.idle_start()
+    patch, sends = counting_sends()
+    with patch:
+        dovecot.imap_append(user, [make_message(1, subject="pushed")])
+        news_until(session, "exists")
+        assert len(sends) == 1  # on its way while the news waits for a thread
+        batch = session.fetch_since(cursor, backfill_since=WINDOW, limit=50, reuse_status=True)
+        assert len(sends) == 1  # the fetch took what was sent
+    assert [m.uid for m in batch.messages] == [1] and batch.messages[0].raw
+    assert idle_sessions(dovecot, user) == 1
+
+
+def test_a_fetch_sent_ahead_from_another_cursor_is_read_and_not_used(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    dovecot.deliver(user, [make_message(0)])
+    session = open_session()
+    first = session.fetch_since(None, backfill_since=WINDOW, limit=50)
+    session.idle_start()
+    dovecot.imap_append(user, [make_message(1)])
+    news_until(session, "exists")  # sent from UID 1, the last page's end
+    older = dataclasses.replace(first.new_cursor, last_uid=0)  # e.g. a commit that failed
+    batch = session.fetch_since(older, backfill_since=WINDOW, limit=50, reuse_status=True)
+    assert [m.uid for m in batch.messages] == [1, 2]
+
+
+def test_a_fetch_sent_ahead_and_never_taken_leaves_the_mail_news(
+    dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
+) -> None:
+    session = open_session()
+    session.fetch_since(None, backfill_since=WINDOW, limit=50)
+    session.idle_start()
+    dovecot.imap_append(user, [make_message(1)])
+    news_until(session, "exists")
+    # The watch could not fetch (say the store was away) and goes back to IDLE.
+    assert session.idle_start().exists
+    assert idle_sessions(dovecot, user) == 1
