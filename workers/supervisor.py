@@ -15,9 +15,9 @@ Each turn:
    ("not yours" -> stop that watch now);
 3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
    refresh, heartbeat, classify tiers, plan claims/releases, acquire leases and start
-   watches for claims, stop watches and release leases for releases; open parked
-   sessions for the orphaned leases of a dead worker this worker will claim once they
-   lapse (``policies.prewarm``), close those nobody claimed;
+   watches for claims, stop watches and release leases for releases; park sessions for
+   a dead worker's accounts this worker will claim once their leases lapse
+   (``Prewarmer``);
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns: the lease holder for hot accounts (secondary poll),
    the rendezvous-hash owner among live workers for the others; everyone, when the
@@ -42,12 +42,13 @@ from application.mail.ports import MailboxThrottled
 from application.signals import Signal
 from workers.directory import AccountDirectory, AccountInfo, DirectoryReader
 from workers.metrics import WorkerMetrics
-from workers.policies import fleet, prewarm
+from workers.policies import fleet
 from workers.policies.backoff import RestartBackoff
 from workers.policies.lease_keeper import LeaseKeeper, Teardown
 from workers.policies.scheduling import DueScheduler
 from workers.policies.tiers import NEVER, RecentUsers, TierPolicy, TierSettings
 from workers.poll import Poller
+from workers.prewarming import Prewarmer
 from workers.sync import AccountSyncer, SyncOutcome
 from workers.watch import WatchManager
 from workers.watch_hooks import SupervisedWatchHooks
@@ -112,7 +113,6 @@ class Supervisor:
         self.restarts: DueScheduler[str] = DueScheduler()
         self.polls: DueScheduler[str] = DueScheduler()
         self._attempts: dict[str, int] = {}
-        self._warming: set[str] = set()  # parked watches, opened before their lease is free
         self._live: dict[str, int] | None = None
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
@@ -126,6 +126,13 @@ class Supervisor:
             pool_size=settings.watch_pool,
             reidle_after=settings.reidle_after,
             dead_after=settings.dead_after,
+        )
+        self.prewarmer = Prewarmer(
+            settings.worker_id,
+            lease,
+            self.watches,
+            ttl=settings.lease_ttl,
+            capacity=settings.max_accounts_per_worker,
         )
         self.poller = Poller(
             syncer.sync,
@@ -272,7 +279,7 @@ class Supervisor:
     def _watch_stopped(
         self, account_id: str, reason: str, error: BaseException | None, lived: float, *, now: float
     ) -> None:
-        self._warming.discard(account_id)
+        self.prewarmer.forget(account_id)
         generation = self._attempts.pop(account_id, None)
         if reason in QUIET_STOPS or generation is None:
             return
@@ -357,34 +364,9 @@ class Supervisor:
             self._stop_watch(account_id, "released")
         for account_id in plan.claim:
             self._claim(account_id)
-        self._prewarm(live, hot, taken)
-
-    def _prewarm(self, live: dict[str, int], hot: set[str], taken: dict[str, float]) -> None:
-        """Sessions opened ahead for the orphans this worker will claim once their leases
-        lapse (``policies.prewarm``); those that are no longer expected are closed."""
-        wanted: set[str] = set()
-        orphans = prewarm.orphaned(taken, self.settings.lease_ttl)
-        if orphans:
-            try:
-                holders = self.lease.holders(orphans)
-            except LeaseBackendUnavailable:
-                holders = {}
-            wanted = prewarm.plan(
-                self.settings.worker_id,
-                live_workers=live,
-                hot=hot,
-                mine=self.keeper.held_accounts() | self.keeper.pending_accounts(),
-                taken=set(taken),
-                orphans=holders,
-                capacity=self.settings.max_accounts_per_worker,
-            )
-        for account_id in sorted(wanted - self._warming):
-            if not self.watches.is_watching(account_id):
-                self._warming.add(account_id)
-                self.watches.start(account_id, parked=True)
-        for account_id in self._warming - wanted:
-            self._warming.discard(account_id)
-            self.watches.stop(account_id, "unclaimed")
+        self.prewarmer.update(
+            live, hot, self.keeper.held_accounts() | self.keeper.pending_accounts(), taken
+        )
 
     def _claim(self, account_id: str) -> None:
         claim = self.keeper.claim(account_id)
@@ -404,13 +386,9 @@ class Supervisor:
             self._release(account_id, token)
 
     def _start_watch(self, account_id: str) -> None:
-        if account_id in self._warming:  # opened ahead (a failover): only IDLE is left
-            self._warming.discard(account_id)
-            if not self.watches.activate(account_id):
-                self.watches.start(account_id)
-        elif self.watches.is_watching(account_id):
-            return
-        else:
+        if not self.prewarmer.take(account_id):  # else opened ahead: only IDLE was left
+            if self.watches.is_watching(account_id):
+                return
             self.watches.start(account_id)
         self._attempts[account_id] = self.backoff.begin(account_id)
         # Its catch-up right after login is a poll: the next one is a full interval away
