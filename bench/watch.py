@@ -747,10 +747,15 @@ def main(argv: list[str] | None = None) -> int:
             "burst = one file per mailbox renamed from tmp/ to new/ at once, timed from the "
             "first rename until every MessageIngested is stored (then: in the read model).",
             "failover: two workers share the accounts; SIGKILL of one; time until Dovecot's "
-            "process titles show an IDLE session for every account again. Its floor: the "
-            "lease lapsing (up to ttl after the kill) plus what the server needs for the "
-            "logins, measured after it with bare imapclient sessions (Dovecot in "
-            "high-performance login mode, one uid and one imap process per user).",
+            "process titles show an IDLE session for every account again. The leases lapse "
+            "up to ttl after the kill; the survivor logs in while they run out (parked "
+            "sessions), so the logins, timed after it with bare imapclient sessions, are "
+            "only the floor of a restart that did not prepare (Dovecot in high-performance "
+            "login mode, one uid and one imap process per user).",
+            "burst floor: after the workers are gone, bare sessions (raw sockets, one "
+            "thread) in IDLE on the same mailboxes get one message each and send a watch's "
+            "exchange (DONE, metadata FETCH, body FETCH, IDLE, in one write); CPU from "
+            "/proc/*/schedstat.",
             f"total wall time {elapsed:.0f}s; exit status 1 when a goal is missed",
         ],
         reference="floor / ttl",
