@@ -13,14 +13,14 @@ parked --(activate())--> idling. Its IDLE, when it starts, reports mail that cam
 it waited (Dovecot syncs the mailbox when IDLE begins).
 
 Threads: the mux thread owns the selector and only ever does non-blocking reads of
-idling sockets; opening (logins) runs on a small pool, fetching and refreshing on
-another. A session is
-touched by one thread at a time: the mux while the watch is idling (registered),
-a pool thread otherwise. A fetched page is ingested elsewhere (the hooks' group
-commit, with other accounts' pages); its outcome comes back as a new pool task, so no
-pool thread waits on the database. Selector changes from other threads go through a
-queue and a wake-up pipe. Each watch carries a generation: work finishing for a stopped or
-restarted watch sees a stale generation and only closes its own session.
+idling sockets (on news of mail the session also writes its fetch there, at once);
+opening (logins) runs on a small pool, fetching and refreshing on another. A session is
+touched by one thread at a time: the mux while the watch is idling (registered), a pool
+thread otherwise. A fetched page is ingested elsewhere (the hooks' group commit, with
+other accounts' pages); its outcome comes back as a new pool task, so no pool thread
+waits on the database. Selector changes from other threads go through a queue and a
+wake-up pipe. Each watch carries a generation: work finishing for a stopped or restarted
+watch sees a stale generation and only closes its own session.
 
 A failed ingest on the watch path keeps the watch (the poll catches up); a failed
 IMAP exchange stops it, and the supervisor restarts it with backoff.

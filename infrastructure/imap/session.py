@@ -25,6 +25,13 @@ round trip on a connection that may be dead); open a new session.
 4. Bodies: inline groups in one ``UID FETCH … BODY.PEEK[]`` each; big ones in
    ``BODY.PEEK[]<offset.length>`` chunks straight into the blob store; too big
    ones not at all.
+
+A watch (``reuse_status``, after IDLE said new mail came) skips 1 and 2: DONE, the
+metadata of everything after the cursor (``UID FETCH last+1:*``), the first bodies and
+IDLE again go in one pipelined write (``pipeline``), sent by ``idle_read`` the moment
+the news is read and answered when the watch asks (``_fetch_after_idle``). Any other
+command ends a running IDLE first; ``idle_start`` reports news the server sent with
+its "+ idling" (it would sit in imaplib's buffer, unseen by a selector).
 """
 
 from __future__ import annotations
