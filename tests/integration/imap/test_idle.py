@@ -11,6 +11,7 @@ from datetime import date, timedelta
 from typing import Any
 from unittest import mock
 
+from application.mail.ports import FetchBatch
 from infrastructure.imap import ImapMailboxSession
 from infrastructure.imap import session as module
 from infrastructure.imap.session import PUSH_BODY_BYTES
@@ -47,6 +48,14 @@ def idle_sessions(dovecot: DovecotServer, user: DovecotUser, timeout: float = 5.
         if idle or time.monotonic() > deadline:
             return idle
         time.sleep(0.05)
+
+
+def idling(open_session: OpenSession) -> tuple[ImapMailboxSession, FetchBatch]:
+    """A session after its first sync, in IDLE: what a watch holds."""
+    session = open_session()
+    first = session.fetch_since(None, backfill_since=WINDOW, limit=50)
+    session.idle_start()
+    return session, first
 
 
 def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
@@ -89,9 +98,7 @@ def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
 def test_a_session_the_server_drops_reads_as_closed(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
-    session = open_session()
-    session.fetch_since(None, backfill_since=WINDOW, limit=50)
-    session.idle_start()
+    session, _ = idling(open_session)
     dovecot.doveadm("kick", user.name)
     news_until(session, "closed")
 
@@ -99,9 +106,8 @@ def test_a_session_the_server_drops_reads_as_closed(
 def test_more_new_mail_than_a_page_is_paged_after_idle(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
-    session = open_session()
-    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
-    session.idle_start()
+    session, first = idling(open_session)
+    cursor = first.new_cursor
     dovecot.imap_append(user, [make_message(i, subject=f"new {i}") for i in range(5)])
     news_until(session, "exists")
     session.idle_done()
@@ -138,9 +144,8 @@ def no_other_commands() -> contextlib.ExitStack:
 def test_a_fetch_while_idling_is_one_exchange_and_leaves_the_session_idling(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
-    session = open_session()
-    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
-    session.idle_start()
+    session, first = idling(open_session)
+    cursor = first.new_cursor
     for n in range(3):  # no DONE or IDLE of the caller's anywhere
         message = make_message(n, subject=f"pushed {n}")
         dovecot.imap_append(user, [message])
@@ -156,9 +161,8 @@ def test_a_fetch_while_idling_is_one_exchange_and_leaves_the_session_idling(
 def test_a_big_message_after_idle_is_fetched_whole(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
-    session = open_session()
-    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
-    session.idle_start()
+    session, first = idling(open_session)
+    cursor = first.new_cursor
     small, big = make_message(1), make_message(2, pad_to=PUSH_BODY_BYTES * 3)
     dovecot.imap_append(user, [small, big])
     news_until(session, "exists")
@@ -202,9 +206,8 @@ def counting_sends() -> tuple[mock._patch[Any], list[int]]:
 def test_the_fetch_is_sent_when_idle_news_comes_and_taken_by_the_watch(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
-    session = open_session()
-    cursor = session.fetch_since(None, backfill_since=WINDOW, limit=50).new_cursor
-    session.idle_start()
+    session, first = idling(open_session)
+    cursor = first.new_cursor
     patch, sends = counting_sends()
     with patch:
         dovecot.imap_append(user, [make_message(1, subject="pushed")])
@@ -220,9 +223,7 @@ def test_a_fetch_sent_ahead_from_another_cursor_is_read_and_not_used(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
     dovecot.deliver(user, [make_message(0)])
-    session = open_session()
-    first = session.fetch_since(None, backfill_since=WINDOW, limit=50)
-    session.idle_start()
+    session, first = idling(open_session)
     dovecot.imap_append(user, [make_message(1)])
     news_until(session, "exists")  # sent from UID 1, the last page's end
     older = dataclasses.replace(first.new_cursor, last_uid=0)  # e.g. a commit that failed
@@ -233,9 +234,7 @@ def test_a_fetch_sent_ahead_from_another_cursor_is_read_and_not_used(
 def test_a_fetch_sent_ahead_and_never_taken_leaves_the_mail_news(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
-    session = open_session()
-    session.fetch_since(None, backfill_since=WINDOW, limit=50)
-    session.idle_start()
+    session, _ = idling(open_session)
     dovecot.imap_append(user, [make_message(1)])
     news_until(session, "exists")
     # The watch could not fetch (say the store was away) and goes back to IDLE.
