@@ -13,9 +13,13 @@ if nobody did.
 
 Invariants:
 
-- Everything lives under one temp dir (``/tmp/tdc-XXXX``): config, sockets
-  (``run/``, kept short: Unix socket paths are capped at 108 bytes), state,
-  log, passwd-file and every user's maildir. Instances run side by side.
+- Everything lives under one temp dir (``/dev/shm/tdc-XXXX``, else ``/tmp/tdc-XXXX``):
+  config, sockets (``run/``, kept short: Unix socket paths are capped at 108 bytes),
+  state, log, passwd-file and every user's maildir. Instances run side by side.
+  The files are throwaway, so they stay in memory where the machine has a tmpfs. On an
+  ext4 without a journal (this machine's root) every file Dovecot creates (uidlist
+  locks, index rewrites) first skips each inode freed in the last minute, one by one;
+  in a burst of new mail to 2,000 mailboxes that scan took 36-44% of the server's CPU.
 - Listens on 127.0.0.1 only, without TLS; cleartext LOGIN, PLAIN and XOAUTH2
   (the token is checked against the passwd-file password) are accepted.
 - Failed logins cost ~0.5 s and nothing more: the anvil auth penalty (growing
@@ -160,6 +164,16 @@ def free_port() -> int:
         return port
 
 
+def _scratch_parent() -> str:
+    """Where a server's throwaway files go: memory (tmpfs) if the machine offers it. Short
+    paths, not $TMPDIR: the sockets' paths must fit in 108 bytes. (``mkdtemp`` makes a
+    private directory inside, hence the noqa.)"""
+    shm = "/dev/shm"  # noqa: S108
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return "/tmp"  # noqa: S108
+
+
 class DovecotServer:
     host = "127.0.0.1"
 
@@ -218,7 +232,7 @@ class DovecotServer:
             return self
         if shutil.which(self._dovecot) is None:
             raise DovecotError(f"{self._dovecot} not found on PATH")
-        self.root = Path(tempfile.mkdtemp(prefix="tdc-", dir="/tmp"))
+        self.root = Path(tempfile.mkdtemp(prefix="tdc-", dir=_scratch_parent()))
         self.root.chmod(0o755)  # login/internal processes run as other users
         for sub in ("run", "state", "home"):
             (self.root / sub).mkdir(mode=0o755)
