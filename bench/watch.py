@@ -715,6 +715,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     lines: list[Line] = []
     with bench_env(n, args.ttl) as (server, scratch, _settings, app, fleet):
+        files = server.root.parent if server.root else "?"
         if "latency" in only:
             lines += bench_latency(server, app, fleet, appends)
         if only & {"hot", "failover"}:
@@ -733,8 +734,8 @@ def main(argv: list[str] | None = None) -> int:
         lines,
         [
             *environment(["postgresql"]),
-            f"IMAP: private Dovecot 2.3, one uid per user; fs.inotify.max_user_instances "
-            f"{inotify}; Redis: a private redis-server",
+            f"IMAP: private Dovecot 2.3, its files in {files}, one uid per user; "
+            f"fs.inotify.max_user_instances {inotify}; Redis: a private redis-server",
         ],
         notes=[
             "workers: `tidings worker --projections --metrics-port P` children on PostgreSQL "
