@@ -28,6 +28,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from application.ports import SqlDatabase
 from application.privacy import KeyErased
+from infrastructure.randomness import random_bytes
 
 log = logging.getLogger("tidings.crypto")
 
@@ -61,7 +62,7 @@ def load_master_key(configured: str | None, data_dir: Path) -> bytes:
 
 def _seal(key: bytes | AESGCM, aad: str, plaintext: bytes) -> bytes:
     aead = key if isinstance(key, AESGCM) else AESGCM(key)
-    nonce = os.urandom(12)
+    nonce = random_bytes(12)
     return nonce + aead.encrypt(nonce, plaintext, aad.encode())
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import io
-import os
 import struct
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO, Protocol
@@ -25,9 +24,14 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from application.mail.ports import BlobStoreError
+from infrastructure.randomness import random_bytes
 
 MAGIC = b"TDB1"
 SEGMENT = 1024 * 1024
+
+
+class Writer(Protocol):
+    def write(self, data: bytes, /) -> object: ...
 
 
 class AccountKey(Protocol):
@@ -67,15 +71,15 @@ def _segments(chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bool]]:
         yield pending, True
 
 
-def seal_to(file: BinaryIO, chunks: Iterable[bytes], key: bytes) -> str:
+def seal_to(file: Writer, chunks: Iterable[bytes], key: bytes) -> str:
     """Write the sealed form of the chunks; return the blob's keyed digest (hex)."""
     aead = AESGCM(key)
     name = hmac.new(mac_key(key), digestmod=hashlib.sha256)
-    file_id = os.urandom(16)
+    file_id = random_bytes(16)
     file.write(MAGIC + file_id)
     for index, (segment, last) in enumerate(_segments(chunks)):
         name.update(segment)
-        nonce = os.urandom(12)
+        nonce = random_bytes(12)
         sealed = aead.encrypt(nonce, segment, _aad(file_id, index, last))
         file.write(struct.pack(">I", len(sealed)) + nonce + sealed)
     return name.hexdigest()
