@@ -38,6 +38,7 @@ The supervisor's loop, each tick::
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
@@ -84,6 +85,10 @@ class LeaseKeeper:
         self._pending: dict[str, int] = {}
         self._held: dict[str, _Held] = {}
         self._next_renew_at: float | None = None
+        # At most the earliest ``valid_until`` held (exact after a renewal or a scan): the
+        # supervisor asks ``expired`` and ``next_wakeup`` on every turn, and a scan of
+        # thousands of leases each time cost the worker more than the answers were worth.
+        self._soonest = math.inf
 
     # --- acquiring and stopping --------------------------------------------------------
 
@@ -106,6 +111,7 @@ class LeaseKeeper:
         if not self._held:  # the renewal cadence starts with the first held lease
             self._next_renew_at = sent_at + self.interval
         self._held[claim.account_id] = _Held(token, sent_at + self.ttl)
+        self._soonest = min(self._soonest, sent_at + self.ttl)
         return True
 
     def on_acquire_failed(self, claim: Claim) -> None:
@@ -123,6 +129,7 @@ class LeaseKeeper:
         tokens = {account_id: held.token for account_id, held in self._held.items()}
         self._pending.clear()
         self._held.clear()
+        self._soonest = math.inf
         return tokens
 
     # --- what is held --------------------------------------------------------------------
@@ -160,6 +167,7 @@ class LeaseKeeper:
             else:
                 del self._held[account_id]
                 lost.append(Teardown(account_id, "lost", token))
+        self._rescan()
         return lost
 
     def on_renew_failed(self, batch: RenewBatch, now: float) -> list[Teardown]:
@@ -170,20 +178,28 @@ class LeaseKeeper:
     def expired(self, now: float) -> list[Teardown]:
         """Leases whose validity (minus the margin) has run out: stop those watchers now.
         Call every tick, also while a renewal is under way."""
+        if now < self._soonest - self.margin:
+            return []
         gone = [
             account_id
             for account_id, held in self._held.items()
             if now >= held.valid_until - self.margin
         ]
-        return [
+        teardowns = [
             Teardown(account_id, "expired", self._held.pop(account_id).token) for account_id in gone
         ]
+        self._rescan()
+        return teardowns
 
     def next_wakeup(self) -> float | None:
-        """The earliest time ``due`` or ``expired`` may change its answer (None: nothing held)."""
+        """The earliest time ``due`` or ``expired`` may change its answer (None: nothing
+        held). Possibly a little early, after a stop: ``expired`` then looks again."""
         if not self._held:
             return None
-        earliest = min(held.valid_until for held in self._held.values()) - self.margin
+        earliest = self._soonest - self.margin
         if self._next_renew_at is not None:
             earliest = min(earliest, self._next_renew_at)
         return earliest
+
+    def _rescan(self) -> None:
+        self._soonest = min((held.valid_until for held in self._held.values()), default=math.inf)

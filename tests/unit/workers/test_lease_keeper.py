@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from application.leases import LeaseBackendUnavailable
 from infrastructure.local_lease import InProcessLease
-from workers.policies.lease_keeper import Claim, LeaseKeeper, Teardown
+from workers.policies.lease_keeper import Claim, LeaseKeeper, RenewBatch, Teardown
 
 TTL = 90.0
 
@@ -263,3 +263,83 @@ TestKeeperAgainstAnotherWorker = KeeperAgainstAnotherWorker.TestCase
 TestKeeperAgainstAnotherWorker.settings = settings(
     max_examples=100, stateful_step_count=20, deadline=None
 )
+
+
+def test_expiry_is_still_found_after_the_earliest_lease_stopped() -> None:
+    keeper = LeaseKeeper(9.0, margin=0.5)
+    hold(keeper, "a", "tok-a", at=0.0)
+    hold(keeper, "b", "tok-b", at=2.0)
+    keeper.stop("a")
+    assert keeper.next_wakeup() == pytest.approx(3.0)  # the renewal; early is allowed
+    assert keeper.expired(8.5) == []  # a's old expiry: b's lease is still good
+    assert keeper.expired(10.5) == [Teardown("b", "expired", "tok-b")]
+    assert keeper.next_wakeup() is None
+
+
+class Naive(LeaseKeeper):
+    """The keeper's answers from a scan of every held lease, each time."""
+
+    def expired(self, now: float) -> list[Teardown]:
+        gone = [a for a, h in self._held.items() if now >= h.valid_until - self.margin]
+        return [Teardown(a, "expired", self._held.pop(a).token) for a in gone]
+
+    def next_wakeup(self) -> float | None:
+        if not self._held:
+            return None
+        earliest = min(h.valid_until for h in self._held.values()) - self.margin
+        return earliest if self._next_renew_at is None else min(earliest, self._next_renew_at)
+
+
+class KeeperAgainstAScan(RuleBasedStateMachine):
+    """Expiry and wake-ups without a scan per question: the same leases expire at the same
+    moments as with one, and the keeper never wakes later than a scan says."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 0.0
+        self.fast, self.naive = LeaseKeeper(9.0), Naive(9.0)
+        self.tokens = iter(range(1_000_000))
+        self.batches: list[tuple[RenewBatch, RenewBatch]] = []
+
+    def both(self) -> tuple[LeaseKeeper, LeaseKeeper]:
+        return self.fast, self.naive
+
+    @rule(account=st.sampled_from("abcd"))
+    def acquire(self, account: str) -> None:
+        token = f"t{next(self.tokens)}"
+        for keeper in self.both():
+            claim = keeper.claim(account)
+            if claim is not None:
+                keeper.on_acquired(claim, token, sent_at=self.now)
+
+    @rule(account=st.sampled_from("abcd"))
+    def stop(self, account: str) -> None:
+        assert self.fast.stop(account) == self.naive.stop(account)
+
+    @rule()
+    def send_renewal(self) -> None:
+        self.batches.append((self.fast.start_renewal(self.now), self.naive.start_renewal(self.now)))
+
+    @rule(data=st.data())
+    def answer_renewal(self, data: st.DataObject) -> None:
+        if not self.batches:
+            return
+        pair = self.batches.pop(0)
+        answers = data.draw(st.dictionaries(st.sampled_from("abcd"), st.booleans()))
+        lost = [
+            keeper.on_renew_results(batch, answers)
+            for keeper, batch in zip(self.both(), pair, strict=True)
+        ]
+        assert lost[0] == lost[1]
+
+    @rule(dt=st.floats(min_value=0.0, max_value=5.0))
+    def tick(self, dt: float) -> None:
+        self.now += dt
+        assert self.fast.expired(self.now) == self.naive.expired(self.now)
+        fast, naive = self.fast.next_wakeup(), self.naive.next_wakeup()
+        assert (fast is None) == (naive is None)
+        assert fast is None or naive is None or fast <= naive + 1e-9
+
+
+TestKeeperAgainstAScan = KeeperAgainstAScan.TestCase
+TestKeeperAgainstAScan.settings = settings(max_examples=200, stateful_step_count=30, deadline=None)
