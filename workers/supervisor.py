@@ -282,6 +282,11 @@ class Supervisor:
         self.prewarmer.forget(account_id)
         generation = self._attempts.pop(account_id, None)
         if reason in QUIET_STOPS or generation is None:
+            if self.keeper.holds(account_id) and not self.watches.is_watching(account_id):
+                # The lease is ours and nothing watches: a parked session closed as
+                # unclaimed just as its lease was won (``_start_watch`` saw it still
+                # there and started nothing). Nothing else would ever start the watch.
+                self._start_watch(account_id)
             return
         if reason == "auth":
             self._forget(account_id, "auth_error")
