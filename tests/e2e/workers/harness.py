@@ -52,6 +52,7 @@ _TITLE = re.compile(r"dovecot/imap \[(\S+) (\S+)(?: (.*))?\]")
 DOVECOT_EXTRA = "imap_idle_notify_interval = 1 secs\n"
 # How much later than a worker's own log the test may notice a change at the server.
 OBSERVE_SLACK = 5.0
+LOG_GRACE = 2.0  # how long after the server shows an effect its log line may still be due
 
 
 @dataclass(frozen=True)
@@ -438,10 +439,18 @@ class Fleet:
     def delays(
         self, event: str, since: float, accounts: Iterable[Account], **fields: str
     ) -> dict[str, float]:
-        """Per account: seconds from ``since`` to its first ``event`` (fails if it has none)."""
+        """Per account: seconds from ``since`` to its first ``event`` (fails if it has none).
+        A worker logs an event a moment after the server shows its effect (a session's
+        IDLE is on the server's process title before the worker has read "+ idling"), so
+        a missing line is looked for again for up to ``LOG_GRACE`` s; the delays come from
+        the lines' own times, not from when they were read."""
         found: dict[str, float] = {}
+        deadline = time.monotonic() + LOG_GRACE
         for account in accounts:
-            hits = self.events(event, since, account_id=account.account_id, **fields)
+            while not (hits := self.events(event, since, account_id=account.account_id, **fields)):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
             assert hits, f"no {event} {fields} for {account.account_id} in the workers' logs"
             found[account.account_id] = hits[0].at - since
         return found
