@@ -24,6 +24,7 @@ from application.app import App
 from infrastructure.bootstrap import build_supervisor, build_syncer
 from infrastructure.cli.output import JsonFlag, configure_logging, err, out, print_data
 from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
+from infrastructure.heap import HeapKeeper
 from infrastructure.metrics_http import serve_metrics
 from infrastructure.settings import Settings
 from workers.once import poll_once, syncable_accounts
@@ -99,6 +100,7 @@ def worker(
             threading.Thread(
                 target=_projection_follower, args=(app, stop, wake), name="projections", daemon=True
             ).start()
+        threading.Thread(target=HeapKeeper().run, args=(stop,), name="heap", daemon=True).start()
         err().print(f"worker {name} running (Ctrl-C to stop)")
         supervisor.run(stop, on_turn=lambda: last_turn.__setitem__(0, time.monotonic()))
 

