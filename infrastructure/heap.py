@@ -12,7 +12,8 @@ anything; with the policy below the collector's share of that burst fell from ~2
 - The youngest generation is collected every 10,000 net allocations instead of 700: what
   a page allocates dies young, by reference counting, before a collection looks at it.
 - Every ``freeze_every`` the survivors are frozen (``gc.freeze``, O(1)): moved where no
-  collection looks again.
+  collection looks again. Often, because it costs nothing and the worker makes almost no
+  cyclic garbage to strand (40 objects in the 470 collections of a bench run).
 - Every ``thaw_every`` everything is thawed, collected once and frozen again, so cycles
   among frozen objects (a stopped watch's, should it leave any) live at most that long.
 """
@@ -51,7 +52,7 @@ class HeapKeeper:
     def __init__(
         self,
         *,
-        freeze_every: float = 60.0,
+        freeze_every: float = 10.0,
         thaw_every: float = 3600.0,
         collector: Collector = gc,
         clock: Callable[[], float] = time.monotonic,
