@@ -10,6 +10,19 @@ from application.mail.state import MailboxHealth
 from application.ports import SqlCursor, SqlDatabase
 
 TABLE = "mailbox_state"
+_RECORD_SYNCED = (
+    f"INSERT INTO {TABLE} (account_id, uidvalidity, last_uid, highestmodseq,"
+    " backfill_until, last_sync_at) {rows}"
+    " ON CONFLICT (account_id) DO UPDATE SET uidvalidity = excluded.uidvalidity,"
+    " last_uid = excluded.last_uid, highestmodseq = excluded.highestmodseq,"
+    " backfill_until = excluded.backfill_until,"
+    " last_sync_at = excluded.last_sync_at, last_error_kind = NULL,"
+    " consecutive_failures = 0"
+)
+_SQLITE_ROW = "VALUES (?, ?, ?, ?, ?, ?)"
+_PG_ROWS = (
+    "SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[])"
+)
 
 
 class SqlMailboxState:
@@ -80,16 +93,14 @@ class SqlMailboxState:
             for account_id in sorted(cursors)  # one lock order for concurrent writers
         ]
         with self.db.transaction() as cur:
-            cur.executemany(
-                f"INSERT INTO {TABLE} (account_id, uidvalidity, last_uid, highestmodseq,"
-                " backfill_until, last_sync_at) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (account_id) DO UPDATE SET uidvalidity = excluded.uidvalidity,"
-                " last_uid = excluded.last_uid, highestmodseq = excluded.highestmodseq,"
-                " backfill_until = excluded.backfill_until,"
-                " last_sync_at = excluded.last_sync_at, last_error_kind = NULL,"
-                " consecutive_failures = 0",
-                rows,
-            )
+            if self.db.dialect == "postgresql":
+                # One statement for the batch (thousands of accounts in a burst of mail):
+                # executemany built and sent one per account, holding the GIL for each.
+                cur.execute(
+                    _RECORD_SYNCED.format(rows=_PG_ROWS), [list(c) for c in zip(*rows, strict=True)]
+                )
+            else:
+                cur.executemany(_RECORD_SYNCED.format(rows=_SQLITE_ROW), rows)
 
     def record_failure(self, account_id: str, error_kind: str, at: datetime) -> None:
         self._upsert(
