@@ -109,6 +109,9 @@ class WatchManager:
         self._commands: queue.SimpleQueue[tuple[str, Watch]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        # A wake-up is written only when none is pending: in a burst thousands of watches
+        # go back to IDLE within a second, and one write each woke the mux for each.
+        self._wake_pending = False
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._running = True
         self._mux = threading.Thread(target=self._loop, name="watch-mux", daemon=True)
@@ -180,6 +183,9 @@ class WatchManager:
         self._wake()
 
     def _wake(self) -> None:
+        if self._wake_pending:  # the mux has yet to drain: it will see this command too
+            return
+        self._wake_pending = True
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
 
@@ -323,6 +329,7 @@ class WatchManager:
                         os.read(self._wake_r, 4096)
                     continue
                 self._readable(key.data, now)
+            self._wake_pending = False  # before draining: a command queued later wakes us
             self._drain_commands()
             if now >= next_check:
                 next_check = now + every
