@@ -37,7 +37,7 @@ from domain.custom_field_values import (
 )
 from domain.events import DomainEvent
 from domain.field_definition import definition_id
-from infrastructure.database import DatabaseUrl
+from infrastructure.sql.database import DatabaseUrl
 
 Backend = Literal["sqlite", "postgresql"]
 BACKENDS: tuple[Backend, ...] = ("sqlite", "postgresql")

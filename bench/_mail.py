@@ -33,8 +33,8 @@ from rich.table import Table
 from application import User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
-from infrastructure.dovecot import DovecotServer, DovecotUser
-from infrastructure.settings import Settings
+from infrastructure.devserver.dovecot import DovecotServer, DovecotUser
+from infrastructure.runtime.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]
 MASTER_KEY = base64.b64encode(b"tidings-bench-master-key-32bytes").decode()

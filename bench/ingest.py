@@ -67,8 +67,8 @@ from bench._mail import (
     worker_env,
 )
 from infrastructure.bootstrap import build_syncer
-from infrastructure.dovecot import DovecotServer, DovecotUser
-from infrastructure.eventstore import EVENTS_TABLE
+from infrastructure.devserver.dovecot import DovecotServer, DovecotUser
+from infrastructure.eventstore.recorder import EVENTS_TABLE
 from workers.once import poll_once
 
 BATCH = 200

@@ -58,7 +58,7 @@ from bench._common import (
 )
 from domain.custom_field_values import CustomFieldValueSet
 from infrastructure.bootstrap import bootstrap, event_store
-from infrastructure.eventstore import EVENTS_TABLE
+from infrastructure.eventstore.recorder import EVENTS_TABLE
 
 PAGE = 1000
 REBUILD_ROUNDS = 2  # tidings twice, the baseline three times, best of each

@@ -80,10 +80,10 @@ from bench._mail import (
     worker_argv,
     worker_env,
 )
-from infrastructure.dovecot import DovecotServer, DovecotUser
-from infrastructure.eventstore import EVENTS_TABLE
-from infrastructure.redis_signals import CHANNEL as SIGNAL_CHANNEL
-from infrastructure.settings import Settings
+from infrastructure.devserver.dovecot import DovecotServer, DovecotUser
+from infrastructure.eventstore.recorder import EVENTS_TABLE
+from infrastructure.redis.signals import CHANNEL as SIGNAL_CHANNEL
+from infrastructure.runtime.settings import Settings
 
 MEMBER = frozenset({"TenantMember"})
 INGESTED_TOPIC = "tidings.mail.MessageIngested"

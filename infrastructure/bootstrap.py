@@ -13,23 +13,24 @@ from application.mail.context import MailPorts
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
-from infrastructure.blobstore import FilesystemBlobStore
-from infrastructure.clock import SystemClock
-from infrastructure.codec import EventCodec
-from infrastructure.crypto import KeyRing, SqlSecretStore, load_master_key
-from infrastructure.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
-from infrastructure.eventstore import RecorderEventStore, open_recorder
+from infrastructure.blobs.filesystem import FilesystemBlobStore
+from infrastructure.crypto.keyring import KeyRing, load_master_key
+from infrastructure.crypto.secret_store import SqlSecretStore
+from infrastructure.eventstore.codec import EventCodec
+from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
 from infrastructure.imap.settings import ImapSettings
-from infrastructure.local_fleet import LocalRegistry
-from infrastructure.local_lease import InProcessLease
-from infrastructure.mail.parser import EmailMimeParser
-from infrastructure.redis_fleet import RedisFleet
-from infrastructure.redis_lease import RedisLease
-from infrastructure.redis_signals import RedisSignals
-from infrastructure.settings import Settings
-from infrastructure.signals import InProcessSignals
-from infrastructure.sync_state import SqlMailboxState
+from infrastructure.in_process.lease import InProcessLease
+from infrastructure.in_process.registry import LocalRegistry
+from infrastructure.in_process.signals import InProcessSignals
+from infrastructure.mime.parser import EmailMimeParser
+from infrastructure.redis.lease import RedisLease
+from infrastructure.redis.registry import RedisFleet
+from infrastructure.redis.signals import RedisSignals
+from infrastructure.runtime.clock import SystemClock
+from infrastructure.runtime.settings import Settings
+from infrastructure.sql.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
+from infrastructure.sql.mailbox_state import SqlMailboxState
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.mail import MailProjection, MailReader
 from projections.runner import ProjectionRunner
@@ -83,9 +84,11 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     blobs = FilesystemBlobStore(settings.blob_dir, account_key=keys.account_key)
     state = SqlMailboxState(db)
     state.setup()
+    secrets = SqlSecretStore(db, keys)
+    secrets.setup()
     return MailPorts(
         cipher=keys,
-        secrets=SqlSecretStore(db, keys),
+        secrets=secrets,
         provider=ImapMailProvider(blob_store=blobs, settings=imap_settings(settings)),
         blobs=blobs,
         state=state,

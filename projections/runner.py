@@ -10,7 +10,7 @@ Invariants: a batch and its position commit together or not at all, so an event 
 applied exactly once whatever crashes; concurrent runners (an app's ``catch_up()``
 beside ``tidings projections run``) serialise on the tracking row, the later one
 seeing the advanced position. The log's global order is commit order (see
-``infrastructure.eventstore``), so reading ``position > tracked`` never skips.
+``infrastructure.eventstore.recorder``), so reading ``position > tracked`` never skips.
 
 Rebuild builds shadow tables from position 0 while the serving tables keep
 answering, then, in one transaction holding the serving projection's tracking row,

@@ -1,7 +1,7 @@
 """Ports of the mail feature: reading a mailbox, storing raw MIME, OAuth tokens.
 
 Adapters live in ``infrastructure`` (``infrastructure.imap``,
-``infrastructure.blobstore``); test fakes live in ``tests``. Everything here is
+``infrastructure.blobs.filesystem``); test fakes live in ``tests``. Everything here is
 standard library only and does no I/O.
 
 Fetch contract (``MailboxSession.fetch_since``):

@@ -18,8 +18,8 @@ from rich.table import Table
 
 from infrastructure.bootstrap import build_supervisor, build_syncer
 from infrastructure.cli.runtime import CliError
-from infrastructure.dovecot import DovecotServer, dovecot_available
-from infrastructure.settings import Settings
+from infrastructure.devserver.dovecot import DovecotServer, dovecot_available
+from infrastructure.runtime.settings import Settings
 
 SEEDED = 120
 SENDERS = [

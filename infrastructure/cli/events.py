@@ -1,4 +1,4 @@
-"""``tidings events export | import``: the event log as JSONL (see ``infrastructure.events_io``)."""
+"""``tidings events export | import``: the event log as JSONL (``eventstore.jsonl``)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from typing import Annotated, TextIO
 
 import typer
 
-from infrastructure import events_io
 from infrastructure.bootstrap import event_store
 from infrastructure.cli.output import JsonFlag, err, event_progress, print_data
 from infrastructure.cli.projections import TaskProgress, catch_up_with_progress
 from infrastructure.cli.runtime import CliError, opened_app
+from infrastructure.eventstore import jsonl as events_io
 
 app = typer.Typer(
     name="events",

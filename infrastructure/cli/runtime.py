@@ -21,8 +21,8 @@ from pydantic import ValidationError
 from application.app import App
 from application.errors import StoreUnavailable
 from infrastructure.bootstrap import bootstrap, projection_runner
-from infrastructure.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
-from infrastructure.settings import Settings
+from infrastructure.runtime.settings import Settings
+from infrastructure.sql.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2

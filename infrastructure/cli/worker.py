@@ -24,9 +24,9 @@ from application.app import App
 from infrastructure.bootstrap import build_supervisor, build_syncer
 from infrastructure.cli.output import JsonFlag, configure_logging, err, out, print_data
 from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
-from infrastructure.heap import HeapKeeper
-from infrastructure.metrics_http import serve_metrics
-from infrastructure.settings import Settings
+from infrastructure.runtime.gc_policy import HeapKeeper
+from infrastructure.runtime.metrics_http import serve_metrics
+from infrastructure.runtime.settings import Settings
 from workers.once import poll_once, syncable_accounts
 from workers.sync import SyncOutcome
 

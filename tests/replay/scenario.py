@@ -21,7 +21,7 @@ from typing import Any
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
 from infrastructure.bootstrap import bootstrap, event_store
-from infrastructure.events_io import export_events
+from infrastructure.eventstore.jsonl import export_events
 
 
 class SteppingClock:

@@ -25,7 +25,7 @@ import pytest
 from application import User
 from application.app import App
 from infrastructure.bootstrap import event_store
-from infrastructure.events_io import export_events, import_events
+from infrastructure.eventstore.jsonl import export_events, import_events
 
 HERE = Path(__file__).parent
 FIXTURES = sorted(p.stem for p in (HERE / "fixtures").glob("*.jsonl"))

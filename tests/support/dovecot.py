@@ -1,5 +1,5 @@
-"""The private Dovecot for tests: ``infrastructure.dovecot.DovecotServer`` rendered from
-``tests/support/dovecot.conf.tmpl``.
+"""The private Dovecot for tests: ``infrastructure.devserver.dovecot.DovecotServer`` with the
+tests' extra configuration lines (``auth_verbose``, so failed logins explain themselves).
 
 Usage::
 
@@ -13,16 +13,20 @@ Usage::
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from infrastructure import dovecot as _dovecot
-from infrastructure.dovecot import DovecotError, DovecotSession, DovecotUser, dovecot_available
+from infrastructure.devserver import dovecot as _dovecot
+from infrastructure.devserver.dovecot import (
+    DovecotError,
+    DovecotSession,
+    DovecotUser,
+    dovecot_available,
+)
 
-TEMPLATE_PATH = Path(__file__).with_name("dovecot.conf.tmpl")
+TEST_CONFIG = "auth_verbose = yes\n"
 
 __all__ = [
-    "TEMPLATE_PATH",
+    "TEST_CONFIG",
     "DovecotError",
     "DovecotServer",
     "DovecotSession",
@@ -32,6 +36,5 @@ __all__ = [
 
 
 class DovecotServer(_dovecot.DovecotServer):
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("config_template", TEMPLATE_PATH.read_text())
-        super().__init__(**kwargs)
+    def __init__(self, *, extra_config: str = "", **kwargs: Any) -> None:
+        super().__init__(extra_config=TEST_CONFIG + extra_config, **kwargs)

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import redis
 
-from infrastructure.dovecot import free_port
+from infrastructure.devserver.dovecot import free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 SIGNAL_CHANNEL = "tidings:signals"

@@ -18,7 +18,7 @@ from application.app import App
 from application.errors import ConcurrencyConflict
 from domain.events import DomainEvent
 from domain.field_definition import FieldDefinitionDefined, FieldSlotClaimed
-from infrastructure.eventstore import RecorderEventStore
+from infrastructure.eventstore.recorder import RecorderEventStore
 from tests.integration.custom_fields.helpers import definitions, fields_of
 from tests.integration.projections.support import Failures, start
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from application.mail.ports import Credentials, ImapEndpoint, TokenProvider
-from infrastructure.blobstore import FilesystemBlobStore
+from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapMailboxSession, ImapMailProvider, ImapSettings
 from tests.support.dovecot import DovecotServer, DovecotUser, dovecot_available
 

@@ -8,7 +8,7 @@ import pytest
 
 from application.mail.ports import FetchBatch, MailboxCursor, MailboxCursorInvalid
 from infrastructure.imap import ImapMailboxSession, ImapSettings
-from infrastructure.mail.mime import parse_message
+from infrastructure.mime.reader import parse_message
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.messages import make_message

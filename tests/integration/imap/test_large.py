@@ -6,9 +6,9 @@ import hashlib
 import tracemalloc
 from datetime import date, timedelta
 
-from infrastructure.blobstore import FilesystemBlobStore
+from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapSettings
-from infrastructure.mail.mime import parse_message_file
+from infrastructure.mime.reader import parse_message_file
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.messages import make_message

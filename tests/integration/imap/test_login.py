@@ -15,8 +15,8 @@ from application.mail.ports import (
     MailboxTransientError,
     MailboxUnreachable,
 )
-from infrastructure.blobstore import FilesystemBlobStore
-from infrastructure.dovecot import free_port
+from infrastructure.blobs.filesystem import FilesystemBlobStore
+from infrastructure.devserver.dovecot import free_port
 from infrastructure.imap import ImapMailProvider, ImapSettings
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser

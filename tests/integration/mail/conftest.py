@@ -16,7 +16,7 @@ import pytest
 
 from application.app import App
 from infrastructure.bootstrap import build_syncer
-from infrastructure.settings import Settings
+from infrastructure.runtime.settings import Settings
 from tests.support.dovecot import DovecotServer, DovecotUser, dovecot_available
 from workers.once import poll_once
 from workers.sync import AccountSyncer, SyncOutcome

@@ -14,7 +14,7 @@ import pytest
 
 from application import User
 from application.app import App
-from infrastructure.database import DatabaseUrl
+from infrastructure.sql.database import DatabaseUrl
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import (
     RECENT,

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime
 
 from application.mail.ports import MailboxCursor
-from infrastructure.sync_state import TABLE, SqlMailboxState
+from infrastructure.sql.mailbox_state import TABLE, SqlMailboxState
 from tests.integration.mail.conftest import MailApp
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from infrastructure.redis_lease import redis_client
+from infrastructure.redis.client import redis_client
 from tests.integration.redis.proxy import TcpProxy
 
 REDIS_URL = os.environ.get("TIDINGS_TEST_REDIS", "redis://127.0.0.1:6379/0")

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from application.leases import LeaseBackendUnavailable
-from infrastructure.redis_fleet import RedisFleet
+from infrastructure.redis.registry import RedisFleet
 
 
 def fleet(client: redis.Redis, prefix: str, worker_id: str, ttl: float = 3.0) -> RedisFleet:

@@ -16,10 +16,11 @@ import redis
 
 from application.leases import Lease, LeaseBackendUnavailable, WorkerRegistry
 from application.signals import SignalBus
-from infrastructure.local_lease import InProcessLease
-from infrastructure.redis_fleet import RedisFleet
-from infrastructure.redis_lease import BATCH, RedisLease, redis_client
-from infrastructure.redis_signals import RedisSignals
+from infrastructure.in_process.lease import InProcessLease
+from infrastructure.redis.client import redis_client
+from infrastructure.redis.lease import BATCH, RedisLease
+from infrastructure.redis.registry import RedisFleet
+from infrastructure.redis.signals import RedisSignals
 from tests.integration.redis.proxy import TcpProxy
 
 TTL = 0.4  # seconds: short, so expiry tests stay fast; sleeps leave >= 150 ms of margin

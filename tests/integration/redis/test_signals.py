@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from application.signals import Signal
-from infrastructure.redis_signals import InvalidSignal, RedisSignals, decode, encode
+from infrastructure.redis.signals import InvalidSignal, RedisSignals, decode, encode
 from tests.integration.redis.proxy import TcpProxy
 
 FAST = {"reconnect_base": 0.05, "reconnect_cap": 0.5, "ping_interval": 1.0}

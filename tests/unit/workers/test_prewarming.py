@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from infrastructure.local_lease import InProcessLease
+from infrastructure.in_process.lease import InProcessLease
 from workers.prewarming import Prewarmer
 
 TTL = 90.0

@@ -1,0 +1,1 @@
+"""Blob store adapters: raw MIME and other large payloads, content-addressed."""

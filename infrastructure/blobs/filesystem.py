@@ -1,0 +1,276 @@
+"""Content-addressed blob store on the local filesystem (the ``BlobStore`` port).
+
+Layout: ``<root>/sha256/ab/cd/<hex>`` for ref ``sha256:<hex>``; temp files in
+``<root>/tmp``. A put writes a temp file (streamed in chunks, hashing as it
+goes), fsyncs it, renames it into place and fsyncs the directory, so a blob is
+either absent or complete, also after a crash. Puts are idempotent: the same
+content yields the same ref, and a concurrent writer of the same content only
+replaces identical bytes. Files are created 0600: raw MIME is personal data.
+
+Owned blobs (an account's mail, the normal case) are sealed under the account's key
+(``infrastructure.crypto.sealed_blobs``) and live under ``<root>/accounts/<account id>/``;
+their ref is ``acct1:<base64url tenant id>:<account id>:<keyed digest>``. Shredding the
+account's key makes them unreadable; ``delete_owner`` removes the folder.
+
+Packs: ``put_packed`` stores many small owned blobs, of any accounts, as one file in
+``<root>/packs/<ab>/<pack id>``: each blob sealed on its own under its account's key,
+one after the other, with one fsync of the file and one of its folder for them all (a
+file and two fsyncs per message cost more than fetching, parsing and recording it; a
+worker stores a whole group commit's mail as one pack). A member's ref is
+``pack2:<base64url tenant id>:<account id>:<pack id>:<offset>:<length>``; it reads back
+like any owned blob, and ``delete`` overwrites just its bytes. Deleting an account
+shreds its key, which is what makes its members of shared packs unreadable;
+``delete_owner`` removes only its own folder. (``pack1:`` refs, of packs that one account
+owned in ``<root>/accounts/<account id>/packs/``, are still read.) A pack is written to
+a temp file and renamed into place once durable, so it is absent or complete. Packed
+puts are not idempotent: content fetched again (a crash before its events were
+recorded, a UIDVALIDITY reset) is stored again, unreferenced.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import hashlib
+import hmac
+import io
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import BinaryIO
+
+from application.mail.ports import BlobNotFound, BlobOwner, BlobStoreError
+from application.privacy import KeyErased
+from infrastructure.crypto.randomness import random_bytes
+from infrastructure.crypto.sealed_blobs import (
+    MAGIC,
+    AccountKey,
+    SealedBlobCorrupt,
+    SealedReader,
+    mac_key,
+    seal_to,
+)
+
+_REF = re.compile(r"^sha256:([0-9a-f]{64})$")
+_OWNED = re.compile(r"^acct1:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{64})$")
+_PACKED = re.compile(
+    r"^pack([12]):([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{32}):([0-9]{1,15}):([0-9]{1,15})$"
+)
+
+
+class BlobRefInvalid(BlobStoreError, ValueError):
+    pass
+
+
+def _b64(text: str) -> str:
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def _unb64(text: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise BlobRefInvalid("not a blob ref") from None
+
+
+class _Counted:
+    """A new file written through, its size counted: a file's ``tell()`` is a system call
+    (and a GIL hand-off), twice per blob of a pack that holds hundreds."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+        self.written = 0
+
+    def write(self, data: bytes, /) -> int:
+        self.written += len(data)
+        return self._file.write(data)
+
+
+class FilesystemBlobStore:
+    def __init__(self, root: str | os.PathLike[str], account_key: AccountKey | None = None) -> None:
+        self._root = Path(root)
+        self._account_key = account_key
+
+    @property
+    def root(self) -> Path:
+        return self._root
+
+    def path_of(self, ref: str) -> Path:
+        packed = _PACKED.match(ref)
+        if packed:
+            kind, account_id, pack_id = packed.group(1), packed.group(3), packed.group(4)
+            if kind == "1":
+                return self._root / "accounts" / account_id / "packs" / pack_id
+            return self._root / "packs" / pack_id[:2] / pack_id
+        owned = _OWNED.match(ref)
+        if owned:
+            account_id, hexdigest = owned.group(2), owned.group(3)
+            return self._root / "accounts" / account_id / hexdigest[:2] / hexdigest
+        match = _REF.match(ref)
+        if not match:
+            raise BlobRefInvalid("not a blob ref")
+        hexdigest = match.group(1)
+        return self._root / "sha256" / hexdigest[:2] / hexdigest[2:4] / hexdigest
+
+    def _key(self, owner: BlobOwner, *, sealing: bool = False) -> bytes:
+        if self._account_key is None:
+            raise BlobStoreError("this blob store has no keys: it cannot seal owned blobs")
+        return self._account_key(owner.tenant_id, owner.account_id, sealing=sealing)
+
+    @staticmethod
+    def _owned_ref(owner: BlobOwner, hexdigest: str) -> str:
+        return f"acct1:{_b64(owner.tenant_id)}:{owner.account_id}:{hexdigest}"
+
+    def put_bytes(self, data: bytes, *, owner: BlobOwner | None = None) -> str:
+        if owner is None:
+            ref = "sha256:" + hashlib.sha256(data).hexdigest()
+        else:
+            key = self._key(owner, sealing=True)
+            digest = hmac.new(mac_key(key), data, hashlib.sha256).hexdigest()
+            ref = self._owned_ref(owner, digest)
+        if self.exists(ref):
+            return ref
+        return self.put_stream([data], owner=owner)
+
+    def put_stream(self, chunks: Iterable[bytes], *, owner: BlobOwner | None = None) -> str:
+        if owner is None:
+            return self._write(lambda f: "sha256:" + _copy_hashing(chunks, f))
+        key = self._key(owner, sealing=True)
+        return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key)))
+
+    def put_packed(self, items: Sequence[tuple[BlobOwner, bytes]]) -> list[str | None]:
+        """Store owned blobs of any accounts durably, as one pack with one sync; their
+        refs in order, None for a blob whose account's key is erased (not written)."""
+        keys: dict[BlobOwner, bytes | None] = {}
+        for owner, _ in items:
+            if owner not in keys:
+                try:
+                    keys[owner] = self._key(owner, sealing=True)
+                except KeyErased:
+                    keys[owner] = None
+        refs: list[str | None] = []
+        if not any(keys.values()):
+            return [None] * len(items)
+        pack_id = random_bytes(16).hex()
+
+        def fill(f: BinaryIO) -> str:
+            pack = _Counted(f)
+            for owner, data in items:
+                key = keys[owner]
+                if key is None:
+                    refs.append(None)
+                    continue
+                offset = pack.written
+                seal_to(pack, [data], key)
+                refs.append(
+                    f"pack2:{_b64(owner.tenant_id)}:{owner.account_id}:{pack_id}:"
+                    f"{offset}:{pack.written - offset}"
+                )
+            return next(ref for ref in refs if ref is not None)
+
+        self._write(fill)
+        return refs
+
+    def _write(self, fill: Callable[[BinaryIO], str]) -> str:
+        """Fill a temp file, make it durable, rename it to the ref ``fill`` answers."""
+        tmp_dir = self._root / "tmp"
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(dir=tmp_dir, prefix="put-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                ref = fill(f)
+                f.flush()
+                os.fsync(f.fileno())
+            final = self.path_of(ref)
+            if final.exists():
+                os.unlink(tmp_name)
+                return ref
+            final.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp_name, final)
+            _fsync_dir(final.parent)
+            return ref
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp_name)
+            raise
+
+    def open(self, ref: str) -> BinaryIO:
+        path = self.path_of(ref)
+        owned = _OWNED.match(ref) or _PACKED.match(ref)
+        try:
+            file = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            raise BlobNotFound(ref) from None
+        if owned is None:
+            return file
+        if owned.re is _PACKED:
+            file.seek(int(owned.group(5)))
+            owner = BlobOwner(_unb64(owned.group(2)), owned.group(3))
+        else:
+            owner = BlobOwner(_unb64(owned.group(1)), owned.group(2))
+        try:
+            reader = SealedReader(file, self._key(owner))
+        except KeyErased:
+            file.close()
+            raise BlobNotFound(f"{ref} (erased)") from None
+        except SealedBlobCorrupt:
+            file.close()
+            if owned.re is _PACKED:  # a deleted pack member: its bytes were overwritten
+                raise BlobNotFound(f"{ref} (deleted)") from None
+            raise
+        except BaseException:
+            file.close()
+            raise
+        return io.BufferedReader(reader, buffer_size=64 * 1024)
+
+    def delete_owner(self, owner: BlobOwner) -> None:
+        shutil.rmtree(self._root / "accounts" / owner.account_id, ignore_errors=True)
+
+    def exists(self, ref: str) -> bool:
+        packed = _PACKED.match(ref)
+        if packed is None:
+            return self.path_of(ref).is_file()
+        try:  # a member of a shared pack outlives its account's folder, not its key
+            self._key(BlobOwner(_unb64(packed.group(2)), packed.group(3)))
+        except KeyErased:
+            return False
+        try:
+            with open(self.path_of(ref), "rb") as f:
+                f.seek(int(packed.group(5)))
+                return f.read(len(MAGIC)) == MAGIC
+        except FileNotFoundError:
+            return False
+
+    def delete(self, ref: str) -> None:
+        path = self.path_of(ref)
+        packed = _PACKED.match(ref)
+        if packed is not None:  # one member of a pack: overwrite its bytes in place
+            with contextlib.suppress(FileNotFoundError), open(path, "r+b") as f:
+                f.seek(int(packed.group(5)))
+                f.write(bytes(int(packed.group(6))))
+                f.flush()
+                os.fsync(f.fileno())
+            return
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            _fsync_dir(path.parent)
+
+
+def _copy_hashing(chunks: Iterable[bytes], file: BinaryIO) -> str:
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+        file.write(chunk)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,1 @@
+"""Keys, sealing and randomness: the key ring, the secret store, sealed blobs."""

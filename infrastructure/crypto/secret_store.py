@@ -1,0 +1,42 @@
+"""Mailbox passwords and OAuth tokens at rest: sealed under the account's own key."""
+
+from __future__ import annotations
+
+from application.ports import SqlDatabase
+from infrastructure.crypto.keyring import KeyRing
+
+SECRETS_TABLE = "mail_secrets"
+
+
+class SqlSecretStore:
+    """Implements ``SecretStore``: secrets sealed under the account's own key."""
+
+    def __init__(self, db: SqlDatabase, keys: KeyRing) -> None:
+        self.db = db
+        self.keys = keys
+
+    def setup(self) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {SECRETS_TABLE} (account_id TEXT PRIMARY KEY,"
+                " sealed TEXT NOT NULL)"
+            )
+
+    def put(self, tenant_id: str, account_id: str, secret: str) -> None:
+        sealed = self.keys.seal(tenant_id, account_id, secret)
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {SECRETS_TABLE} (account_id, sealed) VALUES (?, ?)"
+                " ON CONFLICT (account_id) DO UPDATE SET sealed = excluded.sealed",
+                (account_id, sealed),
+            )
+
+    def get(self, account_id: str) -> str | None:
+        with self.db.reading() as cur:
+            cur.execute(f"SELECT sealed FROM {SECRETS_TABLE} WHERE account_id = ?", (account_id,))
+            row = cur.fetchone()
+        return None if row is None else self.keys.reveal(row[0])
+
+    def delete(self, account_id: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(f"DELETE FROM {SECRETS_TABLE} WHERE account_id = ?", (account_id,))

@@ -1,0 +1,1 @@
+"""The event store: eventsourcing's recorders, the event codec, JSONL export/import."""

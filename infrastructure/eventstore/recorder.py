@@ -1,0 +1,195 @@
+"""The event store on eventsourcing's recorders (SQLite file or PostgreSQL).
+
+We use the library's ``ApplicationRecorder`` directly: its insert path is the one
+whose global order is safe for tailing readers (SQLite: one writer at a time;
+PostgreSQL: a table lock per write transaction), so the projection runner never
+skips an event committed late by a slower writer. The database-function insert
+path is deliberately not enabled (measured to skip events).
+
+Long streams (a tenant's field catalog gains an event at every define and delete) keep
+their decoded events in a small in-process cache, so a load reads and decodes only the
+events after the cached version: stored events are never changed or removed, so a
+cached prefix stays true, and every load still asks the database for what is newer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    IntegrityError,
+    InterfaceError,
+    OperationalError,
+    StoredEvent,
+)
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from psycopg import Cursor
+from psycopg.rows import DictRow
+from psycopg.sql import SQL, Identifier
+
+from application.errors import ConcurrencyConflict, StoreUnavailable
+from application.ports import Recorded
+from domain.events import DomainEvent
+from infrastructure.eventstore.codec import EventCodec
+from infrastructure.sql.database import DatabaseUrl
+
+EVENTS_TABLE = "stored_events"
+
+
+class _StreamCache:
+    """Decoded events of recently loaded long streams, least recently used out first."""
+
+    def __init__(self, min_events: int = 16, max_events: int = 20_000) -> None:
+        self.min_events = min_events
+        self.max_events = max_events
+        self._streams: OrderedDict[UUID, tuple[DomainEvent, ...]] = OrderedDict()
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, stream_id: UUID) -> tuple[DomainEvent, ...]:
+        with self._lock:
+            events = self._streams.get(stream_id, ())
+            if events:
+                self._streams.move_to_end(stream_id)
+            return events
+
+    def put(self, stream_id: UUID, events: tuple[DomainEvent, ...]) -> None:
+        if len(events) < self.min_events:
+            return
+        with self._lock:
+            self._size += len(events) - len(self._streams.pop(stream_id, ()))
+            self._streams[stream_id] = events
+            while self._size > self.max_events and self._streams:
+                self._size -= len(self._streams.popitem(last=False)[1])
+
+
+class RecorderEventStore:
+    """Implements the ``EventStore`` and ``EventLog`` ports."""
+
+    def __init__(self, recorder: ApplicationRecorder, codec: EventCodec) -> None:
+        self.recorder = recorder
+        self.codec = codec
+        self._cache = _StreamCache()
+
+    def load(self, stream_id: UUID) -> list[DomainEvent]:
+        known = self._cache.get(stream_id)
+        after = known[-1].originator_version if known else None
+        try:
+            stored = self.recorder.select_events(stream_id, gt=after)
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+        if not stored:
+            return list(known)
+        events = (
+            *known,
+            *(
+                self.codec.decode(s.originator_id, s.originator_version, s.topic, s.state)
+                for s in stored
+            ),
+        )
+        self._cache.put(stream_id, events)
+        return list(events)
+
+    def append(self, events: Sequence[DomainEvent]) -> None:
+        try:
+            self.recorder.insert_events([self.codec.encode(e) for e in events])
+        except IntegrityError:
+            raise ConcurrencyConflict("a stream version is taken already") from None
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+
+    def append_stored(self, rows: Sequence[tuple[UUID, int, str, bytes]]) -> None:
+        """Append already-encoded events as they are (``events import``)."""
+        try:
+            self.recorder.insert_events([StoredEvent(*row) for row in rows])
+        except IntegrityError:
+            raise ConcurrencyConflict("a stream version is taken already") from None
+
+    def read(self, after: int, limit: int) -> list[Recorded]:
+        return [
+            Recorded(
+                n.id, self.codec.decode(n.originator_id, n.originator_version, n.topic, n.state)
+            )
+            for n in self.read_raw(after, limit)
+        ]
+
+    def read_raw(self, after: int, limit: int) -> list[Any]:
+        try:
+            return list(self.recorder.select_notifications(after + 1, limit))
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+
+    def head(self) -> int:
+        try:
+            return self.recorder.max_notification_id() or 0
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+
+
+class TypedArrayPostgresRecorder(PostgresApplicationRecorder):
+    """eventsourcing's PostgreSQL recorder, inserting a batch as four typed arrays.
+
+    Its own insert passes one array of a composite type, which psycopg dumps as text:
+    every state's bytes travel as hex inside a composite literal that the server parses
+    again, ~100 µs an event (a 200-message page: 21 ms against 5 ms). The rest is
+    eventsourcing's, unchanged: the same transaction, lock (insert order = commit order),
+    NOTIFY, RETURNING of notification ids and error translation."""
+
+    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str) -> None:
+        super().__init__(datastore, events_table_name=events_table_name)
+        self._insert_arrays = SQL(
+            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
+            " SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[])"
+            " RETURNING notification_id"
+        ).format(schema=Identifier(datastore.schema), table=Identifier(events_table_name))
+
+    def _insert_stored_events(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> None:
+        self._lock_table(curs)
+        self._notify_channel(curs)
+        curs.execute(
+            self._insert_arrays,
+            (
+                [e.originator_id for e in stored_events],
+                [e.originator_version for e in stored_events],
+                [e.topic for e in stored_events],
+                [e.state for e in stored_events],
+            ),
+            prepare=True,
+        )
+
+
+def open_recorder(url: DatabaseUrl) -> tuple[ApplicationRecorder, object]:
+    """A recorder with its table created, and the datastore to close later."""
+    recorder: ApplicationRecorder
+    if url.dialect == "sqlite":
+        assert url.sqlite_path is not None
+        sqlite_store = SQLiteDatastore(
+            str(url.sqlite_path), lock_timeout=30, pool_size=4, max_overflow=8
+        )
+        recorder = SQLiteApplicationRecorder(sqlite_store, events_table_name=EVENTS_TABLE)
+        recorder.create_table()
+        return recorder, sqlite_store
+    pg_store = PostgresDatastore(
+        dbname=url.dbname,
+        host=url.host,
+        port=url.port,
+        user=url.user,
+        password=url.password,
+        schema=url.schema,
+        pool_size=4,
+        max_overflow=8,
+        pre_ping=False,  # selects retry on a dead connection; a write fails once (503)
+        lock_timeout=10,
+        connect_timeout=10,
+    )
+    recorder = TypedArrayPostgresRecorder(pg_store, events_table_name=EVENTS_TABLE)
+    recorder.create_table()
+    return recorder, pg_store

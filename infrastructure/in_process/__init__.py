@@ -1,0 +1,1 @@
+"""Single-process mode (no Redis): lease, worker registry and signals in memory."""

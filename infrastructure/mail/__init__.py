@@ -1,1 +1,0 @@
-"""Mail content adapters: MIME parsing for ingestion."""

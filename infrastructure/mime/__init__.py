@@ -1,0 +1,1 @@
+"""MIME adapters: reading raw mail into the parsed message the ingestion port takes."""

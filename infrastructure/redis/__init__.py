@@ -1,0 +1,1 @@
+"""Redis adapters: one shared client, the lease, the worker registry, the signals."""

@@ -1,0 +1,1 @@
+"""What a process runs with: settings, the clock, GC tuning, the metrics endpoint."""
