@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+from application.mail.state import ErrorKind
 from workers.sync import SyncOutcome
 
 log = logging.getLogger("tidings.poll")
@@ -35,7 +36,7 @@ class Poller:
             return self._sync(account_id, deadline)
         except Exception as error:  # a bug in one account's sync must not stop the pass
             log.exception("sync.crashed account_id=%s error=%s", account_id, type(error).__name__)
-            return SyncOutcome(account_id, error_kind="crash")
+            return SyncOutcome(account_id, error_kind=ErrorKind.CRASH)
         finally:
             with self._lock:
                 self._in_flight.discard(account_id)
@@ -83,7 +84,7 @@ class Poller:
                 elif now > deadline + 1.0:
                     # It goes on in its thread (socket timeouts end it) and stays in
                     # flight, so the next tick skips it.
-                    outcome = SyncOutcome(account_id, error_kind="transient")
+                    outcome = SyncOutcome(account_id, error_kind=ErrorKind.TRANSIENT)
                     log.warning("sync.deadline account_id=%s", account_id)
                 else:
                     continue

@@ -49,6 +49,7 @@ from application.mail.ports import (
     MailboxThrottled,
     MailProviderError,
 )
+from application.mail.state import ErrorKind
 from application.privacy import KeyErased
 from application.streams import commit, load
 from domain.mail_account import MailAccount
@@ -70,7 +71,7 @@ class SyncOutcome:
     account_id: str
     ingested: int = 0
     duplicates: int = 0
-    error_kind: str | None = None
+    error_kind: ErrorKind | None = None
     retry_after: float | None = None
     skipped: bool = False
     more: bool = False  # a page was ingested and another waits (the watch path pages)
@@ -378,13 +379,13 @@ class _Erased(Exception):
     """The account was deleted (its key shredded) mid-sync: nothing left to do or record."""
 
 
-def _error_kind(error: Exception) -> str:
+def _error_kind(error: Exception) -> ErrorKind:
     if isinstance(error, MailboxAuthError):
-        return "auth"
+        return ErrorKind.AUTH
     if isinstance(error, MailboxThrottled):
-        return "throttled"
+        return ErrorKind.THROTTLED
     if isinstance(error, ConcurrencyConflict):
-        return "ingest_conflict"
+        return ErrorKind.INGEST_CONFLICT
     if isinstance(error, StoreUnavailable):
-        return "store_unavailable"
-    return "transient"  # MailProviderError, DeadlineExceeded
+        return ErrorKind.STORE_UNAVAILABLE
+    return ErrorKind.TRANSIENT  # MailProviderError, DeadlineExceeded

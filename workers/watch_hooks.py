@@ -18,6 +18,7 @@ from uuid import UUID
 
 from application.errors import StoreUnavailable
 from application.mail.ports import MailboxCursor, MailboxSession
+from application.mail.state import ErrorKind
 from application.streams import load
 from domain.mail_account import MailAccount
 from workers.committer import GroupCommitter
@@ -40,7 +41,7 @@ class SupervisedWatchHooks:
         self._lock = threading.Lock()
         self._committer: GroupCommitter[Page, SyncOutcome] = GroupCommitter(
             syncer.commit_group,
-            lambda page, _: SyncOutcome(str(page.account.id), error_kind="error"),
+            lambda page, _: SyncOutcome(str(page.account.id), error_kind=ErrorKind.ERROR),
             name="watch-commit",
         )
 

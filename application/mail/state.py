@@ -10,9 +10,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 from typing import Protocol
 
 from application.mail.ports import MailboxCursor
+
+
+class ErrorKind(StrEnum):
+    """Why a sync or a watch of one account failed: ``lastErrorKind`` and the metrics' label."""
+
+    AUTH = "auth"  # the server refused the credentials: status auth_error
+    THROTTLED = "throttled"  # the server asked us to slow down
+    TRANSIENT = "transient"  # network, server or protocol trouble: next tick
+    TIMEOUT = "timeout"  # the operation's deadline passed
+    INGEST_CONFLICT = "ingest_conflict"  # a concurrent writer won: dedup absorbs it
+    STORE_UNAVAILABLE = "store_unavailable"  # our own database was down
+    CRASH = "crash"  # a bug of ours, logged with its traceback
+    ERROR = "error"  # a failure with no finer kind
 
 
 @dataclass(frozen=True)
@@ -34,7 +48,7 @@ class MailboxStateStore(Protocol):
         """Save each account's cursor and mark its sync successful, in one write."""
         ...
 
-    def record_failure(self, account_id: str, error_kind: str, at: datetime) -> None: ...
+    def record_failure(self, account_id: str, error_kind: ErrorKind, at: datetime) -> None: ...
 
     def set_watch(self, account_id: str, *, watch_state: str, tier: str) -> None: ...
 

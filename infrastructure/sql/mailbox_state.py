@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from application.mail.ports import MailboxCursor
-from application.mail.state import MailboxHealth
+from application.mail.state import ErrorKind, MailboxHealth
 from application.ports import SqlCursor, SqlDatabase
 
 TABLE = "mailbox_state"
@@ -102,7 +102,7 @@ class SqlMailboxState:
             else:
                 cur.executemany(_RECORD_SYNCED.format(rows=_SQLITE_ROW), rows)
 
-    def record_failure(self, account_id: str, error_kind: str, at: datetime) -> None:
+    def record_failure(self, account_id: str, error_kind: ErrorKind, at: datetime) -> None:
         self._upsert(
             account_id,
             "last_error_kind = ?, consecutive_failures = consecutive_failures + 1",
