@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from infrastructure.cli import demo, events, handlers, projections, worker
+from infrastructure.cli import commands, demo, events, projections, worker
 from infrastructure.cli.output import configure_logging, error_line
 from infrastructure.cli.runtime import EXIT_FAILED, EXIT_USAGE, CliError
 
@@ -73,7 +73,7 @@ def build() -> typer.Typer:
     ) -> None:
         """tidings: custom fields and inbound mail on one event store."""
 
-    handlers.register(app)
+    commands.register(app)
     app.add_typer(projections.app)
     app.add_typer(events.app)
     app.command()(demo.demo)
