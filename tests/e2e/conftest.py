@@ -4,6 +4,7 @@ or PostgreSQL schema, see ``tests/conftest.py``) and a second, empty database.""
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -21,6 +22,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def e2e_logs() -> None:
+    """The e2e tests log what they measured at INFO; pytest shows it with a failure (and
+    with ``-o log_cli=true``)."""
+    logging.getLogger("tests.e2e").setLevel(logging.INFO)
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.e2e import timing
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -48,7 +50,7 @@ class Cli:
             input=stdin,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timing.PROCESS,
             check=False,
         )
 

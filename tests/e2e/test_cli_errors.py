@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e import timing
 from tests.e2e.process import cli_env, command
 
 ADMIN = '{"id": "ann", "tenantId": "acme", "roles": ["TenantAdmin"]}'
@@ -75,7 +76,7 @@ def finished(
         )
     done = {}
     for name, process in processes.items():
-        stdout, stderr = process.communicate(timeout=120)
+        stdout, stderr = process.communicate(timeout=timing.PROCESS)
         done[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
     return done
 

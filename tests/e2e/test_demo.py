@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from tests.e2e import timing
 from tests.e2e.process import cli_env, command
 
 
@@ -15,7 +16,7 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
         env=cli_env(),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timing.PROCESS,
         check=False,
     )
     assert done.returncode == 0, done.stderr

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from tests.e2e import timing
 from tests.e2e.process import Cli
 
 ADMIN = json.dumps({"id": "ann", "tenantId": "acme", "roles": ["TenantAdmin"]})
@@ -28,11 +29,13 @@ def lines_of(stream: subprocess.Popen[str]) -> queue.Queue[str]:
     return lines
 
 
-def wait_for(lines: queue.Queue[str], needle: str, timeout: float = 30) -> str:
+def wait_for(
+    lines: queue.Queue[str], needle: str, timeout: float = timing.PROJECTIONS_LOG
+) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            line = lines.get(timeout=0.2)
+            line = lines.get(timeout=timing.LINE_POLL)
         except queue.Empty:
             continue
         if needle in line:
@@ -64,7 +67,7 @@ def test_run_follows_new_events_until_sigterm(cli: Cli) -> None:
         assert fields["applied"] == "2"
         assert fields["lag"] == "0"
         runner.send_signal(signal.SIGTERM)
-        assert runner.wait(timeout=30) == 0
+        assert runner.wait(timeout=timing.PROJECTIONS_EXIT) == 0
         wait_for(lines, "event=stopped")
     finally:
         if runner.poll() is None:

@@ -1,10 +1,11 @@
 """Fixtures of the worker end-to-end tests: per test a private Dovecot, a private
 redis-server and a fresh PostgreSQL schema, wrapped in a ``Fleet`` that starts
 ``tidings worker`` processes and tears them all down, also when the test fails (their
-logs are printed then, shown by pytest with the failure)."""
+logs are logged then, shown by pytest with the failure)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 from collections.abc import Iterator
@@ -12,20 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.timing import WORKER_SETTINGS
 from tests.e2e.workers.harness import DOVECOT_EXTRA, Fleet
 from tests.e2e.workers.servers import RedisServer, drop_schema
 from tests.support.dovecot import DovecotServer, dovecot_available
 
 PG_DSN = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
-# Short enough for a test, long enough for a loaded 2-core machine.
-WORKER_SETTINGS = {
-    "watch_lease_ttl": "6",
-    "poll_warm": "4",
-    "poll_interval": "4",
-    "poll_deadline": "30",
-    "imap_read_timeout": "15",
-}
+log = logging.getLogger(__name__)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -65,4 +60,4 @@ def fleet(
         yield world
     finally:
         world.close()
-        print(world.logs())
+        log.info("worker and dovecot logs:\n%s", world.logs())

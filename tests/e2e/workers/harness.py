@@ -8,10 +8,10 @@ server's own view of who is watching (the private servers are in ``servers``).
   (``dovecot/imap [user 127.0.0.1 IDLE]``): how many sessions each mailbox has in IDLE at
   every sample, and whether any mailbox was ever in IDLE twice at once.
 
-Timing is asserted twice: the spec's bound on the workers' own log timestamps (when a
+Timing is asserted twice: the product's bound on the workers' own log timestamps (when a
 worker started or stopped a watch, lost a lease...), and the same bound plus
-``OBSERVE_SLACK`` on what the test saw at the server, which a loaded machine delays.
-Every wait is bounded; a wait that runs out fails the test with what it saw last.
+``timing.OBSERVE_SLACK`` on what the test saw at the server, which a loaded machine
+delays. Every duration is in ``tests.e2e.timing``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from application import User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
 from infrastructure.devserver.dovecot import free_port
+from tests.e2e import timing
 from tests.e2e.process import ROOT, cli_env, command
 from tests.e2e.workers.servers import RedisServer, wait_for
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -49,10 +50,7 @@ INGESTED = "tidings.mail.MessageIngested"
 _TITLE = re.compile(r"dovecot/imap \[(\S+) (\S+)(?: (.*))?\]")
 # Dovecot sends "* OK Still here" this often to every IDLE session, so a worker's
 # silence detector (TIDINGS_WATCH_DEAD_AFTER) can be a few seconds in a test.
-DOVECOT_EXTRA = "imap_idle_notify_interval = 1 secs\n"
-# How much later than a worker's own log the test may notice a change at the server.
-OBSERVE_SLACK = 5.0
-LOG_GRACE = 2.0  # how long after the server shows an effect its log line may still be due
+DOVECOT_EXTRA = f"imap_idle_notify_interval = {timing.KEEPALIVE:.0f} secs\n"
 
 
 @dataclass(frozen=True)
@@ -95,7 +93,7 @@ class Worker:
     def _get(self, path: str) -> tuple[int, bytes]:
         url = f"http://127.0.0.1:{self.metrics_port}{path}"
         try:
-            with urllib.request.urlopen(url, timeout=2) as answer:
+            with urllib.request.urlopen(url, timeout=timing.CLIENT) as answer:
                 return answer.status, answer.read()
         except urllib.error.HTTPError as error:
             return error.code, error.read()
@@ -138,7 +136,7 @@ class Worker:
         if self.alive:
             self.proc.kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=timing.PROCESS_EXIT)
 
 
 # --- the server's view ----------------------------------------------------------------
@@ -174,7 +172,7 @@ class Watchers:
     """Samples Dovecot's IDLE sessions in the background (every ``interval`` s) and
     remembers every time a mailbox had more than one at once."""
 
-    def __init__(self, dovecot: DovecotServer, interval: float = 0.2) -> None:
+    def __init__(self, dovecot: DovecotServer, interval: float = timing.SAMPLE) -> None:
         self._dovecot = dovecot
         self._interval = interval
         self._lock = threading.Lock()
@@ -208,7 +206,7 @@ class Watchers:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        self._thread.join(timeout=timing.THREAD_JOIN)
 
     def assert_never_twice(self) -> None:
         with self._lock:
@@ -378,7 +376,9 @@ class Fleet:
         self.wait_ready(started)
         return started
 
-    def wait_ready(self, workers: Iterable[Worker], timeout: float = 60) -> None:
+    def wait_ready(
+        self, workers: Iterable[Worker], timeout: float = timing.WORKERS_READY
+    ) -> None:
         """Every worker answers /healthz and listens for signals."""
         workers = list(workers)
 
@@ -389,12 +389,14 @@ class Fleet:
                 w.alive for w in self.workers
             )
 
-        wait_for("workers to be ready", ready, timeout=timeout, interval=0.2)
+        wait_for("workers to be ready", ready, timeout=timeout, interval=timing.SAMPLE)
 
     def user_active(self, user: User | None = None) -> None:
         self.write("user-active", {}, user or self.owner)
 
-    def settle(self, watchers: Watchers, accounts: list[Account], timeout: float = 30) -> float:
+    def settle(
+        self, watchers: Watchers, accounts: list[Account], timeout: float = timing.SETTLE
+    ) -> float:
         """Wait until ``accounts`` are each in IDLE once and the workers' shares (their
         /healthz ``accountsOwned``) hold still for two fleet ticks: a worker that started
         first may have claimed everything and be handing some back. Seconds it took."""
@@ -406,7 +408,7 @@ class Fleet:
             if not self.watched(watchers, accounts):
                 return False
             first = shares()
-            time.sleep(2.0)
+            time.sleep(timing.SETTLE_HOLD)
             return (
                 sum(first) == len(accounts)
                 and shares() == first
@@ -442,15 +444,15 @@ class Fleet:
         """Per account: seconds from ``since`` to its first ``event`` (fails if it has none).
         A worker logs an event a moment after the server shows its effect (a session's
         IDLE is on the server's process title before the worker has read "+ idling"), so
-        a missing line is looked for again for up to ``LOG_GRACE`` s; the delays come from
-        the lines' own times, not from when they were read."""
+        a missing line is looked for again for up to ``timing.LOG_GRACE`` s; the delays come
+        from the lines' own times, not from when they were read."""
         found: dict[str, float] = {}
-        deadline = time.monotonic() + LOG_GRACE
+        deadline = time.monotonic() + timing.LOG_GRACE
         for account in accounts:
             while not (hits := self.events(event, since, account_id=account.account_id, **fields)):
                 if time.monotonic() > deadline:
                     break
-                time.sleep(0.05)
+                time.sleep(timing.LOG_POLL)
             assert hits, f"no {event} {fields} for {account.account_id} in the workers' logs"
             found[account.account_id] = hits[0].at - since
         return found

@@ -19,6 +19,7 @@ import psycopg
 import redis
 
 from infrastructure.devserver.dovecot import free_port
+from tests.e2e import timing
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 SIGNAL_CHANNEL = "tidings:signals"
@@ -28,7 +29,7 @@ def wait_for(
     what: str,
     condition: Callable[[], Any],
     timeout: float,
-    interval: float = 0.1,
+    interval: float = timing.POLL_STEP,
 ) -> float:
     """Poll ``condition`` until truthy; the seconds it took. Fails after ``timeout``."""
     started = time.monotonic()
@@ -64,12 +65,19 @@ class RedisServer:
         self._proc = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True
         )
-        wait_for("redis to answer PING", self._pings, timeout=10, interval=0.05)
+        wait_for(
+            "redis to answer PING",
+            self._pings,
+            timeout=timing.SERVER_START,
+            interval=timing.FAST_POLL,
+        )
         return self
 
     def _pings(self) -> bool:
         try:
-            with redis.Redis(port=self.port, socket_timeout=1, socket_connect_timeout=1) as c:
+            with redis.Redis(
+                port=self.port, socket_timeout=timing.PING, socket_connect_timeout=timing.PING
+            ) as c:
                 return bool(c.ping())
         except redis.RedisError:
             return False
@@ -78,19 +86,22 @@ class RedisServer:
         """SIGKILL: Redis is gone at once, with everything it held."""
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
-            self._proc.wait(timeout=10)
+            self._proc.wait(timeout=timing.PROCESS_EXIT)
 
     def stop(self) -> None:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             try:
-                self._proc.wait(timeout=5)
+                self._proc.wait(timeout=timing.SERVER_STOP)
             except subprocess.TimeoutExpired:
                 self.kill()
 
     def client(self) -> redis.Redis:
         return redis.Redis(
-            port=self.port, socket_timeout=2, socket_connect_timeout=2, decode_responses=True
+            port=self.port,
+            socket_timeout=timing.CLIENT,
+            socket_connect_timeout=timing.CLIENT,
+            decode_responses=True,
         )
 
     def subscribers(self) -> int:
@@ -108,7 +119,7 @@ class PostgresCluster:
         self.data = self.root / "data"
         self.port = free_port()
 
-    def _as_postgres(self, *argv: str, timeout: float = 60) -> None:
+    def _as_postgres(self, *argv: str, timeout: float = timing.SERVER_COMMAND) -> None:
         result = subprocess.run(
             ["runuser", "-u", "postgres", "--", *argv],
             capture_output=True,
@@ -130,7 +141,7 @@ class PostgresCluster:
         options = f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
         self._as_postgres(
             str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "pg.log"),
-            "-w", "-t", "30", "-o", options, "start",
+            "-w", "-t", str(int(timing.PG_START)), "-o", options, "start",
         )  # fmt: skip
         return self
 

@@ -5,15 +5,15 @@ mail that arrived meanwhile ingested (SPEC §7.3, §7.4, §7.8, §7.9)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
-from tests.e2e.workers.conftest import WORKER_SETTINGS
-from tests.e2e.workers.harness import OBSERVE_SLACK, Fleet, Watchers
+from tests.e2e import timing
+from tests.e2e.timing import FLEET_TICK, LOGIN, OBSERVE_SLACK, TTL
+from tests.e2e.workers.harness import Fleet, Watchers
 from tests.e2e.workers.servers import wait_for
 
-TTL = float(WORKER_SETTINGS["watch_lease_ttl"])
-FLEET_TICK = min(5.0, TTL / 6)  # build_supervisor's tick for this ttl
-LOGIN = 2.0  # a login and catch-up poll on a loaded 2-core machine
+log = logging.getLogger(__name__)
 
 
 def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> None:
@@ -26,28 +26,32 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
     workers = fleet.start_workers(3)
     watchers = Watchers(fleet.dovecot).start()
     try:
-        time.sleep(1.5)  # first fleet ticks and first-sight polls
+        time.sleep(timing.FIRST_TICKS)  # first fleet ticks and first-sight polls
         assert sum(watchers.now().values()) == 0, "nothing is hot before user-active"
 
         active_at = time.time()
         fleet.user_active()
-        promoted = wait_for("hot mailboxes in IDLE", lambda: fleet.watched(watchers, hot), 20)
+        promoted = wait_for(
+            "hot mailboxes in IDLE", lambda: fleet.watched(watchers, hot), timing.WAIT_HOT
+        )
         started = max(fleet.delays("watch.started", active_at, hot).values())
-        print(f"user-active -> {len(hot)} watches started {started:.2f}s, seen {promoted:.2f}s")
-        assert started <= 5.0, "SPEC §7.9: hot within 5 s of user-active"
-        assert promoted <= 5.0 + OBSERVE_SLACK
+        log.info(
+            "user-active -> %d watches started %.2fs, seen %.2fs", len(hot), started, promoted
+        )
+        assert started <= timing.HOT_BOUND, "SPEC §7.9: hot within 5 s of user-active"
+        assert promoted <= timing.HOT_BOUND + OBSERVE_SLACK
 
         # Settled: every sample for ~10 s shows each hot mailbox in IDLE exactly once.
         fleet.settle(watchers, hot)
-        deadline, samples = time.monotonic() + 10, 0
+        deadline, samples = time.monotonic() + timing.STEADY, 0
         while time.monotonic() < deadline:
             counts = watchers.now()
             assert {a.user: counts[a.user] for a in hot} == {a.user: 1 for a in hot}, counts
             assert all(counts[a.user] == 0 for a in warm), counts
             samples += 1
-            time.sleep(0.2)
+            time.sleep(timing.SAMPLE)
         owned = [int(w.metric("tidings_accounts_owned")) for w in workers]
-        print(f"steady: {samples} samples, accounts owned per worker {owned}")
+        log.info("steady: %d samples, accounts owned per worker %s", samples, owned)
         assert sum(owned) == len(hot)
         assert all(n > 0 for n in owned), "every worker takes a share"
 
@@ -60,10 +64,10 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
         wait_for(
             "the victim's sessions to close",
             lambda: sum(watchers.now().values()) < len(hot),
-            timeout=5,
-            interval=0.05,
+            timeout=timing.WAIT_QUICK,
+            interval=timing.FAST_POLL,
         )
-        time.sleep(0.5)
+        time.sleep(timing.AFTER_KILL)
         now = watchers.now()
         orphans = [a for a in hot if before[a.user] == 1 and now[a.user] == 0]
         assert len(orphans) == int(max(owned)), (owned, now)
@@ -73,33 +77,38 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
         wait_for(
             "orphaned mailboxes in IDLE again",
             lambda: fleet.watched(watchers, hot),
-            timeout=TTL + FLEET_TICK + 20,
+            timeout=TTL + FLEET_TICK + timing.WAIT_FAILOVER_EXTRA,
         )
         failover = time.monotonic() - killed_at
         restarted = max(fleet.delays("watch.started", killed_wall, orphans).values())
-        print(
-            f"kill -9 -> orphans' watches started {restarted:.2f}s, seen {failover:.2f}s"
-            f" (ttl {TTL}s, tick {FLEET_TICK}s)"
+        log.info(
+            "kill -9 -> orphans' watches started %.2fs, seen %.2fs (ttl %ss, tick %ss)",
+            restarted,
+            failover,
+            TTL,
+            FLEET_TICK,
         )
         assert restarted <= TTL + FLEET_TICK + LOGIN, "SPEC §7.8: ttl + one tick"
         assert failover <= TTL + FLEET_TICK + LOGIN + OBSERVE_SLACK
         # The survivors logged in while the leases ran out (a parked session each, no
         # IDLE), so at the lapse only IDLE was left; one survivor per orphan did so.
         parked = fleet.delays("watch.parked", killed_wall, orphans)
-        started = fleet.delays("watch.started", killed_wall, orphans)
-        assert all(parked[a] <= started[a] for a in parked), (parked, started)
+        watched = fleet.delays("watch.started", killed_wall, orphans)
+        assert all(parked[a] <= watched[a] for a in parked), (parked, watched)
         for account in orphans:
             assert (
                 len(fleet.events("watch.parked", killed_wall, account_id=account.account_id)) == 1
             )
 
-        took = wait_for("the mail that arrived meanwhile", fleet.all_ingested, timeout=20)
-        print(f"orphans' mail listed {took:.2f}s after failover")
+        took = wait_for(
+            "the mail that arrived meanwhile", fleet.all_ingested, timeout=timing.WAIT_FAILOVER_MAIL
+        )
+        log.info("orphans' mail listed %.2fs after failover", took)
         assert fleet.ingested_events() == sum(a.delivered for a in fleet.accounts)
-        time.sleep(2)  # a little more of the new steady state
+        time.sleep(timing.STEADY_AFTER)  # a little more of the new steady state
         counts = watchers.now()
         assert all(counts[a.user] == 1 for a in hot), counts
         watchers.assert_never_twice()
-        print(f"{watchers.samples} background samples, never twice in IDLE")
+        log.info("%d background samples, never twice in IDLE", watchers.samples)
     finally:
         watchers.stop()

@@ -6,14 +6,15 @@ subscriptions resume (SPEC §7.4, §7.7, §7.8)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
-from tests.e2e.workers.conftest import WORKER_SETTINGS
-from tests.e2e.workers.harness import OBSERVE_SLACK, Fleet, Watchers, all_sessions
+from tests.e2e import timing
+from tests.e2e.timing import OBSERVE_SLACK, POLL, TTL
+from tests.e2e.workers.harness import Fleet, Watchers, all_sessions
 from tests.e2e.workers.servers import wait_for
 
-TTL = float(WORKER_SETTINGS["watch_lease_ttl"])
-POLL = float(WORKER_SETTINGS["poll_warm"])
+log = logging.getLogger(__name__)
 
 
 def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:
@@ -31,15 +32,18 @@ def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:
         wait_for(
             "every watch to stand down",
             lambda: sum(watchers.now()[a.user] for a in hot) == 0,
-            timeout=TTL + 15,
-            interval=0.05,
+            timeout=TTL + timing.WAIT,
+            interval=timing.FAST_POLL,
         )
         stood_down = time.monotonic() - killed_at
         expired = fleet.delays("lease.expired", killed_wall, hot)
-        print(
-            f"Redis killed -> leases given up after {min(expired.values()):.2f}"
-            f"-{max(expired.values()):.2f}s, no IDLE session seen after {stood_down:.2f}s"
-            f" (ttl {TTL}s)"
+        log.info(
+            "Redis killed -> leases given up after %.2f-%.2fs,"
+            " no IDLE session seen after %.2fs (ttl %ss)",
+            min(expired.values()),
+            max(expired.values()),
+            stood_down,
+            TTL,
         )
         # Given up a margin (ttl/10) before the lease's validity ends, so before anyone
         # else could hold it; not before a renewal (every ttl/3) had a chance to fail.
@@ -51,8 +55,10 @@ def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:
         # is unknown; dedup keeps that exactly once).
         for account in hot:
             fleet.deliver(account, 2)
-        took = wait_for("mail polled in without Redis", fleet.all_ingested, timeout=POLL + 15)
-        print(f"mail ingested by the poll path without Redis after {took:.2f}s")
+        took = wait_for(
+            "mail polled in without Redis", fleet.all_ingested, timeout=POLL + timing.WAIT
+        )
+        log.info("mail ingested by the poll path without Redis after %.2fs", took)
         assert all(w.alive for w in fleet.workers)
         assert sum(watchers.now()[a.user] for a in hot) == 0, "still nobody watches"
         for account in hot:  # more mail while Redis is still down
@@ -60,31 +66,37 @@ def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:
 
         fleet.redis.start()  # same port, empty
         restarted_at, restarted_wall = time.monotonic(), time.time()
-        wait_for("hot mailboxes in IDLE again", lambda: fleet.watched(watchers, hot), TTL + 15)
+        wait_for(
+            "hot mailboxes in IDLE again", lambda: fleet.watched(watchers, hot), TTL + timing.WAIT
+        )
         back = time.monotonic() - restarted_at
         watching = max(fleet.delays("watch.started", restarted_wall, hot).values())
-        print(f"Redis back -> watches started {watching:.2f}s, seen in IDLE {back:.2f}s")
+        log.info("Redis back -> watches started %.2fs, seen in IDLE %.2fs", watching, back)
         assert watching <= TTL, "claims resume at the next fleet ticks"
         assert back <= TTL + OBSERVE_SLACK
-        wait_for("the mail that came while Redis was down", fleet.all_ingested, POLL + 15)
+        wait_for(
+            "the mail that came while Redis was down", fleet.all_ingested, POLL + timing.WAIT
+        )
         assert fleet.ingested_events() == sum(a.delivered for a in fleet.accounts)
 
         # The signal subscriptions came back too: a disconnect tears its watch down.
-        wait_for("subscriptions to resume", lambda: fleet.redis.subscribers() == 2, 30)
+        wait_for(
+            "subscriptions to resume", lambda: fleet.redis.subscribers() == 2, timing.WAIT_LONG
+        )
         target = hot[0]
         started, wall = time.monotonic(), time.time()
         fleet.write("disconnect-mail-account", {"accountId": target.account_id}, fleet.owner)
         wait_for(
             "the disconnected mailbox's sessions to close",
             lambda: all_sessions(fleet.dovecot)[target.user] == 0,
-            timeout=15,
-            interval=0.05,
+            timeout=timing.WAIT,
+            interval=timing.FAST_POLL,
         )
         gone = time.monotonic() - started
         [stopped] = fleet.delays("watch.stopped", wall, [target], reason="deactivated").values()
-        print(f"after the outage: disconnect -> watch stopped {stopped:.2f}s, gone {gone:.2f}s")
-        assert stopped <= 5.0
-        assert gone <= 5.0 + OBSERVE_SLACK
+        log.info("after the outage: disconnect -> watch stopped %.2fs, gone %.2fs", stopped, gone)
+        assert stopped <= timing.SIGNAL_BOUND
+        assert gone <= timing.SIGNAL_BOUND + OBSERVE_SLACK
         watchers.assert_never_twice()
     finally:
         watchers.stop()

@@ -16,22 +16,21 @@ The scheduled poll is slowed to a minute, so each login in the window is a watch
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.workers.conftest import WORKER_SETTINGS
-from tests.e2e.workers.harness import OBSERVE_SLACK, Fleet, Watchers, idle_processes
+from tests.e2e import timing
+from tests.e2e.timing import LOGIN, OBSERVE_SLACK, PG_DOWN, WORKER_SETTINGS
+from tests.e2e.workers.harness import Fleet, Watchers, idle_processes
 from tests.e2e.workers.servers import PostgresCluster, RedisServer, wait_for
 from tests.support.dovecot import DovecotServer
 
 ACCOUNTS = 4
-# Longer than the database pools' 10 s wait for a connection: the watches' ingests
-# really fail (StoreUnavailable) instead of waiting the outage out.
-PG_DOWN = 12.0
-LOGIN = 2.0  # a login and catch-up poll on a loaded 2-core machine
+log = logging.getLogger(__name__)
 
 
 @pytest.fixture
@@ -48,13 +47,13 @@ def cluster() -> Iterator[PostgresCluster]:
 def restart_fleet(
     tmp_path: Path, dovecot: DovecotServer, redis_server: RedisServer, cluster: PostgresCluster
 ) -> Iterator[Fleet]:
-    settings = {**WORKER_SETTINGS, "poll_warm": "60", "poll_interval": "60"}
+    settings = {**WORKER_SETTINGS, "poll_warm": timing.SLOW_POLL, "poll_interval": timing.SLOW_POLL}
     world = Fleet(tmp_path, dovecot, redis_server, cluster.url("w"), settings)
     try:
         yield world
     finally:
         world.close()
-        print(world.logs())
+        log.info("worker and dovecot logs:\n%s", world.logs())
 
 
 def logins(fleet: Fleet) -> float:
@@ -70,7 +69,7 @@ def test_postgres_and_dovecot_restarts(restart_fleet: Fleet, cluster: PostgresCl
     try:
         fleet.user_active()
         fleet.settle(watchers, hot)  # also: the first-sight polls (spread over 2 s) are over
-        wait_for("the backfill", fleet.all_ingested, 15)
+        wait_for("the backfill", fleet.all_ingested, timing.WAIT)
         window_start, offset, logins_before = time.monotonic(), fleet.log_offset(), logins(fleet)
         sessions = idle_processes(fleet.dovecot)
 
@@ -81,7 +80,10 @@ def test_postgres_and_dovecot_restarts(restart_fleet: Fleet, cluster: PostgresCl
         time.sleep(PG_DOWN)
         assert all(w.alive for w in fleet.workers)
         ages = [w.healthz()[1]["loopAgeSeconds"] for w in fleet.workers]
-        assert all(age < 3 for age in ages), ("the loop keeps turning", ages)
+        assert all(age < timing.LOOP_AGE_IN_OUTAGE for age in ages), (
+            "the loop keeps turning",
+            ages,
+        )
         assert not any("lease." in w.log() for w in fleet.workers), "no lease lapsed"
         alive = idle_processes(fleet.dovecot, idle_only=False)
         assert all(sessions[a.user] <= alive.get(a.user, set()) for a in hot), (
@@ -94,12 +96,14 @@ def test_postgres_and_dovecot_restarts(restart_fleet: Fleet, cluster: PostgresCl
         pg_back = time.monotonic()
         for account in hot:
             fleet.deliver(account, 1)
-        wait_for("everything after the PostgreSQL restart", fleet.all_ingested, 40)
-        print(f"PostgreSQL back -> all mail ingested after {time.monotonic() - pg_back:.2f}s")
+        wait_for(
+            "everything after the PostgreSQL restart", fleet.all_ingested, timing.WAIT_AFTER_PG
+        )
+        log.info("PostgreSQL back -> all mail ingested after %.2fs", time.monotonic() - pg_back)
         wait_for(
             "the same sessions back in IDLE",
             lambda: all(idle_processes(fleet.dovecot).get(a.user) == sessions[a.user] for a in hot),
-            timeout=15,
+            timeout=timing.WAIT,
         )
 
         # Dovecot down: sessions cut; mail lands in the maildirs meanwhile.
@@ -108,42 +112,51 @@ def test_postgres_and_dovecot_restarts(restart_fleet: Fleet, cluster: PostgresCl
         halted = time.monotonic()
         for account in hot:
             fleet.deliver(account, 1)
-        time.sleep(1.5)
+        time.sleep(timing.DOVECOT_DOWN)
         fleet.dovecot.resume()
-        print(f"Dovecot down for {time.monotonic() - halted:.2f}s")
+        log.info("Dovecot down for %.2fs", time.monotonic() - halted)
         wait_for(
-            "mailboxes in IDLE after the Dovecot restart", lambda: fleet.watched(watchers, hot), 30
+            "mailboxes in IDLE after the Dovecot restart",
+            lambda: fleet.watched(watchers, hot),
+            timing.WAIT_LONG,
         )
         back = time.monotonic() - halted
         cut = fleet.delays("watch.stopped", halt_wall, hot, reason="closed")
         restarted = fleet.delays("watch.started", halt_wall, hot)
         gaps = [restarted[a] - cut[a] for a in cut]
-        print(
-            f"Dovecot restart -> watches restarted {min(gaps):.2f}-{max(gaps):.2f}s after the"
-            f" cut; all seen in IDLE {back:.2f}s after the halt returned"
+        log.info(
+            "Dovecot restart -> watches restarted %.2f-%.2fs after the cut;"
+            " all seen in IDLE %.2fs after the halt returned",
+            min(gaps),
+            max(gaps),
+            back,
         )
-        assert max(gaps) <= 6.0 + LOGIN, "one backoff step (5 s, +20% jitter) and a login"
-        assert min(gaps) >= 5.0, "no reconnect before the backoff's base delay"
-        assert back <= 6.0 + LOGIN + OBSERVE_SLACK
-        wait_for("the mail delivered while Dovecot was down", fleet.all_ingested, 15)
+        assert max(gaps) <= timing.BACKOFF_FIRST_MAX + LOGIN, (
+            "one backoff step (5 s, +20% jitter) and a login"
+        )
+        assert min(gaps) >= timing.BACKOFF_FIRST, "no reconnect before the backoff's base delay"
+        assert back <= timing.BACKOFF_FIRST_MAX + LOGIN + OBSERVE_SLACK
+        wait_for("the mail delivered while Dovecot was down", fleet.all_ingested, timing.WAIT)
         assert fleet.ingested_events() == sum(a.delivered for a in fleet.accounts)
         assert all(w.alive for w in fleet.workers)
-        time.sleep(3)  # a storm would show in the next seconds
+        time.sleep(timing.STORM_WATCH)  # a storm would show in the next seconds
 
         minutes = (time.monotonic() - window_start) / 60
         counted = fleet.dovecot_logins(offset)
         per_account = {a.user: counted[a.user] for a in hot}
         worker_logins = logins(fleet) - logins_before
-        print(
-            f"logins over {minutes * 60:.0f}s: {per_account} "
-            f"(max {max(per_account.values()) / minutes:.1f}/account/min); "
-            f"workers counted {worker_logins:.0f}"
+        log.info(
+            "logins over %.0fs: %s (max %.1f/account/min); workers counted %.0f",
+            minutes * 60,
+            per_account,
+            max(per_account.values()) / minutes,
+            worker_logins,
         )
         assert worker_logins == sum(counted.values())
         # One re-login per watch for the Dovecot restart, none for the PostgreSQL one: a
         # storm would be dozens. The window is under a minute, so this is also the
         # "fewer than 3 logins per account per minute" bound.
-        assert minutes < 1
+        assert minutes < timing.LOGIN_STORM_WINDOW_MINUTES
         assert all(n < 3 for n in per_account.values()), per_account
         watchers.assert_never_twice()
     finally:

@@ -6,20 +6,15 @@ fleet tick instead of after a lease ttl (SPEC §7.4, §9)."""
 from __future__ import annotations
 
 import functools
+import logging
 import time
 
-from tests.e2e.workers.conftest import WORKER_SETTINGS
-from tests.e2e.workers.harness import (
-    OBSERVE_SLACK,
-    Fleet,
-    Watchers,
-    Worker,
-    idle_processes,
-    stop_gracefully,
-)
+from tests.e2e import timing
+from tests.e2e.timing import OBSERVE_SLACK, TTL
+from tests.e2e.workers.harness import Fleet, Watchers, Worker, idle_processes, stop_gracefully
 from tests.e2e.workers.servers import wait_for
 
-TTL = float(WORKER_SETTINGS["watch_lease_ttl"])
+log = logging.getLogger(__name__)
 
 
 def test_metrics_healthz_and_sigterm(fleet: Fleet) -> None:
@@ -30,7 +25,7 @@ def test_metrics_healthz_and_sigterm(fleet: Fleet) -> None:
     try:
         fleet.user_active()
         fleet.settle(watchers, hot)
-        wait_for("the backfill", fleet.all_ingested, 15)
+        wait_for("the backfill", fleet.all_ingested, timing.WAIT)
 
         # /healthz and /metrics on each worker's port.
         owned: dict[str, int] = {}
@@ -42,7 +37,7 @@ def test_metrics_healthz_and_sigterm(fleet: Fleet) -> None:
             status, health = worker.healthz()
             assert status == 200 and health["ok"] is True, health
             assert health["workerId"] == worker.name
-            assert health["loopAgeSeconds"] < 5
+            assert health["loopAgeSeconds"] < timing.LOOP_AGE_HEALTHY
             text = worker.metrics()
             for name in (
                 "tidings_accounts_owned",
@@ -56,7 +51,11 @@ def test_metrics_healthz_and_sigterm(fleet: Fleet) -> None:
             owned[worker.name] = int(worker.metric("tidings_accounts_owned"))
             assert health["accountsOwned"] == owned[worker.name]
             # Gauges are updated once a loop turn (at least every second).
-            wait_for("the idling gauge", functools.partial(idling_gauge_is_owned, worker), 5)
+            wait_for(
+                "the idling gauge",
+                functools.partial(idling_gauge_is_owned, worker),
+                timing.WAIT_QUICK,
+            )
             assert worker.metric("tidings_imap_logins_total") >= owned[worker.name]
         assert sum(owned.values()) == len(hot), owned
         ingested = sum(w.metric("tidings_messages_ingested_total", 'path="poll"') for w in workers)
@@ -74,11 +73,11 @@ def test_metrics_healthz_and_sigterm(fleet: Fleet) -> None:
             assert redis.exists(f"tidings:worker:{leaving.name}")
         before = idle_processes(fleet.dovecot)
         term_wall = time.time()
-        exited = stop_gracefully(leaving, timeout=20)
+        exited = stop_gracefully(leaving, timeout=timing.SIGTERM_WAIT)
         exit_wall = time.time()
         assert leaving.proc.returncode == 0, leaving.log()[-3000:]
-        print(f"SIGTERM -> exit 0 in {exited:.2f}s")
-        assert exited <= 8.0, "a few seconds"
+        log.info("SIGTERM -> exit 0 in %.2fs", exited)
+        assert exited <= timing.SIGTERM_EXIT, "a few seconds"
         # Its watches were closed before it exited (its log), and the server's sessions
         # (one imap process each) went with them; the other worker's are untouched.
         released = [
@@ -99,11 +98,16 @@ def test_metrics_healthz_and_sigterm(fleet: Fleet) -> None:
         with fleet.redis.client() as redis:
             assert not redis.exists(f"tidings:worker:{leaving.name}"), "heartbeat withdrawn"
 
-        took = wait_for("the other worker to take over", lambda: fleet.watched(watchers, hot), 15)
+        took = wait_for(
+            "the other worker to take over", lambda: fleet.watched(watchers, hot), timing.WAIT
+        )
         taken = max(fleet.delays("watch.started", exit_wall - exited, released).values())
-        print(
-            f"SIGTERM -> the other worker watches the released mailboxes {taken:.2f}s later,"
-            f" seen {took:.2f}s after the exit (ttl {TTL}s)"
+        log.info(
+            "SIGTERM -> the other worker watches the released mailboxes %.2fs later,"
+            " seen %.2fs after the exit (ttl %ss)",
+            taken,
+            took,
+            TTL,
         )
         assert taken < exited + TTL / 2, "released leases are taken at the next tick"
         assert took < TTL / 2 + OBSERVE_SLACK
