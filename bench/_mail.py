@@ -540,11 +540,11 @@ def run_measured(argv: Sequence[str], env: Mapping[str, str], timeout: float = 6
             proc.wait()
             raise
         seconds = time.perf_counter() - started
-        measured = json.loads(report.read_text()) if report.exists() else {}
+        measured: dict[str, Any] = json.loads(report.read_text()) if report.exists() else {}
         out.seek(0)
         err.seek(0)
         return Finished(
-            int(measured.get("code", proc.returncode if proc.returncode else -1)),
+            int(measured["code"]) if "code" in measured else (proc.returncode or -1),
             int(measured.get("maxrss", 0)),
             seconds,
             out.read().decode(errors="replace"),
@@ -667,8 +667,8 @@ def report(
     reference: str = "baseline / floor",
 ) -> None:
     out = Console(width=max(140, Console().width))
-    for line in header:
-        out.print(line, highlight=False)
+    for text in header:
+        out.print(text, highlight=False)
     table = Table(title=title, title_justify="left")
     for column, justify in (
         ("measurement", "left"),

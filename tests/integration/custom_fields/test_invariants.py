@@ -11,7 +11,7 @@ from typing import Any
 
 from application import Result, User
 from application.app import App
-from application.ports import SqlDatabase
+from application.ports import SqlCursor, SqlDatabase
 from application.streams import commit, load
 from domain.custom_field_values import EntityCustomFields, entity_stream_id
 from domain.field_definition import definition_id
@@ -376,6 +376,10 @@ class RecordingCursor:
     def rowcount(self) -> int:
         return int(self._cursor.rowcount)
 
+    @rowcount.setter
+    def rowcount(self, value: int) -> None:  # SqlCursor declares a plain attribute
+        self._cursor.rowcount = value
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         self._log.append(sql)
         return self._cursor.execute(sql, params)
@@ -400,12 +404,12 @@ class RecordingDatabase:
         self.statements: list[str] = []
 
     @contextmanager
-    def transaction(self) -> Iterator[RecordingCursor]:
+    def transaction(self) -> Iterator[SqlCursor]:
         with self._db.transaction() as cur:
             yield RecordingCursor(cur, self.statements)
 
     @contextmanager
-    def reading(self) -> Iterator[RecordingCursor]:
+    def reading(self) -> Iterator[SqlCursor]:
         with self._db.reading() as cur:
             yield RecordingCursor(cur, self.statements)
 

@@ -171,14 +171,15 @@ def test_where_filters_on_searchable_fields(app: App, admin: User, operator: Use
 
 
 def test_bad_cursors_and_limits(app: App, admin: User) -> None:
-    for payload in (
+    payloads: list[dict[str, Any]] = [
         {"cursor": "%%%"},
         {"cursor": "eyJhIjoxfQ"},
         {"limit": 0},
         {"limit": 501},
         {"limit": "5"},
         {"where": []},
-    ):
+    ]
+    for payload in payloads:
         failed(
             app.query("list-entities", {"entityName": "contact", **payload}, admin),
             "invalid_payload",

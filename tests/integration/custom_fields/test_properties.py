@@ -9,6 +9,7 @@ fields included.
 
 from __future__ import annotations
 
+import builtins
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -169,7 +170,7 @@ class Model:
             if d.active and owner in (tenant, "S")
         ]
 
-    def searchable(self, tenant: str) -> set[str]:
+    def searchable(self, tenant: str) -> builtins.set[str]:
         """Keys whose governing definition (as ``resolve``: the tenant's own first) is
         searchable."""
         return {

@@ -12,7 +12,7 @@ from typing import Any
 from unittest import mock
 
 from application.mail.ports import FetchBatch
-from infrastructure.imap import ImapMailboxSession
+from infrastructure.imap import ImapMailboxSession, pipeline
 from infrastructure.imap import session as module
 from infrastructure.imap.session import PUSH_BODY_BYTES
 from tests.integration.imap.conftest import OpenSession
@@ -194,7 +194,7 @@ def test_idle_reports_mail_that_came_while_the_session_waited_outside_it(
 def counting_sends() -> tuple[mock._patch[Any], list[int]]:
     """Patch the session's pipelined writes to count them."""
     calls: list[int] = []
-    real = module.send_pipelined
+    real = pipeline.send_pipelined
 
     def send(*args: Any) -> Any:
         calls.append(1)

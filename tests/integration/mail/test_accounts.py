@@ -109,7 +109,9 @@ def test_other_tenants_accounts_answer_404(
 ) -> None:
     app = mail.app
     account_id = connect(app, admin, dovecot, mailbox)
-    other = User(id="admin-x", tenant_id="t-" + uuid.uuid4().hex[:8], roles={"TenantAdmin"})
+    other = User(
+        id="admin-x", tenant_id="t-" + uuid.uuid4().hex[:8], roles=frozenset({"TenantAdmin"})
+    )
     ref = {"accountId": account_id}
     for handler in (
         "disconnect-mail-account",
@@ -153,13 +155,13 @@ def test_members_see_shared_accounts_but_cannot_manage_them(
 
     # A user-scoped account: its owner and TenantAdmins see and manage it; no one else.
     own = connect(app, member, dovecot, new_mailbox(), scope="user")
-    peer = User(id="peer-" + tenant, tenant_id=tenant, roles={"TenantMember"})
+    peer = User(id="peer-" + tenant, tenant_id=tenant, roles=frozenset({"TenantMember"}))
     assert accounts(app, member)[own]["ownerUserId"] == member.id
     assert own in accounts(app, admin)
     assert own not in accounts(app, peer) and shared in accounts(app, peer)
     failed(app.write("disconnect-mail-account", {"accountId": own}, peer), "not_found", 404)
     failed(app.query("list-messages", {"accountId": own}, peer), "not_found", 404)
-    operator = User(id="operator", tenant_id="system", roles={"SystemAdmin"})
+    operator = User(id="operator", tenant_id="system", roles=frozenset({"SystemAdmin"}))
     private = ok(
         app.write(
             "ingest-message",

@@ -7,6 +7,7 @@ import uuid
 from datetime import UTC, datetime
 
 from application.mail.ports import MailboxCursor
+from application.mail.state import ErrorKind
 from infrastructure.sql.mailbox_state import TABLE, SqlMailboxState
 from tests.integration.mail.conftest import MailApp
 
@@ -47,8 +48,8 @@ def test_record_synced_saves_a_batch_of_cursors_and_clears_failures(mail: MailAp
     state = mail.app.ctx.mail.state
     old, new, reset = (str(uuid.uuid4()) for _ in range(3))
     state.save_cursor(old, MailboxCursor(1, 5))
-    state.record_failure(old, "transient", datetime.now(UTC))
-    state.record_failure(old, "transient", datetime.now(UTC))
+    state.record_failure(old, ErrorKind.TRANSIENT, datetime.now(UTC))
+    state.record_failure(old, ErrorKind.TRANSIENT, datetime.now(UTC))
     state.save_cursor(reset, MailboxCursor(3, 9))
     assert state.health([old])[old].consecutive_failures == 2
     at = datetime(2026, 12, 1, 5, 30, tzinfo=UTC)

@@ -47,7 +47,7 @@ def test_set_records_definition_and_generation() -> None:
 
 def test_clear_a_live_value() -> None:
     entity = given(EntityCustomFields, STREAM, history(EntityCustomFields, STREAM, set_value("a")))
-    cleared: list[bool] = []
+    cleared: list[object] = []
     events = when(entity, lambda e: cleared.append(clear()(e)))
     assert cleared == [True]
     assert [shape(e) for e in events] == [
@@ -96,7 +96,7 @@ def test_a_stale_value_stored_after_the_live_one_does_not_hide_it_from_clear() -
     )
     entity = given(EntityCustomFields, STREAM, past)
     events = when(entity, clear(generation=2))
-    assert [(type(e), e.generation) for e in events] == [(CustomFieldValueCleared, 2)]
+    assert [(type(e), e.payload()["generation"]) for e in events] == [(CustomFieldValueCleared, 2)]
 
 
 def test_set_after_clear_sets_again() -> None:

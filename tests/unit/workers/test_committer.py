@@ -28,10 +28,16 @@ def test_items_queued_during_a_write_are_committed_as_one_batch() -> None:
     commit = SlowCommit()
     results: dict[int, str] = {}
     done = threading.Semaphore(0)
-    committer = GroupCommitter(commit, lambda item, error: f"failed {item}")
+    committer: GroupCommitter[int, str] = GroupCommitter(
+        commit, lambda item, error: f"failed {item}"
+    )
 
     def submit(i: int) -> None:
-        committer.submit(i, lambda r, i=i: (results.__setitem__(i, r), done.release()))
+        def record(result: str) -> None:
+            results[i] = result
+            done.release()
+
+        committer.submit(i, record)
 
     submit(0)
     assert commit.started.wait(5)  # the first batch is being written: [0]

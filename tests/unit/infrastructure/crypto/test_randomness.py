@@ -14,7 +14,7 @@ from infrastructure.crypto.randomness import PAGE, random_bytes
 def test_draws_are_the_os_bytes_in_order_each_once() -> None:
     pages = [bytes([i]) * PAGE for i in range(1, 4)]
     randomness._start_over()  # this thread's page: none yet
-    with mock.patch.object(randomness.os, "urandom", side_effect=pages) as urandom:
+    with mock.patch.object(os, "urandom", side_effect=pages) as urandom:
         drawn = b"".join(random_bytes(12) for _ in range(PAGE // 12 + 1))
         assert urandom.call_count == 2  # a page, then the next when 12 more did not fit
         assert drawn[: PAGE // 12 * 12] == pages[0][: PAGE // 12 * 12]
@@ -23,7 +23,7 @@ def test_draws_are_the_os_bytes_in_order_each_once() -> None:
 
 
 def test_more_than_a_page_comes_straight_from_the_os() -> None:
-    with mock.patch.object(randomness.os, "urandom", return_value=b"x" * (PAGE + 1)) as urandom:
+    with mock.patch.object(os, "urandom", return_value=b"x" * (PAGE + 1)) as urandom:
         assert len(random_bytes(PAGE + 1)) == PAGE + 1
     urandom.assert_called_once_with(PAGE + 1)
 

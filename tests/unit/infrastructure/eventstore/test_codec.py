@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -22,8 +23,8 @@ from domain.field_definition import (
 from infrastructure.eventstore.codec import EventCodec, UnknownTopic
 
 NOW = datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=UTC)
-REF = {"tenant_id": "t1", "entity_name": "contact", "field_key": "tier"}
-SETTINGS = {
+REF: dict[str, Any] = {"tenant_id": "t1", "entity_name": "contact", "field_key": "tier"}
+SETTINGS: dict[str, Any] = {
     "field": {"type": "money", "currency": "EUR"},
     "field_access": {"write": ["TenantAdmin"]},
     "required": True,
@@ -33,7 +34,7 @@ SETTINGS = {
 }
 
 
-def envelope(version: int = 1) -> dict[str, object]:
+def envelope(version: int = 1) -> dict[str, Any]:
     return {"originator_id": uuid4(), "originator_version": version, "timestamp": NOW}
 
 

@@ -307,15 +307,17 @@ def _responses(draw: Any) -> list[Any]:
     """imaplib data for a few messages, built token by token and cut into lines after each
     literal; about half of them odd somewhere (imapclient's turn)."""
     odd = draw(st.booleans())
-    pick = (
-        (lambda usual, rare: draw(st.sampled_from(usual * 8 + rare)))
-        if odd
-        else (lambda usual, rare: draw(st.sampled_from(usual)))
-    )
+
+    def pick(usual: list[bytes], rare: list[bytes]) -> bytes:
+        chosen: bytes = draw(st.sampled_from(usual * 8 + rare if odd else usual))
+        return chosen
+
     atoms = st.sampled_from(_ATOMS + (_ODD_ATOMS if odd else []))
     literals = st.binary(max_size=20).map(lambda b: ("literal", b))
     simple = atoms | _quoted | literals if odd else atoms | _quoted
-    values = simple | st.lists(simple, max_size=4).map(lambda v: ("list", v))
+    values: st.SearchStrategy[Any] = simple | st.lists(simple, max_size=4).map(
+        lambda v: ("list", v)
+    )
     if odd:
         values = values | st.lists(values, max_size=3).map(lambda v: ("list", v))
     lines: list[Any] = []

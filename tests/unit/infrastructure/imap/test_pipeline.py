@@ -69,13 +69,16 @@ class Peer:
         return imap
 
 
+MakePeer = Callable[[Script], Peer]
+
+
 def tags(lines: list[bytes]) -> list[bytes]:
     """The old IDLE's tag, then the tags of what came after DONE."""
     return [lines[0], *(line.split()[0] for line in lines[2:])]
 
 
 @pytest.fixture
-def peer() -> Iterator[Callable[[Script], Peer]]:
+def peer() -> Iterator[MakePeer]:
     peers: list[Peer] = []
 
     def make(script: Script) -> Peer:
@@ -105,7 +108,7 @@ def answer(idle: bytes, first: bytes, second: bytes, new_idle: bytes, *, news: b
 COMMANDS = [("fetch", b"UID FETCH 5:* (RFC822.SIZE)"), ("fetch", b"UID FETCH 5:12 (BODY[])")]
 
 
-def test_done_the_commands_and_idle_go_in_one_write_and_answers_come_back(peer) -> None:
+def test_done_the_commands_and_idle_go_in_one_write_and_answers_come_back(peer: MakePeer) -> None:
     p = peer(lambda lines: answer(*tags(lines), news=b""))
     imap = p.client()
     done = run_pipelined(imap, COMMANDS, p.tag, True)
@@ -120,19 +123,19 @@ def test_done_the_commands_and_idle_go_in_one_write_and_answers_come_back(peer) 
     assert imap.tagged_commands == {done.idle_tag: None}  # only the new IDLE runs
 
 
-def test_mail_announced_after_idle_ended_is_news(peer) -> None:
+def test_mail_announced_after_idle_ended_is_news(peer: MakePeer) -> None:
     p = peer(lambda lines: answer(*tags(lines), news=b"* 2 EXISTS\r\n* 1 RECENT\r\n"))
     imap = p.client()
     assert run_pipelined(imap, COMMANDS, p.tag, True).news_after_done
 
 
-def test_mail_announced_before_idle_ended_is_what_the_commands_fetch(peer) -> None:
+def test_mail_announced_before_idle_ended_is_what_the_commands_fetch(peer: MakePeer) -> None:
     p = peer(lambda lines: b"* 2 EXISTS\r\n" + answer(*tags(lines), news=b""))
     imap = p.client()
     assert not run_pipelined(imap, COMMANDS, p.tag, True).news_after_done
 
 
-def test_a_refused_command_raises(peer) -> None:
+def test_a_refused_command_raises(peer: MakePeer) -> None:
     def refuse(lines: list[bytes]) -> bytes:
         idle, first, second, _ = tags(lines)
         return (
@@ -146,7 +149,7 @@ def test_a_refused_command_raises(peer) -> None:
         run_pipelined(imap, COMMANDS, p.tag, True)
 
 
-def test_a_refused_idle_raises(peer) -> None:
+def test_a_refused_idle_raises(peer: MakePeer) -> None:
     def refuse(lines: list[bytes]) -> bytes:
         idle, first, second, new_idle = tags(lines)
         return (

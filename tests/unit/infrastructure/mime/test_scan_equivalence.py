@@ -18,7 +18,7 @@ from email.message import Message
 from email.parser import BytesParser
 from email.policy import compat32
 from functools import partial
-from typing import Any
+from typing import Any, cast
 from unittest import mock
 
 import pytest
@@ -50,7 +50,10 @@ def _full_parser_only() -> Iterator[None]:
 
 
 def _shape(msg: Message) -> tuple[Any, ...]:
-    body = [_shape(p) for p in msg.get_payload()] if msg.is_multipart() else msg._payload
+    if msg.is_multipart():
+        body: Any = [_shape(p) for p in cast(list[Message], msg.get_payload())]
+    else:
+        body = msg._payload  # type: ignore[attr-defined]  # as stored, not decoded
     defects = [type(d).__name__ for d in msg.defects]
     return (list(msg.raw_items()), msg.get_default_type(), msg.get_unixfrom(), defects, body)
 
