@@ -1,10 +1,10 @@
 """Random bytes for nonces and ids, drawn from the OS a page at a time.
 
 ``os.urandom`` is a system call, and CPython lets go of the GIL around it. Ingesting one
-message drew on it nine times (a nonce per sealed field and body, ids), and in a burst
-of new mail each call was a GIL hand-off among a worker's busy threads: 18,000 calls
-took 0.56 s of the committer thread's 1.8 s. The bytes here are the OS's all the same,
-each handed out once; every thread draws its own pages, and a forked child starts over.
+message draws on it several times (a nonce per sealed field and body, ids), and in a
+burst of new mail each call is a GIL hand-off among a worker's busy threads
+(docs/decisions/randomness-pages.md). The bytes here are the OS's all the same, each
+handed out once; every thread draws its own pages, and a forked child starts over.
 """
 
 from __future__ import annotations

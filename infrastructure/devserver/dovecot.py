@@ -16,10 +16,10 @@ Invariants:
 - Everything lives under one temp dir (``/dev/shm/tdc-XXXX``, else ``/tmp/tdc-XXXX``):
   config, sockets (``run/``, kept short: Unix socket paths are capped at 108 bytes),
   state, log, passwd-file and every user's maildir. Instances run side by side.
-  The files are throwaway, so they stay in memory where the machine has a tmpfs. On an
-  ext4 without a journal (this machine's root) every file Dovecot creates (uidlist
-  locks, index rewrites) first skips each inode freed in the last minute, one by one;
-  in a burst of new mail to 2,000 mailboxes that scan took 36-44% of the server's CPU.
+  The files are throwaway, so they stay in memory where the machine has a tmpfs: on a
+  disk filesystem, creating Dovecot's many short-lived files (uidlist locks, index
+  rewrites) can cost the server more CPU than serving IMAP
+  (docs/decisions/tmpfs-test-server.md).
 - Listens on 127.0.0.1 only, without TLS; cleartext LOGIN, PLAIN and XOAUTH2
   (the token is checked against the passwd-file password) are accepted.
 - Failed logins cost ~0.5 s and nothing more: the anvil auth penalty (growing

@@ -4,15 +4,14 @@ A worker holds thousands of objects that live as long as their watch: a session,
 imaplib connection, socket and buffers, the account. CPython's full collection walks
 every one of them with the GIL held, and its trigger (survivors since the last full one
 reach a quarter of the heap) fires on exactly the moment a worker is busiest: a burst of
-new mail promotes thousands of in-flight pages. Measured at 2,000 watches, in a burst of
-one message each: 190-210 ms of the worker's CPU in the collector, 125-140 ms of it in
-one full collection that found nothing to free; with the policy below, 14-15 ms.
+new mail promotes thousands of in-flight pages, and a full collection then walks the
+whole heap to free next to nothing (docs/decisions/gc-freezing.md).
 
 - The youngest generation is collected every 10,000 net allocations instead of 700: what
   a page allocates dies young, by reference counting, before a collection looks at it.
 - Every ``freeze_every`` the survivors are frozen (``gc.freeze``, O(1)): moved where no
   collection looks again. Often, because it costs nothing and the worker makes almost no
-  cyclic garbage to strand (40 objects in the 470 collections of a bench run).
+  cyclic garbage to strand.
 - Every ``thaw_every`` everything is thawed, collected once and frozen again, so cycles
   among frozen objects (a stopped watch's, should it leave any) live at most that long.
 """
