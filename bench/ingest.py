@@ -19,7 +19,7 @@ attachment, ~3% malformed), written straight into its maildir. Then, per backend
 4. memory: ``tidings worker --once`` as a child process against a fresh database whose
    one account holds one message of 100 MB (just under ``max_message_mb``), and one of
    1 MB; the child's peak RSS from ``wait4`` (ru_maxrss). Goal: the 100 MB message costs
-   at most ``parse_concurrency x stream_parse_mb`` more than the 1 MB one (SPEC §7.11).
+   at most ``parse_concurrency x stream_parse_mb`` more than the 1 MB one (docs/workers.md).
 """
 
 from __future__ import annotations
