@@ -1,5 +1,5 @@
-"""The app-layer façade (SPEC §4): ``write`` and ``query`` by name, never raising for a
-caller's mistake."""
+"""The app-layer façade: ``write`` and ``query`` by name, never raising for a caller's
+mistake (docs/app-layer.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redis adapter of the ``WorkerRegistry`` port: worker heartbeats (SPEC §7.8).
+"""Redis adapter of the ``WorkerRegistry`` port: worker heartbeats (docs/workers.md).
 
 Each worker owns one hash ``tidings:worker:<id>`` = {held: <leases held>, at: <unix time>}
 with a ttl of ``ttl_seconds`` (half the lease ttl: see ``bootstrap``), rewritten every

@@ -1,6 +1,6 @@
 """Redis adapter of the ``SignalBus`` port: JSON on the pub/sub channel ``tidings:signals``.
 
-Publishing is best effort (SPEC §7.7; the poll is the correctness anchor): a Redis error
+Publishing is best effort (the poll is the correctness anchor: docs/workers.md): a Redis error
 is logged and the signal dropped, never raised into the write that published it.
 
 The subscriber is one daemon thread per ``RedisSignals`` that calls every subscribed

@@ -1,4 +1,4 @@
-"""Replay regression (SPEC §8): recorded event logs in, the same query answers out.
+"""Replay regression (docs/projections.md): recorded event logs in, the same query answers out.
 
 Each ``fixtures/<name>.jsonl`` is imported into a fresh store on every backend, the
 projections catch up, and the answers to ``fixtures/<name>.queries.json`` are compared

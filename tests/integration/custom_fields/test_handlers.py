@@ -1,4 +1,5 @@
-"""Every custom-field handler and query of SPEC §5 with its errors, on both backends."""
+"""Every custom-field handler and query of docs/app-layer.md with its errors, on both
+backends."""
 
 from __future__ import annotations
 

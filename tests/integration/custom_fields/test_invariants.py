@@ -1,4 +1,5 @@
-"""The six invariants of SPEC §5, each a named test, on both backends."""
+"""The six invariants of custom fields (docs/app-layer.md, docs/projections.md), each a
+named test, on both backends."""
 
 from __future__ import annotations
 

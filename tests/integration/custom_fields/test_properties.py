@@ -1,5 +1,5 @@
 """Random histories of define / update / set / clear / delete / re-define across two
-tenants and the system scope, checked against a plain in-memory model of SPEC §5 — and
+tenants and the system scope, checked against a plain in-memory model of docs/app-layer.md — and
 the answers must not change after a rebuild. Both backends.
 
 One app serves every example (built once per backend); each example works on fresh
@@ -65,7 +65,7 @@ OPS = st.one_of(
 )
 
 
-# --- the model: what SPEC §5 says the answers are ------------------------------------
+# --- the model: what docs/app-layer.md says the answers are ------------------------------------
 
 
 @dataclass

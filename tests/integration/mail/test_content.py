@@ -76,8 +76,9 @@ def test_a_malformed_corpus_never_stops_the_batch(
     corpus = list(CORPUS.values())
     # Good mail before, among and after the bad.
     dovecot.deliver(mailbox, [good[0], *corpus[:3], good[1], *corpus[3:], good[2]])
-    # Without Message-ID and Date, the fingerprint identity (SPEC §6) tells messages
-    # apart by size alone: keep the corpus' sizes distinct.
+    # Without Message-ID and Date, the fingerprint identity
+    # (docs/decisions/message-identity.md) tells messages apart by size alone: keep the
+    # corpus' sizes distinct.
     assert len({len(raw) for raw in corpus}) == len(corpus)
     account_id = connect(app, admin, dovecot, mailbox)
 

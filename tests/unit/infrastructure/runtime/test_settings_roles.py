@@ -1,4 +1,4 @@
-"""Role settings (SPEC §3): any role name, a list or a comma-separated string; a
+"""Role settings (docs/app-layer.md): any role name, a list or a comma-separated string; a
 configured set replaces the default."""
 
 from __future__ import annotations
