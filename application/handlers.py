@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from application.api_keys import create_api_key, revoke_api_key
 from application.custom_fields import (
     clear_custom_field,
     define_system_field,
@@ -66,6 +67,8 @@ WRITES = _table(
     ingest_message,
     sync_account_now,
     user_active,
+    create_api_key,
+    revoke_api_key,
 )
 QUERIES = _table(
     list_field_definitions,
