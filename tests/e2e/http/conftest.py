@@ -11,6 +11,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 import psycopg
@@ -123,3 +124,19 @@ def create_key(app: App, user: User, *roles: str) -> str:
     assert result.is_success, result.error
     assert result.data is not None
     return str(result.data["key"])
+
+
+@pytest.fixture(scope="module")
+def api_key(local_app: App) -> str:
+    tenant = "t-" + uuid.uuid4().hex[:8]
+    admin = User(id="fuzz", tenant_id=tenant, roles=frozenset({"TenantAdmin", "TenantMember"}))
+    return create_key(local_app, admin, "TenantAdmin", "TenantMember")
+
+
+@pytest.fixture(scope="module")
+def api_schema(server: Server) -> Any:
+    import schemathesis  # noqa: PLC0415 - only the fuzz test needs it
+
+    return schemathesis.openapi.from_url(f"{server.url}/openapi.json").exclude(
+        path_regex=r"connect-mail-account|update-mail-account"
+    )
