@@ -23,6 +23,7 @@ from application.custom_fields import (
     set_custom_field,
     update_tenant_field,
 )
+from application.feed import read_feed
 from application.mail import (
     connect_mail_account,
     delete_mail_account,
@@ -78,4 +79,5 @@ QUERIES = _table(
     list_messages,
     get_message,
     list_threads,
+    read_feed,
 )

@@ -12,9 +12,10 @@ not a well-formed key is 401 without a database read.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from application.api_keys import keys
 from application.api_keys.authenticate import authenticate
@@ -38,6 +39,10 @@ from infrastructure.http.rate_limit import RateLimiter
 log = logging.getLogger("tidings.http")
 
 MAX_BODY_BYTES = 1024 * 1024 + 4096  # the app's payload cap, plus room for whitespace
+MAX_SEQUENCE = 2**53 - 1
+MAX_WAIT = 30  # seconds a long poll may hold a request
+FEED_POLL = 0.25  # seconds between reads of the feed while a client waits
+SSE_KEEPALIVE = 15.0  # seconds of quiet before a comment line keeps proxies from timing out
 
 
 @dataclass(frozen=True)
@@ -137,9 +142,91 @@ def create_api(
         route("commands", use_case, app.write)
     for use_case in QUERIES.values():
         route("queries", use_case, app.query)
+    _feed_routes(api, app, door)
     _operational_routes(api, registry, ready or (lambda: True))
     _problem_handlers(api)
     return api
+
+
+def _feed_routes(api: FastAPI, app: App, door: _Door) -> None:
+    async def read(user: User, after: int, limit: int) -> Result:
+        return await run_in_threadpool(app.feed.read, user, after, limit)
+
+    @api.get("/v1/events", include_in_schema=False)
+    async def events(request: Request) -> Response:
+        try:
+            user = await door.caller(request)
+            after = _int_param(request, "after", 0, (0, MAX_SEQUENCE))
+            limit = _int_param(request, "limit", 100, (1, 1000))
+            wait = _int_param(request, "wait", 0, (0, MAX_WAIT))
+        except _Refused as refused:
+            return refused.response
+        deadline = time.monotonic() + wait
+        while True:
+            result = await read(user, after, limit)
+            if result.error is not None:
+                return problems.problem(result.error)
+            assert result.data is not None
+            if result.data["items"] or time.monotonic() >= deadline:
+                return Response(orjson.dumps(result.data), media_type="application/json")
+            await asyncio.sleep(FEED_POLL)
+
+    @api.get("/v1/events/stream", include_in_schema=False)
+    async def stream(request: Request) -> Response:
+        try:
+            user = await door.caller(request)
+            resume = request.headers.get("last-event-id")
+            after = _int_param(request, "after", 0, (0, MAX_SEQUENCE), given=resume)
+        except _Refused as refused:
+            return refused.response
+        first = await read(user, after, 1)
+        if first.error is not None:
+            return problems.problem(first.error)
+        return StreamingResponse(_sse(request, read, user, after), media_type="text/event-stream")
+
+
+async def _sse(
+    request: Request, read: Callable[[User, int, int], Awaitable[Result]], user: User, after: int
+) -> AsyncIterator[bytes]:
+    """Items as server-sent events (``id`` = sequence, so a reconnect resumes with
+    ``Last-Event-ID``), a comment line while nothing happens, until the client goes."""
+    quiet_since = time.monotonic()
+    while not await request.is_disconnected():
+        result = await read(user, after, 100)
+        items = result.data["items"] if result.data else []
+        for item in items:
+            after = item["sequence"]
+            yield (
+                f"id: {after}\nevent: {item['type']}\ndata: ".encode()
+                + orjson.dumps(item)
+                + b"\n\n"
+            )
+        if items:
+            quiet_since = time.monotonic()
+            continue
+        if time.monotonic() - quiet_since >= SSE_KEEPALIVE:
+            quiet_since = time.monotonic()
+            yield b": still here\n\n"
+        await asyncio.sleep(FEED_POLL)
+
+
+def _int_param(
+    request: Request, name: str, default: int, bounds: tuple[int, int], *, given: str | None = None
+) -> int:
+    low, high = bounds
+    text = request.query_params.get(name, given)
+    if text is None:
+        return default
+    if not (text.isascii() and text.isdigit() and len(text) <= 16) or not low <= int(text) <= high:
+        raise _Refused(
+            problems.fail(
+                "invalid_payload",
+                400,
+                "the request is invalid",
+                errors=[{"path": name, "message": f"an integer from {low} to {high}"}],
+            )
+        )
+    return int(text)
 
 
 def _operational_routes(

@@ -92,7 +92,55 @@ def _operational_paths() -> dict[str, Any]:
             }
         }
 
+    def int_param(name: str, description: str, maximum: int) -> dict[str, Any]:
+        schema = {"type": "integer", "minimum": 0, "maximum": maximum}
+        return {"name": name, "in": "query", "description": description, "schema": schema}
+
+    after = int_param("after", "the last sequence already seen (0: from the start)", 2**53 - 1)
+    feed_item = {"type": "object", "description": "a feed item (docs/feed.md)"}
     return {
+        "/v1/events": {
+            "get": {
+                "operationId": "events",
+                "summary": "The caller's tenant's feed items after a sequence (long poll)",
+                "parameters": [
+                    after,
+                    int_param("limit", "at most this many items (1-1000)", 1000),
+                    int_param("wait", "seconds to wait for an item when there is none", 30),
+                ],
+                "responses": {
+                    "200": {
+                        "description": "items, and the sequence to ask after next",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "properties": {
+                                        "items": {"type": "array", "items": feed_item},
+                                        "nextAfter": {"type": "integer"},
+                                    },
+                                }
+                            }
+                        },
+                    },
+                    "default": _problem_response("the request's error"),
+                },
+            }
+        },
+        "/v1/events/stream": {
+            "get": {
+                "operationId": "eventsStream",
+                "summary": "The feed as server-sent events; Last-Event-ID resumes",
+                "parameters": [after],
+                "responses": {
+                    "200": {
+                        "description": "one event per item: id = sequence, event = type",
+                        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+                    },
+                    "default": _problem_response("the request's error"),
+                },
+            }
+        },
         "/healthz": plain("healthz: the process answers"),
         "/readyz": plain("readyz: the store answers"),
         "/metrics": plain("metrics: Prometheus text", "text/plain"),

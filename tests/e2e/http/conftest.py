@@ -62,12 +62,12 @@ def settings(
     }
     if request.param == "postgresql":
         with psycopg.connect(PG_DSN, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture(scope="module")
 def local_app(settings: dict[str, str]) -> Iterator[App]:
-    app = bootstrap(**settings)
+    app = bootstrap(None, **settings)
     yield app
     app.close()
 

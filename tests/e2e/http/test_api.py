@@ -4,10 +4,13 @@ problem+json, bounds on what a client sends, the OpenAPI document, operations.""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Callable
 
 import httpx
+import orjson
 import pytest
 from openapi_spec_validator import validate
 
@@ -196,9 +199,7 @@ def test_hostile_bodies_are_refused_with_a_problem(
         assert http.post("/v1/queries/list-field-definitions", json={}).status_code == 200
 
 
-def test_a_huge_declared_body_is_refused_before_it_is_read(
-    server: Server, local_app: App
-) -> None:
+def test_a_huge_declared_body_is_refused_before_it_is_read(server: Server, local_app: App) -> None:
     key = create_key(local_app, admin_of(_tenant()), "TenantAdmin")
     host, port = server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as conn:
@@ -264,3 +265,75 @@ def test_system_admin_keys_come_only_from_the_system_tenant(server: Server, loca
             },
         )
     assert defined.status_code == 200, defined.text
+
+
+def _feed_writer(local_app: App, admin: User) -> None:
+    define = {"entityName": "contact", "fieldKey": "tier", "field": {"type": "text"}}
+    assert local_app.write("define-tenant-field", define, admin).is_success
+    local_app.projections.catch_up()
+
+
+def test_a_long_poll_returns_as_soon_as_an_item_arrives(server: Server, local_app: App) -> None:
+    admin = admin_of(_tenant())
+    key = create_key(local_app, admin, "TenantAdmin")
+    with server.client(key) as http:
+        empty = http.get("/v1/events", params={"after": 0, "wait": 0})
+        assert empty.json() == {"items": [], "nextAfter": 0}
+        writer = threading.Timer(1.0, _feed_writer, (local_app, admin))
+        writer.start()
+        started = time.monotonic()
+        answer = http.get("/v1/events", params={"after": 0, "wait": 20}, timeout=30)
+        waited = time.monotonic() - started
+        writer.join()
+    assert answer.status_code == 200
+    assert [i["type"] for i in answer.json()["items"]] == ["custom_field.defined"]
+    assert answer.json()["nextAfter"] == 1
+    assert 0.9 <= waited < 10
+
+
+@pytest.mark.parametrize(
+    "params", [{"after": "-1"}, {"limit": "0"}, {"wait": "31"}, {"after": "1e9"}, {"after": "x"}]
+)
+def test_feed_parameters_out_of_range_are_400(
+    server: Server, local_app: App, params: dict[str, str]
+) -> None:
+    key = create_key(local_app, admin_of(_tenant()), "TenantAdmin")
+    with server.client(key) as http:
+        problem_of(http.get("/v1/events", params=params), 400, "invalid_payload")
+
+
+def test_the_feed_streams_as_server_sent_events_and_resumes(server: Server, local_app: App) -> None:
+    admin = admin_of(_tenant())
+    key = create_key(local_app, admin, "TenantAdmin")
+    _feed_writer(local_app, admin)
+    value = {"entityName": "contact", "entityId": "c1", "fieldKey": "tier", "value": "v"}
+    assert local_app.write("set-custom-field", value, admin).is_success
+    local_app.projections.catch_up()
+
+    def first_events(headers: dict[str, str], count: int) -> list[tuple[str, str, str]]:
+        events: list[tuple[str, str, str]] = []
+        with (
+            server.client(key) as http,
+            http.stream("GET", "/v1/events/stream", headers=headers, timeout=20) as response,
+        ):
+            assert response.headers["content-type"].startswith("text/event-stream")
+            fields: dict[str, str] = {}
+            for line in response.iter_lines():
+                if not line:
+                    events.append((fields["id"], fields["event"], fields["data"]))
+                    fields = {}
+                    if len(events) == count:
+                        break
+                elif not line.startswith(":"):
+                    name, _, text = line.partition(": ")
+                    fields[name] = text
+        return events
+
+    events = first_events({}, 2)
+    assert [(i, kind) for i, kind, _ in events] == [
+        ("1", "custom_field.defined"),
+        ("2", "custom_field_value.set"),
+    ]
+    assert orjson.loads(events[1][2])["data"]["value"] == "v"
+    resumed = first_events({"Last-Event-ID": "1"}, 1)
+    assert [(i, kind) for i, kind, _ in resumed] == [("2", "custom_field_value.set")]

@@ -7,6 +7,8 @@ host they are given, and a fuzzer's hosts are not ours to dial.
 
 from __future__ import annotations
 
+from typing import Any
+
 import schemathesis
 from hypothesis import HealthCheck, settings
 
@@ -22,7 +24,7 @@ schema = schemathesis.pytest.from_fixture("api_schema")
     suppress_health_check=list(HealthCheck),
     derandomize=True,
 )
-def test_no_answer_is_a_server_error(case: schemathesis.Case, api_key: str) -> None:
+def test_no_answer_is_a_server_error(case: schemathesis.Case[Any], api_key: str) -> None:
     response = case.call(headers={"Authorization": f"Bearer {api_key}"})
     assert response.status_code < 500, response.text
     if response.status_code >= 400:
