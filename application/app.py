@@ -32,6 +32,7 @@ class App:
         self.projections = projections
         self._on_close = on_close
         self._project_inline = project_inline
+        self.feed = Feed(self)
 
     def write(self, name: str, payload: Any, user: User) -> Result:
         result = self._dispatch(WRITES, "write handler", name, payload, user)
@@ -80,3 +81,14 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Feed:
+    """``app.feed.read(user, after=SEQUENCE, limit=N)``: the caller's tenant's change feed
+    (``read-feed``), items after a sequence, in order."""
+
+    def __init__(self, app: App) -> None:
+        self._app = app
+
+    def read(self, user: User, after: int = 0, limit: int = 100) -> Result:
+        return self._app.query("read-feed", {"after": after, "limit": limit}, user)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from application.custom_fields.ports import CustomFieldsReadModel
+from application.feed.ports import FeedReadModel
 from application.mail.context import MailPorts
 from application.ports import Clock, EventStore
 from application.users import TENANT_ADMIN, TENANT_MEMBER
@@ -24,9 +25,16 @@ class Context:
     custom_fields: CustomFieldsReadModel
     policy: Policy = field(default_factory=Policy)
     mail_ports: MailPorts | None = None
+    feed_model: FeedReadModel | None = None
 
     @property
     def mail(self) -> MailPorts:
         if self.mail_ports is None:
             raise RuntimeError("mail ports are not wired (composition root bug)")
         return self.mail_ports
+
+    @property
+    def feed(self) -> FeedReadModel:
+        if self.feed_model is None:
+            raise RuntimeError("the feed is not wired (composition root bug)")
+        return self.feed_model

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
+from application.api_keys import create_api_key, revoke_api_key
 from application.custom_fields import (
     clear_custom_field,
     define_system_field,
@@ -22,6 +23,7 @@ from application.custom_fields import (
     set_custom_field,
     update_tenant_field,
 )
+from application.feed import read_feed
 from application.mail import (
     connect_mail_account,
     delete_mail_account,
@@ -66,6 +68,8 @@ WRITES = _table(
     ingest_message,
     sync_account_now,
     user_active,
+    create_api_key,
+    revoke_api_key,
 )
 QUERIES = _table(
     list_field_definitions,
@@ -75,4 +79,5 @@ QUERIES = _table(
     list_messages,
     get_message,
     list_threads,
+    read_feed,
 )

@@ -1,6 +1,6 @@
 """Every event class the store may hold, listed explicitly (no import-time registry)."""
 
-from domain import custom_field_values, field_definition, mail_account, message
+from domain import api_key, custom_field_values, field_definition, mail_account, message
 from domain.events import DomainEvent
 
 EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
@@ -8,4 +8,5 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     *custom_field_values.EVENTS,
     *mail_account.EVENTS,
     *message.EVENTS,
+    *api_key.EVENTS,
 )

@@ -32,6 +32,7 @@ from infrastructure.runtime.settings import Settings
 from infrastructure.sql.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
+from projections.feed import FeedProjection, FeedReader
 from projections.mail import MailProjection, MailReader
 from projections.runner import ProjectionRunner
 from workers.caps import CappedProvider, ConnectionCaps
@@ -57,7 +58,10 @@ def build_projections(
     db: SqlDatabase, store: RecorderEventStore, batch_size: int
 ) -> ProjectionRunner:
     runner = ProjectionRunner(
-        db, store, [CustomFieldsProjection(), MailProjection()], batch_size=batch_size
+        db,
+        store,
+        [CustomFieldsProjection(), MailProjection(), FeedProjection()],
+        batch_size=batch_size,
     )
     runner.setup()
     return runner
@@ -120,6 +124,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             value_write_roles=settings.value_write_roles,
         ),
         mail_ports=mail,
+        feed_model=FeedReader(db),
     )
 
     def close() -> None:

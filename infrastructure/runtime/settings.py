@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     hot_budget_per_worker: Annotated[int, Field(ge=0)] = 2000
     per_host_conn_cap: Annotated[int, Field(ge=1)] = 2000
 
+    # The HTTP API: requests per second per API key, and the burst a key may spend at once.
+    api_rate_per_second: Annotated[float, Field(gt=0)] = 20.0
+    api_rate_burst: Annotated[int, Field(ge=1)] = 40
+
     @field_validator("field_definition_write_roles", "value_write_roles", mode="before")
     @classmethod
     def _roles(cls, value: Any) -> Any:

@@ -1,0 +1,178 @@
+"""Which domain events become which public feed items, and their public shapes.
+
+The shapes are a contract with integrators (docs/feed.md has their JSON Schemas): they
+name things as the API does (camelCase, ``messageId``, ``accountId``) and never carry
+internal fields. Personal data stays sealed in the feed's table, as in the events; the
+keys listed in ``Entry.sealed`` are revealed when an item is served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import NAMESPACE_URL, uuid5
+
+from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
+from domain.events import DomainEvent
+from domain.field_definition import (
+    FieldDefinitionDefined,
+    FieldDefinitionDeleted,
+    FieldDefinitionUpdated,
+)
+from domain.mail_account import (
+    MailAccountAuthFailed,
+    MailAccountConnected,
+    MailAccountDeleted,
+    MailAccountDisconnected,
+    MailAccountReconnected,
+    MailAccountUpdated,
+)
+from domain.message import MessageIngested
+
+_ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
+
+TYPES = (
+    "message.received",
+    "mail_account.connected",
+    "mail_account.updated",
+    "mail_account.disconnected",
+    "mail_account.reconnected",
+    "mail_account.deleted",
+    "mail_account.auth_failed",
+    "custom_field.defined",
+    "custom_field.updated",
+    "custom_field.deleted",
+    "custom_field_value.set",
+    "custom_field_value.cleared",
+)
+
+
+Built = tuple[str, str | None, dict[str, Any], tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Entry:
+    """What the feed projection stores for one event."""
+
+    item_id: str
+    tenant_id: str
+    type: str
+    account_id: str | None  # delivery order is kept per account for mail items
+    data: dict[str, Any]
+    sealed: tuple[str, ...] = field(default=())  # keys of ``data`` holding sealed tokens
+
+
+# Sealed keys whose plaintext is JSON (address lists), parsed when revealed.
+JSON_KEYS = frozenset({"from", "to", "cc"})
+
+
+def item_id(event: DomainEvent) -> str:
+    """Stable across rebuilds: the event's own identity, not the feed's position."""
+    return str(uuid5(_ITEM_NAMESPACE, f"{event.originator_id}/{event.originator_version}"))
+
+
+def _message(e: MessageIngested) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "threadKey": e.thread_key,
+        "from": e.sender,
+        "to": e.to,
+        "cc": e.cc,
+        "subject": e.subject,
+        "snippet": e.snippet,
+        "receivedAt": e.received_at,
+        "sizeBytes": e.size_bytes,
+        "folder": e.folder,
+        "state": e.state,
+    }
+    return "message.received", e.account_id, data, ("from", "to", "cc", "subject", "snippet")
+
+
+def _account(kind: str) -> Callable[[Any], Built]:
+    def build(e: Any) -> Built:
+        account_id = str(e.originator_id)
+        data: dict[str, Any] = {"accountId": account_id}
+        sealed: tuple[str, ...] = ()
+        if isinstance(e, MailAccountConnected):
+            data |= {
+                "provider": e.provider,
+                "scope": e.scope,
+                "ownerUserId": e.owner_user_id,
+                "authMethod": e.auth_method,
+                "displayName": e.display_name,
+                "address": e.address,
+            }
+            sealed = ("displayName", "address")
+        elif isinstance(e, MailAccountUpdated):
+            data["changed"] = sorted(_camel(key) for key in e.changes)
+            data["reason"] = e.reason
+        elif isinstance(e, MailAccountAuthFailed):
+            data["errorKind"] = e.error_kind
+        return f"mail_account.{kind}", account_id, data, sealed
+
+    return build
+
+
+def _definition(kind: str) -> Callable[[Any], Built]:
+    def build(e: Any) -> Built:
+        data: dict[str, Any] = {"entityName": e.entity_name, "fieldKey": e.field_key}
+        if isinstance(e, FieldDefinitionDefined | FieldDefinitionDeleted):
+            data["scope"] = e.scope
+        if isinstance(e, FieldDefinitionDefined | FieldDefinitionUpdated):
+            data |= {
+                "field": e.field,
+                "required": e.required,
+                "searchable": e.searchable,
+                "displayOrder": e.display_order,
+                "label": e.label,
+            }
+        return f"custom_field.{kind}", None, data, ()
+
+    return build
+
+
+def _value(kind: str) -> Callable[[Any], Built]:
+    def build(e: Any) -> Built:
+        data: dict[str, Any] = {
+            "entityName": e.entity_name,
+            "entityId": e.entity_id,
+            "fieldKey": e.field_key,
+        }
+        if isinstance(e, CustomFieldValueSet):
+            data["value"] = e.value
+        return f"custom_field_value.{kind}", None, data, ()
+
+    return build
+
+
+_BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
+    MessageIngested: _message,
+    MailAccountConnected: _account("connected"),
+    MailAccountUpdated: _account("updated"),
+    MailAccountDisconnected: _account("disconnected"),
+    MailAccountReconnected: _account("reconnected"),
+    MailAccountDeleted: _account("deleted"),
+    MailAccountAuthFailed: _account("auth_failed"),
+    FieldDefinitionDefined: _definition("defined"),
+    FieldDefinitionUpdated: _definition("updated"),
+    FieldDefinitionDeleted: _definition("deleted"),
+    CustomFieldValueSet: _value("set"),
+    CustomFieldValueCleared: _value("cleared"),
+}
+
+
+def entry_of(event: DomainEvent) -> Entry | None:
+    """The feed entry of an event, or None for events with no public meaning."""
+    build = _BUILDERS.get(type(event))
+    if build is None:
+        return None
+    kind, account_id, data, sealed = build(event)
+    tenant_id: str = getattr(event, "tenant_id")  # noqa: B009 - every mapped event has one
+    return Entry(item_id(event), tenant_id, kind, account_id, data, sealed)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)

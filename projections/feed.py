@@ -1,0 +1,144 @@
+"""The change feed as a read model: one row per public item, numbered per tenant.
+
+- ``items``: (tenant, sequence) -> item id, type, time, account, data (sealed fields
+  still sealed), the log position it came from.
+- ``heads``: each tenant's last sequence.
+
+Sequences are gap-free and increasing per tenant because the runner applies batches
+in log order, one at a time, each in the transaction that moves its tracking position:
+a batch's items and its tenants' new heads commit together, exactly once. A rebuild
+replays the same log in the same order, so it assigns the same sequences, and item ids
+come from the events themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from application.feed.items import entry_of
+from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
+from projections.base import index_name, shadow_tables
+
+TABLES = {"items": "feed_items", "heads": "feed_heads"}
+
+_COLUMNS = "tenant_id, sequence, item_id, type, occurred_at, account_id, data, sealed, position"
+
+
+class FeedProjection:
+    def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "feed") -> None:
+        self._tables = dict(tables)
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def tables(self) -> Mapping[str, str]:
+        return self._tables
+
+    def shadow(self) -> FeedProjection:
+        return FeedProjection(shadow_tables(self._tables), name=f"{self._name}__next")
+
+    def create(self, cur: SqlCursor, dialect: Dialect) -> None:
+        items, heads = self._tables["items"], self._tables["heads"]
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {items} (tenant_id TEXT NOT NULL,"
+            " sequence BIGINT NOT NULL, item_id TEXT NOT NULL, type TEXT NOT NULL,"
+            " occurred_at TEXT NOT NULL, account_id TEXT, data TEXT NOT NULL,"
+            " sealed TEXT NOT NULL, position BIGINT NOT NULL,"
+            " PRIMARY KEY (tenant_id, sequence))"
+        )
+        cur.execute(
+            f"CREATE TABLE IF NOT EXISTS {heads} (tenant_id TEXT PRIMARY KEY,"
+            " sequence BIGINT NOT NULL)"
+        )
+        cur.execute(f"CREATE UNIQUE INDEX {index_name(items, 'item')} ON {items} (item_id)")
+
+    def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
+        entries = [
+            (recorded, entry)
+            for recorded in batch
+            if (entry := entry_of(recorded.event)) is not None
+        ]
+        if not entries:
+            return
+        heads = self._heads(cur, {entry.tenant_id for _, entry in entries})
+        rows = []
+        for recorded, entry in entries:
+            heads[entry.tenant_id] = sequence = heads.get(entry.tenant_id, 0) + 1
+            rows.append(
+                (
+                    entry.tenant_id,
+                    sequence,
+                    entry.item_id,
+                    entry.type,
+                    recorded.event.timestamp.isoformat(),
+                    entry.account_id,
+                    orjson.dumps(entry.data).decode(),
+                    orjson.dumps(entry.sealed).decode(),
+                    recorded.position,
+                )
+            )
+        cur.executemany(
+            f"INSERT INTO {self._tables['items']} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            rows,
+        )
+        cur.executemany(
+            f"INSERT INTO {self._tables['heads']} (tenant_id, sequence) VALUES (?, ?)"
+            " ON CONFLICT (tenant_id) DO UPDATE SET sequence = excluded.sequence",
+            sorted(heads.items()),
+        )
+
+    def _heads(self, cur: SqlCursor, tenants: set[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        ordered = sorted(tenants)
+        for start in range(0, len(ordered), 500):
+            chunk = ordered[start : start + 500]
+            cur.execute(
+                f"SELECT tenant_id, sequence FROM {self._tables['heads']}"
+                f" WHERE tenant_id IN ({', '.join('?' * len(chunk))})",
+                tuple(chunk),
+            )
+            found.update((str(tenant), int(seq)) for tenant, seq in cur.fetchall())
+        return found
+
+
+class FeedReader:
+    """Implements ``FeedReadModel``: a tenant's items after a sequence, in order."""
+
+    def __init__(self, db: SqlDatabase, tables: Mapping[str, str] = TABLES) -> None:
+        self.db = db
+        self.t = dict(tables)
+
+    def items(self, tenant_id: str, after: int, limit: int) -> list[dict[str, Any]]:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT sequence, item_id, type, occurred_at, account_id, data, sealed"
+                f" FROM {self.t['items']} WHERE tenant_id = ? AND sequence > ?"
+                " ORDER BY sequence LIMIT ?",
+                (tenant_id, after, limit),
+            )
+            rows = cur.fetchall()
+        return [
+            {
+                "sequence": int(sequence),
+                "id": item_id,
+                "type": kind,
+                "tenantId": tenant_id,
+                "occurredAt": occurred_at,
+                "accountId": account_id,
+                "data": orjson.loads(data),
+                "sealed": orjson.loads(sealed),
+            }
+            for sequence, item_id, kind, occurred_at, account_id, data, sealed in rows
+        ]
+
+    def head(self, tenant_id: str) -> int:
+        with self.db.reading() as cur:
+            cur.execute(f"SELECT sequence FROM {self.t['heads']} WHERE tenant_id = ?", (tenant_id,))
+            row = cur.fetchone()
+        return 0 if row is None else int(row[0])

@@ -1,0 +1,31 @@
+"""The whole API, driven from its own OpenAPI document by schemathesis: whatever a client
+sends, no answer is a 5xx, and every error is problem+json.
+
+connect-mail-account and update-mail-account are left out: with ``verify`` they dial the
+host they are given, and a fuzzer's hosts are not ours to dial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import schemathesis
+from hypothesis import HealthCheck, settings
+
+from tests.e2e.http.test_api import PROBLEM
+
+schema = schemathesis.pytest.from_fixture("api_schema")
+
+
+@schema.parametrize()
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=True,
+)
+def test_no_answer_is_a_server_error(case: schemathesis.Case[Any], api_key: str) -> None:
+    response = case.call(headers={"Authorization": f"Bearer {api_key}"})
+    assert response.status_code < 500, response.text
+    if response.status_code >= 400:
+        assert response.headers["content-type"][0] == PROBLEM
