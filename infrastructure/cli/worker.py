@@ -27,6 +27,7 @@ from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
 from infrastructure.runtime.gc_policy import HeapKeeper
 from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
+from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
 from workers.sync import SyncOutcome
 
@@ -85,14 +86,14 @@ def worker(
                 return age < 30, {
                     "workerId": name,
                     "loopAgeSeconds": round(age, 1),
-                    "accountsOwned": len(supervisor.keeper),
+                    "accountsOwned": len(supervisor.owner),
                 }
 
             serve_metrics(metrics_port, supervisor.metrics.registry, health)
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             stop.set()
-            supervisor.tell(("wake",))
+            supervisor.inbox.tell(Wake())
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
