@@ -7,6 +7,7 @@ POLL_COLD = 1800.0
 POLL_CONCURRENCY = 8
 POLL_DEADLINE = 120.0
 WATCH_LEASE_TTL = 90.0
+FLEET_TICK = 5.0  # at most; a short lease ttl shortens it (ttl / 6)
 WATCH_DEAD_AFTER = 300.0  # an IDLE connection silent this long is taken for dead
 WATCH_REIDLE_AFTER = 25 * 60.0  # servers drop IDLE after 29 minutes: re-issue it before
 MAX_ACCOUNTS_PER_WORKER = 5000

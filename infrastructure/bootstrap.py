@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, Policy
 from application.leases import LeaseBackend, WorkerRegistry
@@ -162,14 +163,14 @@ def event_store(app: App) -> RecorderEventStore:
 
 def build_syncer(app: App, settings: Settings) -> AccountSyncer:
     """The poll's unit of work, wired to the app's ports and a MIME parser."""
-    return AccountSyncer(
-        app.ctx,
-        EmailMimeParser(app.ctx.mail.blobs),
-        SyncSettings(
-            backfill_window_days=settings.backfill_window_days,
-            max_messages_per_poll=settings.max_messages_per_poll,
-            parse_concurrency=settings.parse_concurrency,
-        ),
+    return AccountSyncer(app.ctx, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
+
+
+def sync_settings(settings: Settings) -> SyncSettings:
+    return SyncSettings(
+        backfill_window_days=settings.backfill_window_days,
+        max_messages_per_poll=settings.max_messages_per_poll,
+        parse_concurrency=settings.parse_concurrency,
     )
 
 
@@ -184,21 +185,13 @@ def build_supervisor(
     # free, so they claim all of them at once instead of only their fair share.
     # Heartbeats are written every fleet tick (at most ttl/6): three ticks of margin.
     heartbeat_ttl = ttl / 2
-    caps = ConnectionCaps(per_account=4, per_host=settings.per_host_conn_cap)
+    caps = ConnectionCaps(per_host=settings.per_host_conn_cap)
     metrics = WorkerMetrics()
     counted = CountingProvider(app.ctx.mail.provider, metrics.logins.inc)
     capped = replace(
         app.ctx, mail_ports=replace(app.ctx.mail, provider=CappedProvider(counted, caps))
     )
-    syncer = AccountSyncer(
-        capped,
-        EmailMimeParser(app.ctx.mail.blobs),
-        SyncSettings(
-            backfill_window_days=settings.backfill_window_days,
-            max_messages_per_poll=settings.max_messages_per_poll,
-            parse_concurrency=settings.parse_concurrency,
-        ),
-    )
+    syncer = AccountSyncer(capped, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
     lease: LeaseBackend
     registry: WorkerRegistry
     subscriber: SignalSubscriber
@@ -213,7 +206,7 @@ def build_supervisor(
     supervisor_settings = SupervisorSettings(
         worker_id=worker_id,
         lease_ttl=ttl,
-        fleet_tick=min(5.0, ttl / 6),
+        fleet_tick=min(defaults.FLEET_TICK, ttl / 6),
         poll_warm=settings.poll_interval,
         poll_cold=settings.poll_cold,
         poll_concurrency=settings.poll_concurrency,

@@ -73,7 +73,7 @@ FLEET_COALESCE = 0.05  # signals in a burst share one fleet tick
 class SupervisorSettings:
     worker_id: str
     lease_ttl: float = defaults.WATCH_LEASE_TTL
-    fleet_tick: float = 5.0
+    fleet_tick: float = defaults.FLEET_TICK
     poll_warm: float = defaults.POLL_INTERVAL
     poll_cold: float = defaults.POLL_COLD
     poll_concurrency: int = defaults.POLL_CONCURRENCY

@@ -40,6 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from application import worker_defaults as defaults
 from application.mail.ports import IdleNews, MailboxSession, MailProviderError
 from application.mail.state import ErrorKind
 from workers.policies.watch_stops import StopReason, WhyStopped
@@ -93,8 +94,8 @@ class WatchManager:
         hooks: WatchHooks,
         *,
         pool_size: int = 8,
-        reidle_after: float = 25 * 60,
-        dead_after: float = 300.0,
+        reidle_after: float = defaults.WATCH_REIDLE_AFTER,
+        dead_after: float = defaults.WATCH_DEAD_AFTER,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._hooks = hooks

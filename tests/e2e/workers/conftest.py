@@ -21,7 +21,6 @@ PG_DSN = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432
 # Short enough for a test, long enough for a loaded 2-core machine.
 WORKER_SETTINGS = {
     "watch_lease_ttl": "6",
-    "poll_warm": "4",
     "poll_interval": "4",
     "poll_deadline": "30",
     "imap_read_timeout": "15",

@@ -13,7 +13,7 @@ from tests.e2e.workers.harness import OBSERVE_SLACK, Fleet, Watchers, all_sessio
 from tests.e2e.workers.servers import wait_for
 
 TTL = float(WORKER_SETTINGS["watch_lease_ttl"])
-POLL = float(WORKER_SETTINGS["poll_warm"])
+POLL = float(WORKER_SETTINGS["poll_interval"])
 
 
 def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:

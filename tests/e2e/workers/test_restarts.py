@@ -48,7 +48,7 @@ def cluster() -> Iterator[PostgresCluster]:
 def restart_fleet(
     tmp_path: Path, dovecot: DovecotServer, redis_server: RedisServer, cluster: PostgresCluster
 ) -> Iterator[Fleet]:
-    settings = {**WORKER_SETTINGS, "poll_warm": "60", "poll_interval": "60"}
+    settings = {**WORKER_SETTINGS, "poll_interval": "60"}
     world = Fleet(tmp_path, dovecot, redis_server, cluster.url("w"), settings)
     try:
         yield world

@@ -32,7 +32,7 @@ def assert_worker_times(fleet: Fleet, account: Account, since: float, ingested: 
 
 
 def test_disconnect_reconnect_sync_now_and_connect(fleet: Fleet) -> None:
-    fleet.worker_settings.update(poll_warm="60", poll_interval="60")
+    fleet.worker_settings.update(poll_interval="60")
     hot = [fleet.connect(fleet.owner) for _ in range(4)]
     quiet = fleet.connect(fleet.member("other"))  # warm: polled, not watched
     fleet.app.projections.catch_up()
