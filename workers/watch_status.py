@@ -3,7 +3,8 @@ off the loop's thread: the loop must not wait for the database.
 
 The loop hands over a full report; only its changes since the last one are queued, and
 queued changes coalesce (an account changing twice before a write is written once). One
-write is in flight at a time, all queued changes in one transaction. A failed write
+write is in flight at a time, all queued changes in one transaction; what queued up
+meanwhile goes out right after it. A failed write
 keeps its changes queued (a newer change of an account wins) for the next report's
 write. ``close`` clears every row this worker reported.
 """
@@ -56,17 +57,20 @@ class WatchStatusWriter:
             log.warning("watch_status.unwritten error=%s", type(error).__name__)
 
     def _flush(self) -> None:
-        with self._lock:
-            batch, self._pending = self._pending, {}
-        try:
-            self._write(batch)
-        except Exception as error:  # an outage or a bug: keep the changes, try next report
-            log.warning("watch_status.unwritten error=%s", type(error).__name__)
+        while True:
             with self._lock:
-                self._pending = {**batch, **self._pending}
-        finally:
-            with self._lock:
-                self._busy = False
+                batch, self._pending = self._pending, {}
+                if not batch:
+                    self._busy = False
+                    return
+            try:
+                self._write(batch)
+            except Exception as error:  # an outage or a bug: keep them for the next report
+                log.warning("watch_status.unwritten error=%s", type(error).__name__)
+                with self._lock:
+                    self._pending = {**batch, **self._pending}
+                    self._busy = False
+                return
 
     def _write(self, batch: dict[str, WatchStatus | None]) -> None:
         if batch:

@@ -180,12 +180,15 @@ def list_accounts(as_json: JsonFlag = False) -> None:
                     "lastSyncAt": h.last_sync_at.isoformat() if h and h.last_sync_at else None,
                     "lastErrorKind": h.last_error_kind if h else None,
                     "watchState": h.watch_state if h else "idle",
+                    "tier": h.tier if h else "warm",
                 }
             )
         if as_json:
             print_data({"items": items}, True)
             return
-        table = Table("account", "tenant", "status", "host", "messages", "last sync", "error")
+        table = Table(
+            "account", "tenant", "status", "host", "messages", "last sync", "error", "watch", "tier"
+        )
         for i in items:
             table.add_row(
                 i["accountId"],
@@ -195,5 +198,7 @@ def list_accounts(as_json: JsonFlag = False) -> None:
                 str(i["messageCount"]),
                 str(i["lastSyncAt"] or "-"),
                 str(i["lastErrorKind"] or "-"),
+                i["watchState"],
+                i["tier"],
             )
         out().print(table)
