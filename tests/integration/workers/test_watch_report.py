@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -23,19 +24,34 @@ from workers.supervisor import Supervisor
 DEADLINE = 60.0  # a loaded 2-core machine; the worker's own cadence is about a second
 
 
+@dataclass
+class Worker:
+    """A mail app, and a supervisor on it run by ``start`` on a thread of its own."""
+
+    mail: MailApp
+    supervisor: Supervisor | None = None
+    thread: threading.Thread | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Supervisor:
+        self.supervisor = build_supervisor(self.mail.app, self.mail.settings, "w-report")
+        self.thread = threading.Thread(
+            target=self.supervisor.run, args=(self.stop,), name="supervisor"
+        )
+        self.thread.start()
+        return self.supervisor
+
+
 @pytest.fixture
-def worker(make_mail_app: MakeMailApp) -> Iterator[tuple[MailApp, Supervisor]]:
+def worker(make_mail_app: MakeMailApp) -> Iterator[Worker]:
     # A short lease ttl makes the fleet tick (ttl / 6) one second.
-    mail = make_mail_app(watch_lease_ttl=6.0, poll_interval=60.0)
-    supervisor = build_supervisor(mail.app, mail.settings, "w-report")
-    stop = threading.Event()
-    thread = threading.Thread(target=supervisor.run, args=(stop,), name="supervisor")
-    thread.start()
-    yield mail, supervisor
-    stop.set()
-    supervisor.inbox.tell(Wake())
-    thread.join(timeout=30)
-    assert not thread.is_alive()
+    world = Worker(make_mail_app(watch_lease_ttl=6.0, poll_interval=60.0))
+    yield world
+    world.stop.set()
+    if world.supervisor is not None and world.thread is not None:
+        world.supervisor.inbox.tell(Wake())
+        world.thread.join(timeout=30)
+        assert not world.thread.is_alive()
 
 
 def wait_for(
@@ -52,26 +68,31 @@ def wait_for(
 
 
 def test_a_running_worker_reports_watching_and_hot_then_idle_after_disconnect(
-    worker: tuple[MailApp, Supervisor],
-    admin: User,
-    dovecot: DovecotServer,
-    mailbox: DovecotUser,
+    worker: Worker, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
 ) -> None:
-    mail, supervisor = worker
-    app = mail.app
+    app = worker.mail.app
+    # Connected before the worker runs: it learns of the account from the read model,
+    # with no signal (a connect's signal alone would make it hot).
     account_id = connect(app, admin, dovecot, mailbox)
+    app.projections.catch_up()
+    supervisor = worker.start()
 
     def view() -> dict[str, Any]:
         item = accounts(app, admin)[account_id]  # catches the read model up first
         return {"watchState": item["watchState"], "tier": item["tier"]}
 
-    # Known but nobody active: polled by this worker, warm.
-    wait_for("a polled account", view, lambda v: v == {"watchState": "idle", "tier": "warm"})
+    def written() -> dict[str, Any]:
+        health = app.ctx.mail.state.health([account_id])  # what `tidings accounts list` reads
+        return {a: (h.watch_state, h.tier) for a, h in health.items()}
+
+    # Known, nobody active: polled by this worker (its first poll writes the row), warm.
+    wait_for("a polled account", written, lambda w: w == {account_id: ("idle", "warm")})
+    assert not supervisor.owner.holds(account_id)
     ok(app.write("user-active", {}, admin))
     wait_for("an active user's account", view, lambda v: v["watchState"] == "watching")
     assert view() == {"watchState": "watching", "tier": "hot"}
-    health = app.ctx.mail.state.health([account_id])[account_id]
-    assert (health.watch_state, health.tier) == ("watching", "hot")  # `tidings accounts list`
+    assert written() == {account_id: ("watching", "hot")}
+    assert supervisor.owner.holds(account_id)
 
     ok(app.write("disconnect-mail-account", {"accountId": account_id}, admin))
     wait_for("a disconnected account", view, lambda v: v["watchState"] == "idle")
