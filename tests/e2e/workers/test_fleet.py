@@ -1,7 +1,7 @@
 """Several ``tidings worker`` processes share the hot accounts: each hot mailbox is in IDLE
 exactly once (Dovecot's own view), and after a worker is killed its mailboxes are
 watched again by the others within ttl + one fleet tick, never twice at once, with the
-mail that arrived meanwhile ingested (SPEC §7.3, §7.4, §7.8, §7.9)."""
+mail that arrived meanwhile ingested."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
         promoted = wait_for("hot mailboxes in IDLE", lambda: fleet.watched(watchers, hot), 20)
         started = max(fleet.delays("watch.started", active_at, hot).values())
         print(f"user-active -> {len(hot)} watches started {started:.2f}s, seen {promoted:.2f}s")
-        assert started <= 5.0, "SPEC §7.9: hot within 5 s of user-active"
+        assert started <= 5.0, "hot within 5 s of user-active"
         assert promoted <= 5.0 + OBSERVE_SLACK
 
         # Settled: every sample for ~10 s shows each hot mailbox in IDLE exactly once.
@@ -81,7 +81,7 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
             f"kill -9 -> orphans' watches started {restarted:.2f}s, seen {failover:.2f}s"
             f" (ttl {TTL}s, tick {FLEET_TICK}s)"
         )
-        assert restarted <= TTL + FLEET_TICK + LOGIN, "SPEC §7.8: ttl + one tick"
+        assert restarted <= TTL + FLEET_TICK + LOGIN, "ttl + one tick"
         assert failover <= TTL + FLEET_TICK + LOGIN + OBSERVE_SLACK
         # The survivors logged in while the leases ran out (a parked session each, no
         # IDLE), so at the lapse only IDLE was left; one survivor per orphan did so.

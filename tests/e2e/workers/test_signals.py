@@ -1,4 +1,4 @@
-"""Account changes reach the owning worker by pub/sub (SPEC §6, §7.7): disconnect tears the
+"""Account changes reach the owning worker by pub/sub: disconnect tears the
 watch down within 5 s and reconnect brings it back within 5 s; ``sync-account-now`` and a
 new connect get the account polled (its waiting mail ingested) and watched within 5 s.
 
