@@ -35,24 +35,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from application import worker_defaults as defaults
 from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.mail.state import ErrorKind
 from application.signals import Signal
+from workers import news
+from workers.collaborators import Ingest, Polls, Reader, Report
 from workers.directory import AccountDirectory, AccountInfo
 from workers.metrics import WorkerMetrics
-from workers.news import (
-    AccountLookedUp,
-    DirectoryFetched,
-    Inbox,
-    MailSeen,
-    PollDone,
-    SignalReceived,
-    Wake,
-    WatchStopped,
-)
+from workers.news import Inbox, WatchStopped
 from workers.policies import failover, fleet, watch_report
 from workers.policies.scheduling import DueScheduler, first_poll_at
 from workers.policies.tiers import NEVER, RecentUsers, Tier, TierPolicy, TierSettings
@@ -83,36 +75,6 @@ class SupervisorSettings:
     watch_pool: int = 16
     dead_after: float = defaults.WATCH_DEAD_AFTER
     reidle_after: float = defaults.WATCH_REIDLE_AFTER
-
-
-class Reader(Protocol):
-    """What the supervisor asks of the ``DirectoryReader``."""
-
-    def refresh(self) -> None: ...
-    def refreshed(self) -> None: ...
-    def lookup(self, account_id: str) -> None: ...
-    def close(self) -> None: ...
-
-
-class Ingest(Protocol):
-    """What the supervisor asks of the watch path's ingestion (``WatchIngest``)."""
-
-    def changed(self, account_id: str) -> None: ...
-    def close(self) -> None: ...
-
-
-class Polls(Protocol):
-    """What the supervisor asks of the ``Poller``."""
-
-    def submit(self, account_id: str, on_done: Callable[[SyncOutcome], None]) -> bool: ...
-    def close(self) -> None: ...
-
-
-class Report(Protocol):
-    """What the supervisor asks of the ``WatchStatusWriter``."""
-
-    def report(self, report: dict[str, watch_report.WatchStatus]) -> None: ...
-    def close(self) -> None: ...
 
 
 class Supervisor:
@@ -157,7 +119,7 @@ class Supervisor:
     # --- from other threads ----------------------------------------------------------
 
     def on_signal(self, signal: Signal) -> None:
-        self.inbox.tell(SignalReceived(signal))
+        self.inbox.tell(news.SignalReceived(signal))
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -211,22 +173,22 @@ class Supervisor:
     # --- news --------------------------------------------------------------------------
 
     def _drain(self, now: float) -> None:
-        for news in self.inbox.drain():
-            match news:
-                case SignalReceived(signal):
+        for item in self.inbox.drain():
+            match item:
+                case news.SignalReceived(signal):
                     self._signal(signal, now)
-                case WatchStopped():
-                    self._watch_stopped(news, now)
-                case MailSeen(account_id):
+                case news.WatchStopped():
+                    self._watch_stopped(item, now)
+                case news.MailSeen(account_id):
                     self.tiers.on_mail(account_id, time.time(), time.time())
                     self._on_ingested()
-                case PollDone(outcome):
+                case news.PollDone(outcome):
                     self._polled(outcome)
-                case DirectoryFetched(accounts):
+                case news.DirectoryFetched(accounts):
                     self._directory_fetched(accounts, now)
-                case AccountLookedUp(account_id, info):
+                case news.AccountLookedUp(account_id, info):
                     self._looked_up(account_id, info, now)
-                case Wake():
+                case news.Wake():
                     pass
 
     def _signal(self, signal: Signal, now: float) -> None:
@@ -276,12 +238,12 @@ class Supervisor:
         if new:
             self._fleet_soon(now)  # claim the new hot ones now
 
-    def _watch_stopped(self, news: WatchStopped, now: float) -> None:
-        decision, started = self.owner.stopped(news, now)
+    def _watch_stopped(self, stopped: WatchStopped, now: float) -> None:
+        decision, started = self.owner.stopped(stopped, now)
         if started:
-            self._watch_started(news.account_id)
+            self._watch_started(stopped.account_id)
         if decision is AfterStop.FORGET:
-            self._forget(news.account_id, StopReason.AUTH_ERROR)
+            self._forget(stopped.account_id, StopReason.AUTH_ERROR)
 
     def _polled(self, outcome: SyncOutcome) -> None:
         if outcome.ingested:
@@ -381,7 +343,10 @@ class Supervisor:
             tier = tiers.get(account_id, "warm")
             self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
             if self._owns_poll(account_id):
-                self.poller.submit(account_id, lambda outcome: self.inbox.tell(PollDone(outcome)))
+                self.poller.submit(account_id, self._poll_done)
+
+    def _poll_done(self, outcome: SyncOutcome) -> None:  # a poll thread
+        self.inbox.tell(news.PollDone(outcome))
 
     # --- metrics and shutdown -------------------------------------------------------------
 

@@ -22,10 +22,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Collection, Mapping
-from typing import Protocol
 
 from application.leases import LeaseBackend, LeaseBackendUnavailable
 from application.mail.ports import MailboxThrottled
+from workers.collaborators import Watches
 from workers.metrics import WorkerMetrics
 from workers.news import WatchStopped
 from workers.parking import ParkedSessions
@@ -33,20 +33,8 @@ from workers.policies.backoff import RestartBackoff
 from workers.policies.lease_keeper import LeaseKeeper, Teardown
 from workers.policies.scheduling import DueScheduler
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped, after_stop
-from workers.watch import State
 
 log = logging.getLogger("tidings.supervisor")
-
-
-class Watches(Protocol):
-    """What the owner asks of the ``WatchManager``."""
-
-    def start(self, account_id: str, *, parked: bool = False) -> int: ...
-    def activate(self, account_id: str) -> bool: ...
-    def stop(self, account_id: str, reason: WhyStopped = StopReason.STOPPED) -> bool: ...
-    def is_watching(self, account_id: str) -> bool: ...
-    def watching(self) -> dict[str, State]: ...
-    def close(self) -> None: ...
 
 
 class WatchOwner:
