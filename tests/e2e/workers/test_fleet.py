@@ -85,9 +85,9 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
         assert failover <= TTL + FLEET_TICK + LOGIN + OBSERVE_SLACK
         # The survivors logged in while the leases ran out (a parked session each, no
         # IDLE), so at the lapse only IDLE was left; one survivor per orphan did so.
-        parked = fleet.delays("watch.parked", killed_wall, orphans)
-        started = fleet.delays("watch.started", killed_wall, orphans)
-        assert all(parked[a] <= started[a] for a in parked), (parked, started)
+        parked_at = fleet.delays("watch.parked", killed_wall, orphans)
+        started_at = fleet.delays("watch.started", killed_wall, orphans)
+        assert all(parked_at[a] <= started_at[a] for a in parked_at), (parked_at, started_at)
         for account in orphans:
             assert (
                 len(fleet.events("watch.parked", killed_wall, account_id=account.account_id)) == 1
