@@ -1,6 +1,7 @@
-"""Coordination ports of the watch supervisor (SPEC §7.4, §7.8): leases and fleet membership.
+"""Coordination ports of the watch supervisor: leases and fleet membership.
 
-A lease says which worker holds the IDLE watch of an account. Contract of ``Lease``:
+A lease says which worker holds the IDLE watch of an account. Contract of ``LeaseBackend``
+(the store of every account's lease, not one lease):
 
 - ``acquire(key)`` takes a free key for ``ttl_seconds`` and returns a fresh random token
   (one per acquisition), or ``None`` when someone holds the key. Only the token's holder
@@ -36,7 +37,7 @@ class LeaseBackendUnavailable(ApplicationError):
     """
 
 
-class Lease(Protocol):
+class LeaseBackend(Protocol):
     @property
     def ttl_seconds(self) -> float: ...
 

@@ -6,9 +6,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, Policy
-from application.leases import Lease, WorkerRegistry
+from application.leases import LeaseBackend, WorkerRegistry
 from application.mail.context import MailPorts
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
@@ -36,9 +37,17 @@ from projections.feed import FeedProjection, FeedReader
 from projections.mail import MailProjection, MailReader
 from projections.runner import ProjectionRunner
 from workers.caps import CappedProvider, ConnectionCaps
+from workers.directory import AccountDirectory, DirectoryReader
 from workers.metrics import CountingProvider, WorkerMetrics
+from workers.news import Inbox
+from workers.parking import ParkedSessions
+from workers.poll import Poller
 from workers.supervisor import Supervisor, SupervisorSettings
 from workers.sync import AccountSyncer, SyncSettings
+from workers.watch import WatchManager
+from workers.watch_ingest import WatchIngest
+from workers.watch_owner import WatchOwner
+from workers.watch_status import WatchStatusWriter
 
 
 def open_database(url: DatabaseUrl) -> SqliteDatabase | PostgresDatabase:
@@ -159,14 +168,14 @@ def event_store(app: App) -> RecorderEventStore:
 
 def build_syncer(app: App, settings: Settings) -> AccountSyncer:
     """The poll's unit of work, wired to the app's ports and a MIME parser."""
-    return AccountSyncer(
-        app.ctx,
-        EmailMimeParser(app.ctx.mail.blobs),
-        SyncSettings(
-            backfill_window_days=settings.backfill_window_days,
-            max_messages_per_poll=settings.max_messages_per_poll,
-            parse_concurrency=settings.parse_concurrency,
-        ),
+    return AccountSyncer(app.ctx, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
+
+
+def sync_settings(settings: Settings) -> SyncSettings:
+    return SyncSettings(
+        backfill_window_days=settings.backfill_window_days,
+        max_messages_per_poll=settings.max_messages_per_poll,
+        parse_concurrency=settings.parse_concurrency,
     )
 
 
@@ -181,22 +190,14 @@ def build_supervisor(
     # free, so they claim all of them at once instead of only their fair share.
     # Heartbeats are written every fleet tick (at most ttl/6): three ticks of margin.
     heartbeat_ttl = ttl / 2
-    caps = ConnectionCaps(per_account=4, per_host=settings.per_host_conn_cap)
+    caps = ConnectionCaps(per_host=settings.per_host_conn_cap)
     metrics = WorkerMetrics()
     counted = CountingProvider(app.ctx.mail.provider, metrics.logins.inc)
     capped = replace(
         app.ctx, mail_ports=replace(app.ctx.mail, provider=CappedProvider(counted, caps))
     )
-    syncer = AccountSyncer(
-        capped,
-        EmailMimeParser(app.ctx.mail.blobs),
-        SyncSettings(
-            backfill_window_days=settings.backfill_window_days,
-            max_messages_per_poll=settings.max_messages_per_poll,
-            parse_concurrency=settings.parse_concurrency,
-        ),
-    )
-    lease: Lease
+    syncer = AccountSyncer(capped, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
+    lease: LeaseBackend
     registry: WorkerRegistry
     subscriber: SignalSubscriber
     if settings.redis_url:
@@ -207,29 +208,69 @@ def build_supervisor(
         lease = InProcessLease(ttl, holder=worker_id)
         registry = LocalRegistry(worker_id, heartbeat_ttl)
         subscriber = app.ctx.mail.signals  # type: ignore[assignment]
-    supervisor = Supervisor(
+    supervisor_settings = SupervisorSettings(
+        worker_id=worker_id,
+        lease_ttl=ttl,
+        fleet_tick=min(defaults.FLEET_TICK, ttl / 6),
+        poll_warm=settings.poll_interval,
+        poll_cold=settings.poll_cold,
+        poll_concurrency=settings.poll_concurrency,
+        poll_deadline=settings.poll_deadline,
+        max_accounts_per_worker=settings.max_accounts_per_worker,
+        hot_budget_per_worker=settings.hot_budget_per_worker,
+        dead_after=settings.watch_dead_after,
+    )
+    supervisor = _supervisor(
         app,
         syncer,
-        lease,
-        registry,
-        SupervisorSettings(
-            worker_id=worker_id,
-            lease_ttl=ttl,
-            fleet_tick=min(5.0, ttl / 6),
-            # poll_interval is the base cadence; poll_warm, when set, refines it for warm
-            # and hot accounts (docs/workers.md).
-            poll_warm=settings.poll_warm
-            if "poll_warm" in settings.model_fields_set
-            else settings.poll_interval,
-            poll_cold=settings.poll_cold,
-            poll_concurrency=settings.poll_concurrency,
-            poll_deadline=settings.poll_deadline,
-            max_accounts_per_worker=settings.max_accounts_per_worker,
-            hot_budget_per_worker=settings.hot_budget_per_worker,
-            dead_after=settings.watch_dead_after,
-        ),
+        lease=lease,
+        registry=registry,
+        settings=supervisor_settings,
         metrics=metrics,
         on_ingested=on_ingested,
     )
     subscriber.subscribe(supervisor.on_signal)
     return supervisor
+
+
+def _supervisor(
+    app: App,
+    syncer: AccountSyncer,
+    *,
+    lease: LeaseBackend,
+    registry: WorkerRegistry,
+    settings: SupervisorSettings,
+    metrics: WorkerMetrics,
+    on_ingested: Callable[[], None],
+) -> Supervisor:
+    """The supervisor and every collaborator it is given (the news inbox first: the
+    threads that tell it things are built with its ``tell``)."""
+    inbox = Inbox()
+    directory = AccountDirectory(app)
+    ingest = WatchIngest(syncer, metrics, inbox.tell)
+    watches = WatchManager(
+        ingest,
+        pool_size=settings.watch_pool,
+        reidle_after=settings.reidle_after,
+        dead_after=settings.dead_after,
+    )
+    parking = ParkedSessions(
+        settings.worker_id, lease, ttl=settings.lease_ttl, capacity=settings.max_accounts_per_worker
+    )
+    return Supervisor(
+        settings,
+        inbox=inbox,
+        registry=registry,
+        owner=WatchOwner(lease, watches, parking, metrics, ttl=settings.lease_ttl),
+        directory=directory,
+        reader=DirectoryReader(directory, inbox.tell),
+        ingest=ingest,
+        poller=Poller(
+            syncer.sync,
+            concurrency=settings.poll_concurrency,
+            deadline_seconds=settings.poll_deadline,
+        ),
+        status=WatchStatusWriter(app.ctx.mail.state, settings.worker_id),
+        metrics=metrics,
+        on_ingested=on_ingested,
+    )

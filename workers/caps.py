@@ -1,4 +1,4 @@
-"""Connection caps (SPEC §7.10): at most ``per_account`` sockets per account and
+"""Connection caps: at most ``per_account`` sockets per account and
 ``per_host`` per IMAP host in this worker, each slot held for its socket's lifetime.
 
 ``CappedProvider`` wraps any ``MailProvider``: ``open`` takes both slots or raises
@@ -13,6 +13,7 @@ from collections import Counter
 from types import TracebackType
 from typing import Any, Self
 
+from application import worker_defaults as defaults
 from application.mail.ports import (
     BlobOwner,
     Credentials,
@@ -22,9 +23,13 @@ from application.mail.ports import (
     MailProvider,
 )
 
+PER_ACCOUNT = 4  # IDLE, a poll, and room for a reconnect overlapping either
+
 
 class ConnectionCaps:
-    def __init__(self, per_account: int = 4, per_host: int = 2000) -> None:
+    def __init__(
+        self, per_account: int = PER_ACCOUNT, per_host: int = defaults.PER_HOST_CONN_CAP
+    ) -> None:
         self.per_account = per_account
         self.per_host = per_host
         self._accounts: Counter[str] = Counter()
@@ -49,12 +54,6 @@ class ConnectionCaps:
                 del self._accounts[account_id]
             if self._hosts[host] <= 0:
                 del self._hosts[host]
-
-    def in_use(self, *, account_id: str | None = None, host: str | None = None) -> int:
-        with self._lock:
-            if account_id is not None:
-                return self._accounts[account_id]
-            return self._hosts[host] if host is not None else sum(self._hosts.values())
 
 
 class _CappedSession:

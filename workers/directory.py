@@ -29,6 +29,7 @@ from application.app import App
 from application.errors import StoreUnavailable
 from application.streams import load
 from domain.mail_account import MailAccount
+from workers.news import AccountLookedUp, DirectoryFetched, News
 
 log = logging.getLogger("tidings.directory")
 
@@ -112,14 +113,6 @@ class AccountDirectory:
         """Not syncable any more (e.g. an auth error)."""
         self.learn(account_id, None)
 
-    def refresh(self) -> None:
-        self.apply(self.fetch())
-
-    def reload(self, account_id: str) -> AccountInfo | None:
-        info = self.lookup(account_id)
-        self.learn(account_id, info)
-        return info
-
     def of_user(self, tenant_id: str, user_id: str) -> list[str]:
         """A user's own accounts and its tenant's shared ones."""
         return [
@@ -131,13 +124,13 @@ class AccountDirectory:
 
 class DirectoryReader:
     """Runs a directory's database reads on a thread of its own and hands the answers to
-    ``tell`` (the supervisor's news queue): ``("directory", fresh or None)`` for a
-    ``refresh``, ``("looked_up", account_id, info)`` for a ``lookup``. One refresh at a
+    ``tell`` (the supervisor's inbox): ``DirectoryFetched`` for a ``refresh``,
+    ``AccountLookedUp`` for a ``lookup``. One refresh at a
     time (``refreshed`` re-arms it); reads run in the order asked, so a reconnect's
     lookup answers after the disconnect's. A failed lookup is dropped (signals are best
     effort: the next refresh catches up)."""
 
-    def __init__(self, directory: AccountDirectory, tell: Callable[[tuple[Any, ...]], None]):
+    def __init__(self, directory: AccountDirectory, tell: Callable[[News], None]) -> None:
         self._directory = directory
         self._tell = tell
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="directory")
@@ -169,7 +162,7 @@ class DirectoryReader:
             log.warning("directory.unavailable")
         except Exception as error:  # a bug must not stop the refreshes for good
             log.exception("directory.failed error=%s", type(error).__name__)
-        self._tell(("directory", fresh))
+        self._tell(DirectoryFetched(fresh))
 
     def _lookup(self, account_id: str) -> None:
         try:
@@ -179,4 +172,4 @@ class DirectoryReader:
                 "directory.lookup_failed account_id=%s error=%s", account_id, type(error).__name__
             )
             return
-        self._tell(("looked_up", account_id, info))
+        self._tell(AccountLookedUp(account_id, info))

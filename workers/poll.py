@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
+from application import worker_defaults as defaults
 from application.mail.state import ErrorKind
 from workers.sync import SyncOutcome
 
@@ -23,7 +24,12 @@ SyncFn = Callable[[str, float], SyncOutcome]
 
 
 class Poller:
-    def __init__(self, sync: SyncFn, concurrency: int = 8, deadline_seconds: float = 120.0) -> None:
+    def __init__(
+        self,
+        sync: SyncFn,
+        concurrency: int = defaults.POLL_CONCURRENCY,
+        deadline_seconds: float = defaults.POLL_DEADLINE,
+    ) -> None:
         self._sync = sync
         self._deadline_seconds = deadline_seconds
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="poll")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from uuid import UUID
 
+from application import worker_defaults as defaults
 from application.context import Context
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
@@ -61,9 +62,9 @@ log = logging.getLogger("tidings.sync")
 
 @dataclass(frozen=True)
 class SyncSettings:
-    backfill_window_days: int = 30
-    max_messages_per_poll: int = 200
-    parse_concurrency: int = 4
+    backfill_window_days: int = defaults.BACKFILL_WINDOW_DAYS
+    max_messages_per_poll: int = defaults.MAX_MESSAGES_PER_POLL
+    parse_concurrency: int = defaults.PARSE_CONCURRENCY
 
 
 @dataclass(frozen=True)

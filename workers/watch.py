@@ -8,7 +8,7 @@ Per account, a watch moves through:
     any --(error, server hang-up, silence past dead_after, stop())--> stopped
 
 A watch started ``parked`` (a failover's session opened before its lease is free: see
-``policies.prewarm``) stops short of IDLE: opening --(login, SELECT, catch-up poll)-->
+``policies.failover``) stops short of IDLE: opening --(login, SELECT, catch-up poll)-->
 parked --(activate())--> idling. Its IDLE, when it starts, reports mail that came while
 it waited (Dovecot syncs the mailbox when IDLE begins).
 
@@ -16,8 +16,8 @@ Threads: the mux thread owns the selector and only ever does non-blocking reads 
 idling sockets (on news of mail the session also writes its fetch there, at once);
 opening (logins) runs on a small pool, fetching and refreshing on another. A session is
 touched by one thread at a time: the mux while the watch is idling (registered), a pool
-thread otherwise. A fetched page is ingested elsewhere (the hooks' group commit, with
-other accounts' pages); its outcome comes back as a new pool task, so no pool thread
+thread otherwise. A fetched page is ingested elsewhere (``watch_ingest``'s group commit,
+with other accounts' pages); its outcome comes back as a new pool task, so no pool thread
 waits on the database. Selector changes from other threads go through a queue and a
 wake-up pipe. Each watch carries a generation: work finishing for a stopped or restarted
 watch sees a stale generation and only closes its own session.
@@ -40,13 +40,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from application import worker_defaults as defaults
 from application.mail.ports import IdleNews, MailboxSession, MailProviderError
+from application.mail.state import ErrorKind
+from workers.policies.watch_stops import StopReason, WhyStopped
 from workers.sync import SyncOutcome
 
 log = logging.getLogger("tidings.watch")
 
 State = Literal["opening", "parked", "idling", "fetching", "refreshing", "stopped"]
-KEEP_WATCHING = frozenset({None, "store_unavailable", "ingest_conflict"})
+# A page that failed on our side (the database) keeps the watch: the poll catches up.
+KEEP_WATCHING = frozenset({ErrorKind.STORE_UNAVAILABLE, ErrorKind.INGEST_CONFLICT})
 
 
 class WatchHooks(Protocol):
@@ -62,7 +66,7 @@ class WatchHooks(Protocol):
         self,
         account_id: str,
         generation: int,
-        reason: str,
+        reason: WhyStopped,
         error: BaseException | None,
         lived: float,
     ) -> None: ...
@@ -79,7 +83,7 @@ class Watch:
     connected_at: float = 0.0
     idle_since: float = 0.0
     heard_at: float = 0.0
-    stop_reason: str | None = None
+    stop_reason: WhyStopped | None = None
     fileno: int = -1
     parked: bool = False  # stop short of IDLE until ``activate``
 
@@ -90,8 +94,8 @@ class WatchManager:
         hooks: WatchHooks,
         *,
         pool_size: int = 8,
-        reidle_after: float = 25 * 60,
-        dead_after: float = 300.0,
+        reidle_after: float = defaults.WATCH_REIDLE_AFTER,
+        dead_after: float = defaults.WATCH_DEAD_AFTER,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._hooks = hooks
@@ -143,7 +147,7 @@ class WatchManager:
             self._submit(self._idle, watch)
         return True
 
-    def stop(self, account_id: str, reason: str = "stopped") -> bool:
+    def stop(self, account_id: str, reason: WhyStopped = StopReason.STOPPED) -> bool:
         with self._lock:
             watch = self._watches.get(account_id)
         if watch is None:
@@ -163,7 +167,7 @@ class WatchManager:
         with self._lock:
             watches = list(self._watches.values())
         for watch in watches:
-            self._command("stop", watch, "shutdown")
+            self._command("stop", watch, StopReason.SHUTDOWN)
         deadline = time.monotonic() + 5.0
         while self._watches and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -176,7 +180,7 @@ class WatchManager:
             os.close(self._wake_r)
             os.close(self._wake_w)
 
-    def _command(self, verb: str, watch: Watch, reason: str = "") -> None:
+    def _command(self, verb: str, watch: Watch, reason: WhyStopped | None = None) -> None:
         if verb == "stop" and watch.stop_reason is None:
             watch.stop_reason = reason
         self._commands.put((verb, watch))
@@ -201,7 +205,7 @@ class WatchManager:
             watch.connected_at = self._clock()
             self._sync(watch)  # right after start: what arrived since the last poll
         except Exception as error:  # any failure ends this watch
-            self._finish(watch, "error", error)
+            self._finish(watch, StopReason.ERROR, error)
 
     def _fetch(self, watch: Watch) -> None:
         try:
@@ -209,7 +213,7 @@ class WatchManager:
             # (and IDLE again after them) in one round trip.
             self._sync(watch)
         except Exception as error:  # any failure ends this watch
-            self._finish(watch, "error", error)
+            self._finish(watch, StopReason.ERROR, error)
 
     def _sync(self, watch: Watch) -> None:
         assert watch.session is not None
@@ -225,8 +229,8 @@ class WatchManager:
     def _synced(self, watch: Watch, outcome: SyncOutcome) -> None:
         """A page is in: the next page, or IDLE again with the socket back at the mux."""
         try:
-            if outcome.error_kind not in KEEP_WATCHING:
-                self._finish(watch, outcome.error_kind or "error", None)
+            if outcome.error_kind is not None and outcome.error_kind not in KEEP_WATCHING:
+                self._finish(watch, outcome.error_kind, None)
                 return
             if outcome.ingested:
                 self._hooks.on_mail(watch.account_id, outcome)
@@ -242,7 +246,7 @@ class WatchManager:
                 return
             self._idle(watch)
         except Exception as error:  # any failure ends this watch
-            self._finish(watch, "error", error)
+            self._finish(watch, StopReason.ERROR, error)
 
     def _idle(self, watch: Watch) -> None:
         """IDLE again, the socket back at the mux."""
@@ -257,13 +261,13 @@ class WatchManager:
             watch.idle_since = watch.heard_at = self._clock()
             self._idling(watch, news)
         except Exception as error:  # any failure ends this watch
-            self._finish(watch, "error", error)
+            self._finish(watch, StopReason.ERROR, error)
 
     def _idling(self, watch: Watch, news: IdleNews) -> None:
         """In IDLE: fetch at once if IDLE began with news of mail, else wait at the mux."""
         assert watch.session is not None
         if news.closed:
-            self._finish(watch, "closed", None)
+            self._finish(watch, StopReason.CLOSED, None)
         elif news.exists:
             watch.state = "fetching"
             self._fetch(watch)
@@ -284,9 +288,9 @@ class WatchManager:
             watch.idle_since = watch.heard_at = self._clock()
             self._idling(watch, news)
         except Exception as error:  # any failure ends this watch
-            self._finish(watch, "error", error)
+            self._finish(watch, StopReason.ERROR, error)
 
-    def _finish(self, watch: Watch, reason: str, error: BaseException | None) -> None:
+    def _finish(self, watch: Watch, reason: WhyStopped, error: BaseException | None) -> None:
         watch.state = "stopped"
         if watch.session is not None:
             with contextlib.suppress(Exception):
@@ -346,13 +350,13 @@ class WatchManager:
             news = watch.session.idle_read()
         except Exception as error:  # any failure ends this watch
             self._unregister(watch)
-            self._pool.submit(self._finish, watch, "error", error)
+            self._pool.submit(self._finish, watch, StopReason.ERROR, error)
             return
         if news.heard:
             watch.heard_at = now
         if news.closed:
             self._unregister(watch)
-            self._pool.submit(self._finish, watch, "closed", None)
+            self._pool.submit(self._finish, watch, StopReason.CLOSED, None)
         elif news.exists:
             self._unregister(watch)
             watch.state = "fetching"
@@ -366,12 +370,13 @@ class WatchManager:
                 return
             if verb == "register":
                 if watch.stop_reason is not None or not self._current(watch):
-                    self._pool.submit(self._finish, watch, watch.stop_reason or "stale", None)
+                    reason = watch.stop_reason or StopReason.STALE
+                    self._pool.submit(self._finish, watch, reason, None)
                     continue
                 try:
                     self._selector.register(watch.fileno, selectors.EVENT_READ, watch)
                 except (KeyError, ValueError, OSError) as error:
-                    self._pool.submit(self._finish, watch, "error", error)
+                    self._pool.submit(self._finish, watch, StopReason.ERROR, error)
             elif verb == "stop":
                 # Idling: the socket is ours, close it now; parked: nobody works on it.
                 # Otherwise the pool thread working on it sees stop_reason at its next step.
@@ -381,7 +386,8 @@ class WatchManager:
                         watch.state = "stopped"
                 if ours:
                     self._unregister(watch)
-                    self._pool.submit(self._finish, watch, watch.stop_reason or "stopped", None)
+                    reason = watch.stop_reason or StopReason.STOPPED
+                    self._pool.submit(self._finish, watch, reason, None)
 
     def _check_timers(self, now: float) -> None:
         with self._lock:
@@ -390,7 +396,7 @@ class WatchManager:
             if now - watch.heard_at > self._dead_after:
                 self._unregister(watch)
                 watch.state = "stopped"
-                self._pool.submit(self._finish, watch, "silent", None)
+                self._pool.submit(self._finish, watch, StopReason.SILENT, None)
             elif now - watch.idle_since > self._reidle_after:
                 self._unregister(watch)
                 watch.state = "refreshing"

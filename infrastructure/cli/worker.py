@@ -27,6 +27,7 @@ from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
 from infrastructure.runtime.gc_policy import HeapKeeper
 from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
+from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
 from workers.sync import SyncOutcome
 
@@ -85,14 +86,14 @@ def worker(
                 return age < 30, {
                     "workerId": name,
                     "loopAgeSeconds": round(age, 1),
-                    "accountsOwned": len(supervisor.keeper),
+                    "accountsOwned": len(supervisor.owner),
                 }
 
             serve_metrics(metrics_port, supervisor.metrics.registry, health)
 
         def on_signal(signum: int, frame: FrameType | None) -> None:
             stop.set()
-            supervisor.tell(("wake",))
+            supervisor.inbox.tell(Wake())
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -179,12 +180,15 @@ def list_accounts(as_json: JsonFlag = False) -> None:
                     "lastSyncAt": h.last_sync_at.isoformat() if h and h.last_sync_at else None,
                     "lastErrorKind": h.last_error_kind if h else None,
                     "watchState": h.watch_state if h else "idle",
+                    "tier": h.tier if h else "warm",
                 }
             )
         if as_json:
             print_data({"items": items}, True)
             return
-        table = Table("account", "tenant", "status", "host", "messages", "last sync", "error")
+        table = Table(
+            "account", "tenant", "status", "host", "messages", "last sync", "error", "watch", "tier"
+        )
         for i in items:
             table.add_row(
                 i["accountId"],
@@ -194,5 +198,7 @@ def list_accounts(as_json: JsonFlag = False) -> None:
                 str(i["messageCount"]),
                 str(i["lastSyncAt"] or "-"),
                 str(i["lastErrorKind"] or "-"),
+                i["watchState"],
+                i["tier"],
             )
         out().print(table)

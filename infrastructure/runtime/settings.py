@@ -3,13 +3,17 @@ every setting is also a keyword argument of ``bootstrap()``."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from application import worker_defaults as worker
 from application.users import TENANT_ADMIN, TENANT_MEMBER
+
+log = logging.getLogger("tidings.settings")
 
 Roles = Annotated[frozenset[str], NoDecode]
 
@@ -28,24 +32,41 @@ class Settings(BaseSettings):
     # Apply projections right after each write (default: on for SQLite, off for PostgreSQL).
     project_inline: bool | None = None
 
-    # Workers (SPEC §7); durations in seconds.
-    poll_interval: Annotated[float, Field(gt=0)] = 300.0
-    poll_concurrency: Annotated[int, Field(ge=1, le=256)] = 8
-    poll_deadline: Annotated[float, Field(gt=0)] = 120.0
-    backfill_window_days: Annotated[int, Field(ge=0)] = 30
-    max_messages_per_poll: Annotated[int, Field(ge=1, le=10_000)] = 200
-    parse_concurrency: Annotated[int, Field(ge=1, le=64)] = 4
+    # Workers; durations in seconds; defaults in ``application.worker_defaults``.
+    # ``poll_interval``: warm accounts, and hot ones' secondary poll under IDLE.
+    poll_interval: Annotated[float, Field(gt=0)] = worker.POLL_INTERVAL
+    poll_concurrency: Annotated[int, Field(ge=1, le=256)] = worker.POLL_CONCURRENCY
+    poll_deadline: Annotated[float, Field(gt=0)] = worker.POLL_DEADLINE
+    backfill_window_days: Annotated[int, Field(ge=0)] = worker.BACKFILL_WINDOW_DAYS
+    max_messages_per_poll: Annotated[int, Field(ge=1, le=10_000)] = worker.MAX_MESSAGES_PER_POLL
+    parse_concurrency: Annotated[int, Field(ge=1, le=64)] = worker.PARSE_CONCURRENCY
     stream_parse_mb: Annotated[float, Field(gt=0)] = 4.0
     max_message_mb: Annotated[float, Field(gt=0)] = 100.0
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
-    watch_lease_ttl: Annotated[float, Field(ge=3)] = 90.0
-    # An IDLE connection silent this long is taken for dead and restarted (SPEC §7.3).
-    watch_dead_after: Annotated[float, Field(gt=0)] = 300.0
-    poll_warm: Annotated[float, Field(gt=0)] = 300.0
-    poll_cold: Annotated[float, Field(gt=0)] = 1800.0
-    max_accounts_per_worker: Annotated[int, Field(ge=1)] = 5000
-    hot_budget_per_worker: Annotated[int, Field(ge=0)] = 2000
-    per_host_conn_cap: Annotated[int, Field(ge=1)] = 2000
+    watch_lease_ttl: Annotated[float, Field(ge=3)] = worker.WATCH_LEASE_TTL
+    # An IDLE connection silent this long is taken for dead and restarted.
+    watch_dead_after: Annotated[float, Field(gt=0)] = worker.WATCH_DEAD_AFTER
+    # Deprecated alias of ``poll_interval`` (one cadence, two names): read, warned about,
+    # and moved there by ``_poll_warm_alias``; always None after validation.
+    poll_warm: Annotated[float, Field(gt=0)] | None = None
+    poll_cold: Annotated[float, Field(gt=0)] = worker.POLL_COLD
+    max_accounts_per_worker: Annotated[int, Field(ge=1)] = worker.MAX_ACCOUNTS_PER_WORKER
+    hot_budget_per_worker: Annotated[int, Field(ge=0)] = worker.HOT_BUDGET_PER_WORKER
+    per_host_conn_cap: Annotated[int, Field(ge=1)] = worker.PER_HOST_CONN_CAP
+
+    @model_validator(mode="before")
+    @classmethod
+    def _poll_warm_alias(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("poll_warm") is None:
+            return data
+        data = dict(data)
+        warm = data.pop("poll_warm")
+        if data.get("poll_interval") is None:
+            data["poll_interval"] = warm
+            log.warning("settings.deprecated name=poll_warm use=poll_interval")
+        else:
+            log.warning("settings.deprecated name=poll_warm use=poll_interval ignored=poll_warm")
+        return data
 
     # The HTTP API: requests per second per API key, and the burst a key may spend at once.
     api_rate_per_second: Annotated[float, Field(gt=0)] = 20.0
@@ -56,7 +77,7 @@ class Settings(BaseSettings):
     def _roles(cls, value: Any) -> Any:
         if isinstance(value, str):
             value = [part.strip() for part in value.split(",") if part.strip()]
-        # Any role name is allowed: a configured set replaces the default (SPEC §3), e.g.
+        # Any role name is allowed: a configured set replaces the default, e.g.
         # a custom ``FieldManager`` role for definitions shuts ``TenantAdmin`` out.
         roles = frozenset(value)
         if not all(isinstance(role, str) and role.strip() == role and role for role in roles):

@@ -20,6 +20,16 @@ _RECORD_SYNCED = (
     " consecutive_failures = 0"
 )
 _SQLITE_ROW = "VALUES (?, ?, ?, ?, ?, ?)"
+_SET_WATCH = (
+    f"INSERT INTO {TABLE} (account_id, watch_state, tier, watch_worker) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (account_id) DO UPDATE SET watch_state = excluded.watch_state,"
+    " tier = excluded.tier, watch_worker = excluded.watch_worker"
+)
+# Only the row's last writer clears it: the account's new holder may have written since.
+_CLEAR_WATCH = (
+    f"UPDATE {TABLE} SET watch_state = 'idle', tier = 'warm', watch_worker = NULL"
+    " WHERE account_id = ? AND watch_worker = ?"
+)
 _PG_ROWS = (
     "SELECT * FROM unnest(?::text[], ?::bigint[], ?::bigint[], ?::bigint[], ?::bigint[], ?::text[])"
 )
@@ -37,18 +47,21 @@ class SqlMailboxState:
                 " last_sync_at TEXT, last_error_kind TEXT,"
                 " consecutive_failures INTEGER NOT NULL DEFAULT 0,"
                 " watch_state TEXT NOT NULL DEFAULT 'idle', tier TEXT NOT NULL DEFAULT 'warm',"
-                " backfill_until BIGINT)"
+                " backfill_until BIGINT, watch_worker TEXT)"
             )
-            self._add_backfill_column(cur)
+            self._add_columns(cur, {"backfill_until": "BIGINT", "watch_worker": "TEXT"})
 
-    def _add_backfill_column(self, cur: SqlCursor) -> None:
-        """Tables created before the backfill bound was kept gain its column."""
+    def _add_columns(self, cur: SqlCursor, columns: dict[str, str]) -> None:
+        """Tables created before a column was kept gain it."""
         if self.db.dialect == "postgresql":
-            cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS backfill_until BIGINT")
+            for name, kind in columns.items():
+                cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS {name} {kind}")
             return
         cur.execute(f"PRAGMA table_info({TABLE})")
-        if "backfill_until" not in {row[1] for row in cur.fetchall()}:
-            cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN backfill_until BIGINT")
+        present = {row[1] for row in cur.fetchall()}
+        for name, kind in columns.items():
+            if name not in present:
+                cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN {name} {kind}")
 
     def _upsert(self, account_id: str, assignments: str, params: tuple[object, ...]) -> None:
         with self.db.transaction() as cur:
@@ -109,8 +122,20 @@ class SqlMailboxState:
             (error_kind,),
         )
 
-    def set_watch(self, account_id: str, *, watch_state: str, tier: str) -> None:
-        self._upsert(account_id, "watch_state = ?, tier = ?", (watch_state, tier))
+    def record_watches(self, worker_id: str, changes: Mapping[str, tuple[str, str] | None]) -> None:
+        sets: list[tuple[str, str, str, str]] = []
+        clears: list[tuple[str, str]] = []
+        for account_id in sorted(changes):  # one lock order for concurrent writers
+            status = changes[account_id]
+            if status is None:
+                clears.append((account_id, worker_id))
+            else:
+                sets.append((account_id, *status, worker_id))
+        with self.db.transaction() as cur:
+            if sets:
+                cur.executemany(_SET_WATCH, sets)
+            if clears:
+                cur.executemany(_CLEAR_WATCH, clears)
 
     def health(self, account_ids: Iterable[str]) -> dict[str, MailboxHealth]:
         ids = list(account_ids)

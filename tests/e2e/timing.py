@@ -30,13 +30,12 @@ LOGIN_STORM_WINDOW_MINUTES = 1  # the restart test's window; fewer than 3 logins
 
 WORKER_SETTINGS = {
     "watch_lease_ttl": "6",  # failover and Redis-outage tests wait about one ttl
-    "poll_warm": "4",  # the warm poll picks mail up within a few seconds
-    "poll_interval": "4",
+    "poll_interval": "4",  # the warm poll picks mail up within a few seconds
     "poll_deadline": "30",  # far above a healthy poll; bounds a stuck one
     "imap_read_timeout": "15",
 }
 TTL = float(WORKER_SETTINGS["watch_lease_ttl"])
-POLL = float(WORKER_SETTINGS["poll_warm"])
+POLL = float(WORKER_SETTINGS["poll_interval"])
 FLEET_TICK = min(5.0, TTL / 6)  # the supervisor's fleet tick for this ttl (bootstrap)
 SLOW_POLL = "60"  # where only a signal or a watch may explain work done within seconds
 KEEPALIVE = 1.0  # the test Dovecot's "still here" interval (harness.DOVECOT_EXTRA)

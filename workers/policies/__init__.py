@@ -1,4 +1,4 @@
-"""Small, pure policies of the watch supervisor (SPEC §7, STYLE convention 7).
+"""Small, pure policies of the watch supervisor.
 
 Each module owns one decision and its state; none does I/O or reads a clock (time is
 passed in), so each is unit-tested with a fake clock:
@@ -7,6 +7,10 @@ passed in), so each is unit-tested with a fake clock:
 - ``backoff``: when a failed watch may restart, and which scheduled restarts are stale.
 - ``tiers``: hot / warm / cold per account, and the poll interval of each tier.
 - ``fleet``: which free hot accounts this worker claims and which it gives back;
-  which worker polls a warm/cold account.
-- ``scheduling``: a due-time heap of per-account next-poll times.
+  which worker polls an account.
+- ``failover``: when to look for a dead worker's lapsing leases, and which of its
+  accounts to log in to ahead of the lapse.
+- ``watch_stops``: why a watch stopped, and whether to restart it, back off or forget it.
+- ``scheduling``: a due-time heap of per-account next-poll times; the first-poll spread.
+- ``watch_report``: which watch states and tiers to write, only on change.
 """

@@ -1,4 +1,4 @@
-"""When a failed watch may restart (SPEC §7.5, §7.6).
+"""When a failed watch may restart.
 
 Per account: ``generation`` (of the current attempt or scheduled restart), ``failures``
 (consecutive, since the last healthy connection) and ``connected_at``:

@@ -1,4 +1,4 @@
-"""Sharing the hot accounts among live workers (SPEC §7.8), without a coordinator.
+"""Sharing the hot accounts among live workers, without a coordinator.
 
 Rendezvous hashing ranks the live workers for each account (highest ``score`` first):
 the top one is the account's preferred worker, and ``poll_owner`` (warm/cold polls) is
@@ -59,6 +59,17 @@ def poll_owner(account_id: str, live_workers: Collection[str]) -> str:
     if not live_workers:
         raise ValueError("no live workers")
     return min(live_workers, key=_rank(account_id))
+
+
+def owns_poll(
+    account_id: str, me: str, *, holds_lease: bool, live_workers: Collection[str] | None
+) -> bool:
+    """Whether this worker polls the account: the lease holder does (a hot account's
+    secondary poll), else its preferred live worker; everyone, when the fleet is unknown
+    (e.g. Redis down) — a poll twice is safe, dedup absorbs it; a poll by nobody is not."""
+    if holds_lease or not live_workers:
+        return True
+    return poll_owner(account_id, live_workers) == me
 
 
 def fair_share(hot_count: int, worker_count: int) -> int:

@@ -1,4 +1,4 @@
-"""Which watch leases this worker holds, when to renew them and when to give up (SPEC §7.4).
+"""Which watch leases this worker holds, when to renew them and when to give up.
 
 Per account:
 

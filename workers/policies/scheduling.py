@@ -18,10 +18,18 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import zlib
 from collections.abc import Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
+
+
+def first_poll_at(account_id: str, now: float, spread: float = 2.0) -> float:
+    """An account's first poll after this worker first sees it: within ``spread`` seconds,
+    at a fixed offset per account (no RNG to seed), so a restart does not log in
+    everywhere at once."""
+    return now + spread * (zlib.crc32(account_id.encode()) % 2000) / 2000
 
 
 class DueScheduler(Generic[K]):

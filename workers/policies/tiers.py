@@ -1,4 +1,4 @@
-"""Hot, warm and cold accounts (SPEC §7.9).
+"""Hot, warm and cold accounts.
 
 Per account the policy remembers three times: ``seen`` (first tracked), ``user_active``
 (the last ``user-active`` of a user of the account, or a connect / sync-now) and ``mail``
@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from application import worker_defaults as defaults
+
 Tier = Literal["hot", "warm", "cold"]
 NEVER = float("-inf")
 
@@ -36,8 +38,8 @@ class TierSettings:
     user_active_window: float = 1800.0
     recent_mail_window: float = 3600.0
     warm_window: float = 86400.0
-    poll_warm: float = 300.0
-    poll_cold: float = 1800.0
+    poll_warm: float = defaults.POLL_INTERVAL
+    poll_cold: float = defaults.POLL_COLD
 
 
 @dataclass

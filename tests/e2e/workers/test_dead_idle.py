@@ -1,4 +1,4 @@
-"""A silently dead IDLE connection is noticed (SPEC §7.3): one mailbox is reached through a
+"""A silently dead IDLE connection is noticed: one mailbox is reached through a
 TCP proxy that goes silent — it stops forwarding but keeps both connections open, like a
 dead NAT entry — so the worker hears neither EXISTS nor the server's "still here"
 keepalives. After ``TIDINGS_WATCH_DEAD_AFTER`` it drops the connection and, once the path

@@ -1,7 +1,7 @@
 """Several ``tidings worker`` processes share the hot accounts: each hot mailbox is in IDLE
 exactly once (Dovecot's own view), and after a worker is killed its mailboxes are
 watched again by the others within ttl + one fleet tick, never twice at once, with the
-mail that arrived meanwhile ingested (SPEC §7.3, §7.4, §7.8, §7.9)."""
+mail that arrived meanwhile ingested."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
         log.info(
             "user-active -> %d watches started %.2fs, seen %.2fs", len(hot), started, promoted
         )
-        assert started <= timing.HOT_BOUND, "SPEC §7.9: hot within 5 s of user-active"
+        assert started <= timing.HOT_BOUND, "hot within 5 s of user-active"
         assert promoted <= timing.HOT_BOUND + OBSERVE_SLACK
 
         # Settled: every sample for ~10 s shows each hot mailbox in IDLE exactly once.
@@ -88,7 +88,7 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
             TTL,
             FLEET_TICK,
         )
-        assert restarted <= TTL + FLEET_TICK + LOGIN, "SPEC §7.8: ttl + one tick"
+        assert restarted <= TTL + FLEET_TICK + LOGIN, "ttl + one tick"
         assert failover <= TTL + FLEET_TICK + LOGIN + OBSERVE_SLACK
         # The survivors logged in while the leases ran out (a parked session each, no
         # IDLE), so at the lapse only IDLE was left; one survivor per orphan did so.

@@ -2,7 +2,7 @@
 leases, so within a ttl every watch stands down (nobody may watch without a lease); the
 poll path does not need Redis and keeps ingesting new mail meanwhile. Redis back (same
 port, empty): the workers heartbeat, claim and watch again, and their signal
-subscriptions resume (SPEC §7.4, §7.7, §7.8)."""
+subscriptions resume."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:
         )
         # Given up a margin (ttl/10) before the lease's validity ends, so before anyone
         # else could hold it; not before a renewal (every ttl/3) had a chance to fail.
-        assert max(expired.values()) <= TTL, "SPEC §7.4: renew errors spanning a ttl"
+        assert max(expired.values()) <= TTL, "renew errors spanning a ttl"
         assert min(expired.values()) >= TTL / 3
         assert stood_down <= TTL + OBSERVE_SLACK
 

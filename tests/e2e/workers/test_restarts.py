@@ -5,7 +5,7 @@ the server's side (Dovecot's log: one ``Login:`` line per IMAP login) and matche
 workers' ``tidings_imap_logins_total``.
 
 - PostgreSQL down (longer than the pools wait for a connection): an IDLE watch that
-  hears of new mail cannot ingest it; it keeps its session (SPEC §7.3: a failed ingest
+  hears of new mail cannot ingest it; it keeps its session (a failed ingest
   leaves the watcher running) and the mail is fetched later from the unchanged cursor;
   the supervisor's loop keeps renewing the leases meanwhile.
 - Dovecot down: every session is cut; each watch comes back after its backoff (5 s
@@ -47,7 +47,7 @@ def cluster() -> Iterator[PostgresCluster]:
 def restart_fleet(
     tmp_path: Path, dovecot: DovecotServer, redis_server: RedisServer, cluster: PostgresCluster
 ) -> Iterator[Fleet]:
-    settings = {**WORKER_SETTINGS, "poll_warm": timing.SLOW_POLL, "poll_interval": timing.SLOW_POLL}
+    settings = {**WORKER_SETTINGS, "poll_interval": timing.SLOW_POLL}
     world = Fleet(tmp_path, dovecot, redis_server, cluster.url("w"), settings)
     try:
         yield world

@@ -1,7 +1,7 @@
 """A worker's operator surface: ``/metrics`` and ``/healthz`` on ``--metrics-port``; SIGTERM
 stops it cleanly — exit 0 within seconds, its IDLE sessions closed, its leases released
 and its heartbeat withdrawn, so another worker takes its mailboxes over at its next
-fleet tick instead of after a lease ttl (SPEC §7.4, §9)."""
+fleet tick instead of after a lease ttl."""
 
 from __future__ import annotations
 

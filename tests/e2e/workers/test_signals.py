@@ -1,4 +1,4 @@
-"""Account changes reach the owning worker by pub/sub (SPEC §6, §7.7): disconnect tears the
+"""Account changes reach the owning worker by pub/sub: disconnect tears the
 watch down within 5 s and reconnect brings it back within 5 s; ``sync-account-now`` and a
 new connect get the account polled (its waiting mail ingested) and watched within 5 s.
 
@@ -35,7 +35,7 @@ def assert_worker_times(fleet: Fleet, account: Account, since: float, ingested: 
 
 
 def test_disconnect_reconnect_sync_now_and_connect(fleet: Fleet) -> None:
-    fleet.worker_settings.update(poll_warm=timing.SLOW_POLL, poll_interval=timing.SLOW_POLL)
+    fleet.worker_settings.update(poll_interval=timing.SLOW_POLL)
     hot = [fleet.connect(fleet.owner) for _ in range(4)]
     quiet = fleet.connect(fleet.member("other"))  # warm: polled, not watched
     fleet.app.projections.catch_up()

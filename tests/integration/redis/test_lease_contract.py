@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from application.leases import Lease, LeaseBackendUnavailable, WorkerRegistry
+from application.leases import LeaseBackend as Lease
+from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.signals import SignalBus
 from infrastructure.in_process.lease import InProcessLease
 from infrastructure.redis.client import redis_client

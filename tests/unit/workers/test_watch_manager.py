@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from application.mail.ports import IdleNews
+from workers.policies.watch_stops import StopReason
 from workers.sync import SyncOutcome
 from workers.watch import WatchManager
 
@@ -116,7 +117,7 @@ def test_stopped_watches_close_and_report(manager: tuple[WatchManager, FakeHooks
         lambda: len(watches.watching()) == 50 and set(watches.watching().values()) == {"idling"}
     )
     for i in range(50):
-        assert watches.stop(f"a{i}", "disconnected")
+        assert watches.stop(f"a{i}", StopReason.DEACTIVATED)
     wait_for(lambda: len(hooks.stopped) == 50)
-    assert {reason for _, reason in hooks.stopped} == {"disconnected"}
+    assert {reason for _, reason in hooks.stopped} == {StopReason.DEACTIVATED}
     assert watches.watching() == {}

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workers.policies import fleet
 from workers.policies.fleet import FleetPlan, fair_share, plan, poll_owner, ranked_workers
 
 ACCOUNTS = [f"acct-{i}" for i in range(1000)]
@@ -165,3 +166,17 @@ def test_after_a_worker_dies_the_survivors_take_its_accounts() -> None:
     simulate(["w1", "w2"], hot, holdings, capacity=1000, rounds=3)
     assert set().union(*holdings.values()) == hot
     assert all(40 <= len(h) <= 50 for h in holdings.values())
+
+
+def test_the_lease_holder_owns_the_poll_else_the_preferred_live_worker() -> None:
+    workers = ["w1", "w2", "w3"]
+    owner = fleet.poll_owner("acct", workers)
+    other = next(w for w in workers if w != owner)
+    assert fleet.owns_poll("acct", owner, holds_lease=False, live_workers=workers)
+    assert not fleet.owns_poll("acct", other, holds_lease=False, live_workers=workers)
+    assert fleet.owns_poll("acct", other, holds_lease=True, live_workers=workers)
+
+
+def test_with_the_fleet_unknown_everyone_polls() -> None:
+    assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=None)
+    assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=[])

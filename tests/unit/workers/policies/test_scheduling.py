@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workers.policies.scheduling import DueScheduler
+from workers.policies.scheduling import DueScheduler, first_poll_at
 
 
 def test_due_keys_come_out_in_due_order_once() -> None:
@@ -92,3 +93,13 @@ def test_behaves_like_a_dict_of_due_times(ops: list[tuple[str, int, int]]) -> No
                 del model[k]
         assert len(s) == len(model)
         assert s.next_due() == (min(model.values()) if model else None)
+
+
+def test_first_polls_are_spread_over_two_seconds_at_a_fixed_offset_per_account() -> None:
+    times = [first_poll_at(f"acct-{i}", 100.0) for i in range(500)]
+    assert all(100.0 <= t < 102.0 for t in times)
+    assert max(times) - min(times) > 1.5  # spread, not bunched
+    assert first_poll_at("acct-7", 100.0) == first_poll_at("acct-7", 100.0)
+    assert first_poll_at("acct-7", 100.0, spread=10.0) - 100.0 == pytest.approx(
+        5 * (first_poll_at("acct-7", 100.0) - 100.0)
+    )

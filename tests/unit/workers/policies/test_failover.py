@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from workers.policies import fleet, prewarm
+from workers.policies import failover, fleet
 
 TTL = 90.0
 ACCOUNTS = [f"acct-{i}" for i in range(300)]
@@ -15,13 +15,13 @@ ACCOUNTS = [f"acct-{i}" for i in range(300)]
 def test_a_lease_with_less_than_half_its_ttl_left_is_orphaned() -> None:
     # Live holders renew every ttl/3: their leases keep more than 2/3 of the ttl.
     taken = {"renewed": TTL, "due": TTL * 2 / 3, "late": TTL * 0.55, "missed": TTL * 0.49}
-    assert prewarm.orphaned(taken, TTL) == {"missed"}
-    assert prewarm.orphaned({}, TTL) == set()
+    assert failover.orphaned(taken, TTL) == {"missed"}
+    assert failover.orphaned({}, TTL) == set()
 
 
 def test_no_orphans_nothing_to_prepare() -> None:
     hot = set(ACCOUNTS[:10])
-    plan = prewarm.plan(
+    plan = failover.plan(
         "w1",
         live_workers={"w1": 0, "w2": 10},
         hot=hot,
@@ -36,7 +36,7 @@ def test_no_orphans_nothing_to_prepare() -> None:
 def test_a_lone_survivor_prepares_every_orphan_of_the_dead_worker() -> None:
     hot = set(ACCOUNTS[:100])
     mine, theirs = set(ACCOUNTS[:50]), set(ACCOUNTS[50:100])
-    plan = prewarm.plan(
+    plan = failover.plan(
         "w1",
         # The dead worker's heartbeat has not lapsed yet: it still counts as live.
         live_workers={"w1": 50, "dead": 50},
@@ -54,7 +54,7 @@ def test_orphans_whose_holder_is_unknown_are_still_prepared_by_someone() -> None
     taken = set(ACCOUNTS[:20])
     orphans = dict.fromkeys(ACCOUNTS[:20], "")  # tokens of no known shape
     plans = [
-        prewarm.plan(
+        failover.plan(
             w,
             live_workers={"w1": 0, "w2": 0},
             hot=hot,
@@ -70,7 +70,7 @@ def test_orphans_whose_holder_is_unknown_are_still_prepared_by_someone() -> None
 
 def test_the_capacity_bounds_what_is_prepared() -> None:
     theirs = set(ACCOUNTS[:100])
-    plan = prewarm.plan(
+    plan = failover.plan(
         "w1",
         live_workers={"w1": 0, "dead": 100},
         hot=theirs,
@@ -108,7 +108,7 @@ def test_survivors_prepare_disjoint_sets_that_are_their_claims_after_the_lapse(
     live = {w: len(holdings.get(w, set())) for w in [*workers, *dead]}
 
     prepared = {
-        w: prewarm.plan(
+        w: failover.plan(
             w,
             live_workers=live,
             hot=set(hot),
@@ -136,3 +136,10 @@ def test_survivors_prepare_disjoint_sets_that_are_their_claims_after_the_lapse(
             capacity=capacity,
         ).claim
         assert prepared[w] == set(claims) & orphans.keys()
+
+
+def test_the_fleet_looks_again_when_the_first_lease_lapses_before_the_next_tick() -> None:
+    at = failover.look_again_at([4.0, 1.5, 30.0], 100.0, fleet_tick=5.0, margin=0.05)
+    assert at == 100.0 + 1.5 + 0.05
+    assert failover.look_again_at([5.0, 30.0], 100.0, fleet_tick=5.0, margin=0.05) is None
+    assert failover.look_again_at([], 100.0, fleet_tick=5.0, margin=0.05) is None

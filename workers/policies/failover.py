@@ -1,5 +1,5 @@
-"""Logging in ahead of a failover (SPEC §7.8): which accounts to open sessions for
-before their leases are free. Pure.
+"""Failing over a dead worker's accounts: when to look for its lapsing leases, and
+which accounts to log in to before their leases are free. Pure.
 
 After a worker dies its leases lapse up to a ttl later, and only then may another worker
 watch its accounts. The restart itself (login, EXAMINE, catch-up poll: seconds for a
@@ -8,20 +8,32 @@ those sessions while the leases run out, and at the lapse only has to say IDLE.
 
 A live holder renews every ttl/3, so its leases always have more than 2/3 of the ttl
 left; a lease with less than half left has missed a renewal: its holder is presumed
-dead (``orphaned``). Which survivor prepares which orphan is the claim plan every
-survivor will compute once the leases lapse (``fleet.plan``), computed now as if the
-dead holders had already left the fleet: the survivors' choices are disjoint, as their
+dead (``orphaned``), and one that lapses before the next fleet tick certainly is: the
+supervisor looks again the moment it lapses (``look_again_at``), not up to a tick later.
+
+Which survivor prepares which orphan is the claim plan every survivor will compute once
+the leases lapse (``fleet.plan``), computed now as if the dead holders had already left
+the fleet: the survivors' choices are disjoint, as their
 claims will be. A wrong guess costs a login, never a second IDLE: the lease still
 decides, and sessions nobody claims are closed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Iterable, Mapping, Set
 
 from workers.policies import fleet
 
 ORPHANED_BELOW = 0.5  # of the ttl: less left than this and a renewal was missed
+
+
+def look_again_at(
+    seconds_left: Iterable[float], now: float, *, fleet_tick: float, margin: float
+) -> float | None:
+    """When to run the next fleet tick early, given the seconds left on the leases others
+    hold: ``margin`` after the first lapses, if one lapses before the next tick."""
+    lapsing = [left for left in seconds_left if left < fleet_tick]
+    return now + min(lapsing) + margin if lapsing else None
 
 
 def orphaned(taken: Mapping[str, float], ttl: float) -> set[str]:

@@ -1,4 +1,4 @@
-"""What the watch manager calls back, from its threads: the supervisor's side of a watch.
+"""The watch path's ingestion: what the watch manager calls back, from its threads.
 
 An account is loaded once per watch (its status is the syncable check, its settings are
 what a page is ingested with) and loaded again after the supervisor hears it changed.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 from uuid import UUID
 
 from application.errors import StoreUnavailable
@@ -23,15 +22,17 @@ from application.streams import load
 from domain.mail_account import MailAccount
 from workers.committer import GroupCommitter
 from workers.metrics import WorkerMetrics
+from workers.news import MailSeen, News, WatchStopped
+from workers.policies.watch_stops import WhyStopped
 from workers.sync import AccountSyncer, Page, SyncOutcome
 
 
-class SupervisedWatchHooks:
+class WatchIngest:
     def __init__(
         self,
         syncer: AccountSyncer,
         metrics: WorkerMetrics,
-        tell: Callable[[tuple[Any, ...]], None],
+        tell: Callable[[News], None],
     ) -> None:
         self._syncer = syncer
         self._metrics = metrics
@@ -88,15 +89,15 @@ class SupervisedWatchHooks:
         self,
         account_id: str,
         generation: int,
-        reason: str,
+        reason: WhyStopped,
         error: BaseException | None,
         lived: float,
     ) -> None:
         self.changed(account_id)
-        self._tell(("watch_stopped", account_id, reason, error, lived))
+        self._tell(WatchStopped(account_id, reason, error, lived))
 
     def on_mail(self, account_id: str, outcome: SyncOutcome) -> None:
-        self._tell(("mail", account_id))
+        self._tell(MailSeen(account_id))
 
     def close(self) -> None:
         self._committer.close()

@@ -1,0 +1,18 @@
+"""The worker's default cadences and bounds, in one place: the ``TIDINGS_*`` settings and
+the workers' own settings classes both take their defaults from here. Seconds unless
+named otherwise."""
+
+POLL_INTERVAL = 300.0  # warm and hot accounts (hot ones: the secondary poll under IDLE)
+POLL_COLD = 1800.0
+POLL_CONCURRENCY = 8
+POLL_DEADLINE = 120.0
+WATCH_LEASE_TTL = 90.0
+FLEET_TICK = 5.0  # at most; a short lease ttl shortens it (ttl / 6)
+WATCH_DEAD_AFTER = 300.0  # an IDLE connection silent this long is taken for dead
+WATCH_REIDLE_AFTER = 25 * 60.0  # servers drop IDLE after 29 minutes: re-issue it before
+MAX_ACCOUNTS_PER_WORKER = 5000
+HOT_BUDGET_PER_WORKER = 2000
+PER_HOST_CONN_CAP = 2000
+BACKFILL_WINDOW_DAYS = 30
+MAX_MESSAGES_PER_POLL = 200
+PARSE_CONCURRENCY = 4

@@ -1,0 +1,53 @@
+"""What the supervisor and the watch owner ask of their collaborators: the protocols
+the composition root's real ones satisfy and the unit tests' fakes implement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
+
+from workers.policies.watch_report import WatchStatus
+from workers.policies.watch_stops import StopReason, WhyStopped
+from workers.sync import SyncOutcome
+from workers.watch import State
+
+
+class Watches(Protocol):
+    """What the owner asks of the ``WatchManager``."""
+
+    def start(self, account_id: str, *, parked: bool = False) -> int: ...
+    def activate(self, account_id: str) -> bool: ...
+    def stop(self, account_id: str, reason: WhyStopped = StopReason.STOPPED) -> bool: ...
+    def is_watching(self, account_id: str) -> bool: ...
+    def watching(self) -> dict[str, State]: ...
+    def close(self) -> None: ...
+
+
+class Reader(Protocol):
+    """What the supervisor asks of the ``DirectoryReader``."""
+
+    def refresh(self) -> None: ...
+    def refreshed(self) -> None: ...
+    def lookup(self, account_id: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class Ingest(Protocol):
+    """What the supervisor asks of the watch path's ingestion (``WatchIngest``)."""
+
+    def changed(self, account_id: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class Polls(Protocol):
+    """What the supervisor asks of the ``Poller``."""
+
+    def submit(self, account_id: str, on_done: Callable[[SyncOutcome], None]) -> bool: ...
+    def close(self) -> None: ...
+
+
+class Report(Protocol):
+    """What the supervisor asks of the ``WatchStatusWriter``."""
+
+    def report(self, report: dict[str, WatchStatus]) -> None: ...
+    def close(self) -> None: ...

@@ -1,0 +1,202 @@
+"""The one owner of which watches exist in this worker, and of the leases behind them.
+
+Per account (loop thread only):
+
+    (none) --claim, lease won--> watching --watch stops, a failure--> backing off
+    backing off --restart due, lease still ours--> watching (same lease, new generation)
+    (none) --park--> parked (session open, lease not ours) --claim won--> watching (IDLE)
+    parked --unclaimed--> (none)
+    watching | backing off --stop (release, lease lost or expired, forget)--> (none)
+
+Invariants: only this component starts, activates and stops watches in the
+``WatchManager`` (``ParkedSessions`` only records parked ones, the supervisor only asks),
+so a parked session closing while its lease is won is seen by the one component that
+can start the watch again; a lease held means a watch or a scheduled restart — a quiet
+stop under a lease still ours starts the watch again (``policies.watch_stops``); a
+watch is only kept under a lease the ``LeaseKeeper`` still trusts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Collection, Mapping
+
+from application.leases import LeaseBackend, LeaseBackendUnavailable
+from application.mail.ports import MailboxThrottled
+from workers.collaborators import Watches
+from workers.metrics import WorkerMetrics
+from workers.news import WatchStopped
+from workers.parking import ParkedSessions
+from workers.policies.backoff import RestartBackoff
+from workers.policies.lease_keeper import LeaseKeeper, Teardown
+from workers.policies.scheduling import DueScheduler
+from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped, after_stop
+
+log = logging.getLogger("tidings.supervisor")
+
+
+class WatchOwner:
+    def __init__(
+        self,
+        lease: LeaseBackend,
+        watches: Watches,
+        parking: ParkedSessions,
+        metrics: WorkerMetrics,
+        *,
+        ttl: float,
+    ) -> None:
+        self.lease = lease
+        self.watches = watches
+        self.parking = parking
+        self.metrics = metrics
+        self.keeper = LeaseKeeper(ttl)
+        self.backoff = RestartBackoff()
+        self.restarts: DueScheduler[str] = DueScheduler()
+        self._attempts: dict[str, int] = {}
+
+    # --- what the supervisor asks ----------------------------------------------------
+
+    def holds(self, account_id: str) -> bool:
+        return self.keeper.holds(account_id)
+
+    def mine(self) -> frozenset[str]:
+        """Held or being acquired."""
+        return self.keeper.held_accounts() | self.keeper.pending_accounts()
+
+    def is_watching(self, account_id: str) -> bool:
+        return self.watches.is_watching(account_id)
+
+    def backing_off(self, account_id: str) -> bool:
+        return account_id in self.restarts
+
+    def next_wakeup(self) -> float | None:
+        """The next time (monotonic) a lease or a restart needs the loop."""
+        times = [t for t in (self.keeper.next_wakeup(), self.restarts.next_due()) if t is not None]
+        return min(times) if times else None
+
+    def __len__(self) -> int:
+        return len(self.keeper)
+
+    # --- what the supervisor tells it to do -------------------------------------------
+
+    def renew(self, now: float) -> None:
+        """Stop watches whose lease expired; renew held leases when due."""
+        self._teardown(self.keeper.expired(now))
+        if not self.keeper.due(now):
+            return
+        batch = self.keeper.start_renewal(now)
+        try:
+            results = self.lease.renew_many(batch.tokens)
+        except LeaseBackendUnavailable:
+            self._teardown(self.keeper.on_renew_failed(batch, time.monotonic()))
+            return
+        self.metrics.leases_renewed.inc(sum(results.values()))
+        self._teardown(self.keeper.on_renew_results(batch, results))
+
+    def claim(self, account_id: str) -> bool:
+        """Try to win the account's lease and watch it; True when a watch started."""
+        claim = self.keeper.claim(account_id)
+        if claim is None:
+            return False
+        sent_at = time.monotonic()
+        try:
+            token = self.lease.acquire(account_id)
+        except LeaseBackendUnavailable:
+            self.keeper.on_acquire_failed(claim)
+            return False
+        if token is None:
+            self.keeper.on_acquire_failed(claim)
+        elif self.keeper.on_acquired(claim, token, sent_at):
+            return self._start(account_id)
+        else:
+            self._release(account_id, token)
+        return False
+
+    def restart_due(self, now: float, syncable: Collection[str]) -> list[str]:
+        """Restart the watches whose backoff ran out; the accounts started."""
+        due = self.restarts.pop_due(now)
+        return [a for a in due if self.keeper.holds(a) and a in syncable and self._start(a)]
+
+    def park(self, live: dict[str, int], hot: set[str], taken: Mapping[str, float]) -> None:
+        """Open sessions for the orphans this worker will claim; close the unclaimed."""
+        plan = self.parking.plan(live, hot, self.mine(), dict(taken))
+        for account_id in plan.park:
+            if not self.watches.is_watching(account_id):
+                self.parking.parked(account_id)
+                self.watches.start(account_id, parked=True)
+        for account_id in plan.close:
+            self.parking.take(account_id)
+            self.watches.stop(account_id, StopReason.UNCLAIMED)
+
+    def stopped(self, news: WatchStopped, now: float) -> tuple[AfterStop, bool]:
+        """A watch stopped: what was decided, and whether a watch started again."""
+        account_id = news.account_id
+        self.parking.take(account_id)
+        generation = self._attempts.pop(account_id, None)
+        decision = after_stop(
+            news.reason,
+            current=generation is not None,
+            held=self.keeper.holds(account_id),
+            watching=self.watches.is_watching(account_id),
+        )
+        if decision is AfterStop.START_AGAIN:
+            return decision, self._start(account_id)
+        if decision is AfterStop.BACK_OFF and generation is not None:
+            if news.lived > 0:
+                self.backoff.connected(account_id, generation, now - news.lived)
+            error = news.error
+            retry_after = error.retry_after if isinstance(error, MailboxThrottled) else None
+            restart = self.backoff.failed(account_id, generation, now, retry_after=retry_after)
+            if restart is not None and self.keeper.holds(account_id):
+                self.restarts.schedule(account_id, restart.at)
+                log.info(
+                    "watch.backoff account_id=%s reason=%s delay=%.1f",
+                    account_id,
+                    news.reason,
+                    restart.delay,
+                )
+        return decision, False
+
+    def stop(self, account_id: str, reason: WhyStopped) -> None:
+        """Stop the watch (if any) and give its lease back (if still ours)."""
+        self.restarts.cancel(account_id)
+        self.backoff.cancel(account_id)
+        self.watches.stop(account_id, reason)
+        token = self.keeper.stop(account_id)
+        if token is not None:
+            self._release(account_id, token)
+
+    def forget(self, account_id: str, reason: WhyStopped) -> None:
+        self.stop(account_id, reason)
+        self.backoff.forget(account_id)
+
+    def close(self) -> None:
+        """Shutdown: every watch closed, every lease given back."""
+        tokens = self.keeper.stop_all()
+        self.watches.close()
+        with contextlib.suppress(LeaseBackendUnavailable):
+            if tokens:
+                self.lease.release_many(tokens)
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _start(self, account_id: str) -> bool:
+        # A parked session opened ahead only has IDLE left to do.
+        if not (self.parking.take(account_id) and self.watches.activate(account_id)):
+            if self.watches.is_watching(account_id):
+                return False
+            self.watches.start(account_id)
+        self._attempts[account_id] = self.backoff.begin(account_id)
+        return True
+
+    def _teardown(self, teardowns: list[Teardown]) -> None:
+        for t in teardowns:
+            self.metrics.leases_lost.labels(t.reason).inc()
+            log.warning("lease.%s account_id=%s", t.reason, t.account_id)
+            self.stop(t.account_id, StopReason(t.reason))
+
+    def _release(self, account_id: str, token: str) -> None:
+        with contextlib.suppress(LeaseBackendUnavailable):
+            self.lease.release(account_id, token)
