@@ -28,6 +28,7 @@ from infrastructure.imap.pipeline import (
 from infrastructure.imap.wire import (
     idle_tag,
     imap_of,
+    mend_refused,
     read_available,
     set_idle_tag,
     socket_fileno,
@@ -170,8 +171,9 @@ class IdleChannel:
             )
         done = self._read(sent)
         refused = conn.take_refused()
+        fetched = mend_refused(done.fetched) if refused else done.fetched
         try:
-            resp = parse_fetch(done.fetched, normalise_times=conn.client.normalise_times)
+            resp = parse_fetch(fetched, normalise_times=conn.client.normalise_times)
         except Exception:  # unreadable: the page fetches them again the ordinary way
             raise Unparseable from None
         # ``n:*`` past the last UID answers the last message: keep only what is new, and

@@ -54,7 +54,7 @@ from infrastructure.imap.identity import (
     valid_id,
 )
 from infrastructure.imap.plan import plan_page, uid_windows
-from infrastructure.imap.wire import uid_fetch_lines
+from infrastructure.imap.wire import mend_refused, uid_fetch_lines
 
 log = logging.getLogger("tidings.imap")
 _BODY = b"BODY[]"
@@ -97,6 +97,7 @@ class Pager:
         # The last backfill search: ((uidvalidity, bound, since), its lower UID, UIDs).
         self._backfill: tuple[tuple[int, int, date], int, list[int]] | None = None
         self._oversized: set[int] = set()  # this page's messages with a refused literal
+        self._refused = 0  # literals refused since the caller last looked (``uid_fetch``)
 
     def select(self) -> MailboxStatus:
         """EXAMINE INBOX; its status with every value range-checked."""
@@ -244,8 +245,9 @@ class Pager:
         step = self._settings.metadata_group
         for start in range(0, len(uids), step):
             group = list(uids[start : start + step])
+            self._refused = 0
             resp = self._fetch_each(group, self._items)
-            refused = self._conn.take_refused()
+            refused = self._refused
             for uid in group:
                 item = resp.get(uid)
                 if item is None:
@@ -272,8 +274,9 @@ class Pager:
             group = [u for u in whole_group if u not in inline and u not in self._oversized]
             if not group:
                 continue
+            self._refused = 0
             resp = self._fetch_each(group, ["BODY.PEEK[]"])
-            refused = self._conn.take_refused()
+            refused = self._refused
             for uid in group:
                 body = resp.get(uid, {}).get(_BODY)
                 if not isinstance(body, bytes):
@@ -310,8 +313,9 @@ class Pager:
         offset = 0
         while True:
             item = f"BODY.PEEK[]<{offset}.{size}>"
+            self._refused = 0
             resp = self.uid_fetch([uid], [item])
-            if self._conn.take_refused():
+            if self._refused:
                 self._oversized.add(uid)
                 raise _Vanished  # a chunk larger than asked for: nothing is stored
             if uid not in resp:
@@ -346,6 +350,10 @@ class Pager:
         self._leave_idle()
         client = self._conn.client
         data = self._conn.io(uid_fetch_lines, client, uids, items)
+        refused = self._conn.take_refused()
+        if refused:
+            self._refused += refused
+            data = mend_refused(data)
         try:
             resp = parse_fetch(data, normalise_times=client.normalise_times)
         except Exception:  # imapclient's parser refused it: the server's data, not ours

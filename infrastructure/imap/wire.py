@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import imaplib
+import re
 import socket
 import time
 from collections.abc import Iterator, Sequence
@@ -278,6 +279,21 @@ def uid_fetch_lines(client: Any, uids: list[int] | str, items: list[str]) -> lis
     client._checkok("fetch", typ, data)
     typ, data = imap._untagged_response(typ, data, "FETCH")
     return list(data)
+
+
+_ANNOUNCED = re.compile(rb"\{[0-9]+\}\Z")
+
+
+def mend_refused(lines: list[Any]) -> list[Any]:
+    """FETCH data with each refused literal (read as empty) announced as ``{0}``, so the
+    parsers read it as the empty value it now is."""
+    out: list[Any] = []
+    for line in lines:
+        if type(line) is tuple and len(line) == 2 and line[1] == b"" and type(line[0]) is bytes:
+            out.append((_ANNOUNCED.sub(b"{0}", line[0]), b""))
+        else:
+            out.append(line)
+    return out
 
 
 def uid_fetch_command(uids: str, items: Sequence[str]) -> bytes:
