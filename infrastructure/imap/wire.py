@@ -113,7 +113,7 @@ class Wire:
             raise ResponseTooLarge("the server's response passed the bytes one operation buffers")
 
 
-class _GuardedIO:
+class GuardedIO:
     """imaplib's byte I/O replaced by deadline-aware reads from the socket (see above)."""
 
     sock: socket.socket
@@ -219,13 +219,13 @@ class _GuardedIO:
             self.sock.settimeout(prior)
 
 
-class _PlainIMAP(_GuardedIO, IMAP4WithTimeout):  # type: ignore[misc]
+class _PlainIMAP(GuardedIO, IMAP4WithTimeout):  # type: ignore[misc]
     def __init__(self, host: str, port: int, timeout: float | None, wire: Wire) -> None:
         self._wire, self._inbuf = wire, bytearray()
         super().__init__(host, port, timeout)
 
 
-class _TlsIMAP(_GuardedIO, IMAP4_TLS):  # type: ignore[misc]
+class _TlsIMAP(GuardedIO, IMAP4_TLS):  # type: ignore[misc]
     def __init__(
         self, host: str, port: int, context: Any, timeout: float | None, wire: Wire
     ) -> None:
