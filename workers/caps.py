@@ -1,4 +1,4 @@
-"""Connection caps (SPEC §7.10): at most ``per_account`` sockets per account and
+"""Connection caps: at most ``per_account`` sockets per account and
 ``per_host`` per IMAP host in this worker, each slot held for its socket's lifetime.
 
 ``CappedProvider`` wraps any ``MailProvider``: ``open`` takes both slots or raises
