@@ -67,6 +67,7 @@ def imap_settings(settings: Settings) -> ImapAdapterSettings:
     mib = 1024 * 1024
     return ImapAdapterSettings(
         read_timeout=settings.imap_read_timeout,
+        operation_timeout=settings.imap_read_timeout,
         stream_threshold_bytes=int(settings.stream_parse_mb * mib),
         max_message_bytes=int(settings.max_message_mb * mib),
     )
