@@ -39,7 +39,7 @@ from infrastructure.imap.errors import Phase, classify
 from infrastructure.imap.logs import install_redaction
 from infrastructure.imap.session import ImapMailboxSession
 from infrastructure.imap.settings import ImapAdapterSettings
-from infrastructure.imap.wire import Limits, Wire, WireClient, quiet
+from infrastructure.imap.wire import DeadlineContext, Limits, Wire, WireClient, quiet
 
 log = logging.getLogger("tidings.imap")
 T = TypeVar("T")
@@ -100,7 +100,7 @@ class ImapMailProvider:
         s = self._settings
         context = None
         if endpoint.security != "none":
-            context = s.ssl_context or ssl.create_default_context()
+            context = DeadlineContext(s.ssl_context or ssl.create_default_context(), wire)
         client = WireClient(
             endpoint.host,
             port=endpoint.port,

@@ -33,7 +33,9 @@ from __future__ import annotations
 import contextlib
 import imaplib
 import re
+import select
 import socket
+import ssl
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -217,6 +219,42 @@ class GuardedIO:
             raise
         finally:
             self.sock.settimeout(prior)
+
+
+class DeadlineContext:
+    """An ``ssl.SSLContext`` stand-in whose ``wrap_socket`` runs the TLS handshake under
+    the wire's deadline (imaplib's STARTTLS and imapclient's TLS connect both call it):
+    a blocking handshake would wait one socket timeout per record a server drips."""
+
+    def __init__(self, context: ssl.SSLContext, wire: Wire) -> None:
+        self._context = context
+        self._wire = wire
+
+    def wrap_socket(self, sock: socket.socket, server_hostname: str | None = None) -> ssl.SSLSocket:
+        tls = self._context.wrap_socket(
+            sock, server_hostname=server_hostname, do_handshake_on_connect=False
+        )
+        timeout = tls.gettimeout()
+        tls.setblocking(False)
+        try:
+            while True:
+                try:
+                    tls.do_handshake()
+                    return tls
+                except ssl.SSLWantReadError:
+                    self._wait(tls, timeout, write=False)
+                except ssl.SSLWantWriteError:
+                    self._wait(tls, timeout, write=True)
+        finally:
+            tls.settimeout(timeout)
+
+    def _wait(self, tls: ssl.SSLSocket, timeout: float | None, *, write: bool) -> None:
+        bounds = [x for x in (self._wire.remaining(), timeout) if x is not None]
+        wait = min(bounds) if bounds else None
+        ready = select.select([], [tls], [], wait) if write else select.select([tls], [], [], wait)
+        if not any(ready):
+            self._wire.remaining()  # raises DeadlinePassed when that was the cause
+            raise TimeoutError("TLS handshake timed out")
 
 
 class _PlainIMAP(GuardedIO, IMAP4WithTimeout):  # type: ignore[misc]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import re
 import socket
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -96,8 +97,10 @@ class HostileImapServer:
         max_connections: int = 20,
         max_commands: int = 500,
         idle_timeout: float = 30.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.script = script
+        self._tls = tls  # a server context: every connection speaks TLS from the start
         self.host = "127.0.0.1"
         self._listener = socket.create_server((self.host, 0))
         self._listener.settimeout(0.2)
@@ -148,6 +151,8 @@ class HostileImapServer:
         with conn:
             conn.settimeout(min(self._idle_timeout, 1.0))
             with contextlib.suppress(OSError):  # the client hung up: nothing to answer
+                if self._tls is not None:
+                    conn = self._tls.wrap_socket(conn, server_side=True)
                 _Conversation(self, conn).run()
 
 

@@ -5,6 +5,7 @@ their message (the cursor moves past, the next message comes) instead of raising
 from __future__ import annotations
 
 import json
+import ssl
 import subprocess
 import sys
 import textwrap
@@ -232,3 +233,44 @@ def test_garbage_lines_fail_the_session_and_nothing_else(tmp_path: Path) -> None
         with pytest.raises(MailboxTransientError):
             session.fetch_since(None, backfill_since=SINCE, limit=10)
         session.close()
+
+
+def test_a_tls_handshake_that_never_completes_ends_at_the_deadline(tmp_path: Path) -> None:
+    # One byte, then silence: the handshake waits for the rest of a TLS record.
+    script = Script([HostileMessage(1)], drip_from="greeting", drip_seconds=5.0)
+    with HostileImapServer(script, lifetime=30) as server:
+        provider = ImapMailProvider(
+            blob_store=FilesystemBlobStore(tmp_path / "blobs"),
+            settings=ImapAdapterSettings(operation_timeout=2.0, read_timeout=10.0),
+        )
+        endpoint = ImapEndpoint(server.host, server.port, "tls", "user")
+        started = time.monotonic()
+        with pytest.raises(MailboxTimeout):
+            provider.open(endpoint, Credentials("password", "pw"), account_id="acct-t")
+        assert time.monotonic() - started < 4.0
+
+
+def test_a_tls_session_completes_its_handshake_under_the_deadline(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            *("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"),
+            *("-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"),
+            *("-addext", "subjectAltName=IP:127.0.0.1"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(cert, key)
+    client_side = ssl.create_default_context(cafile=str(cert))
+    message = HostileMessage(1)
+    with HostileImapServer(Script([message]), lifetime=30, tls=server_side) as server:
+        provider = ImapMailProvider(
+            blob_store=FilesystemBlobStore(tmp_path / "blobs"),
+            settings=ImapAdapterSettings(operation_timeout=5.0, ssl_context=client_side),
+        )
+        endpoint = ImapEndpoint(server.host, server.port, "tls", "user")
+        with provider.open(endpoint, Credentials("password", "pw"), account_id="acct-t") as s:
+            batch = s.fetch_since(None, backfill_since=SINCE, limit=10)
+    assert [m.raw for m in batch.messages] == [message.body]
