@@ -3,7 +3,7 @@
 A watch's fetch after IDLE said new mail came is DONE, the new mail's metadata, its
 bodies and IDLE again. Sent one at a time that is four round trips, and the server's
 session process wakes up for each of them; in a burst of new mail in thousands of
-mailboxes those wake-ups were most of the server's CPU. Pipelined, it is one write and
+mailboxes those wake-ups are most of the server's CPU. Pipelined, it is one write and
 one read. The server answers in order, so each command sees the effects of the ones
 before it.
 
