@@ -20,7 +20,7 @@ from infrastructure.crypto.secret_store import SqlSecretStore
 from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
-from infrastructure.imap.settings import ImapSettings
+from infrastructure.imap.settings import ImapAdapterSettings
 from infrastructure.in_process.lease import InProcessLease
 from infrastructure.in_process.registry import LocalRegistry
 from infrastructure.in_process.signals import InProcessSignals
@@ -76,10 +76,11 @@ def build_projections(
     return runner
 
 
-def imap_settings(settings: Settings) -> ImapSettings:
+def imap_settings(settings: Settings) -> ImapAdapterSettings:
     mib = 1024 * 1024
-    return ImapSettings(
+    return ImapAdapterSettings(
         read_timeout=settings.imap_read_timeout,
+        operation_timeout=settings.imap_read_timeout,
         stream_threshold_bytes=int(settings.stream_parse_mb * mib),
         max_message_bytes=int(settings.max_message_mb * mib),
     )

@@ -101,13 +101,18 @@ class CappedProvider:
         *,
         account_id: str,
         blob_owner: BlobOwner | None = None,
+        deadline: float | None = None,
     ) -> MailboxSession:
         host = endpoint.host.lower()
         if not self.caps.take(account_id, host):
             raise MailboxThrottled("local connection cap reached", retry_after=5.0)
         try:
             session = self._inner.open(
-                endpoint, credentials, account_id=account_id, blob_owner=blob_owner
+                endpoint,
+                credentials,
+                account_id=account_id,
+                blob_owner=blob_owner,
+                deadline=deadline,
             )
         except BaseException:
             self.caps.give(account_id, host)

@@ -88,9 +88,9 @@ class Poller:
                 if future in done:
                     outcome = future.result()
                 elif now > deadline + 1.0:
-                    # It goes on in its thread (socket timeouts end it) and stays in
-                    # flight, so the next tick skips it.
-                    outcome = SyncOutcome(account_id, error_kind=ErrorKind.TRANSIENT)
+                    # It goes on in its thread (its session's deadline ends it) and
+                    # stays in flight, so the next tick skips it.
+                    outcome = SyncOutcome(account_id, error_kind=ErrorKind.TIMEOUT)
                     log.warning("sync.deadline account_id=%s", account_id)
                 else:
                     continue

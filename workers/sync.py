@@ -48,6 +48,7 @@ from application.mail.ports import (
     MailboxCursorInvalid,
     MailboxSession,
     MailboxThrottled,
+    MailboxTimeout,
     MailProviderError,
 )
 from application.mail.state import ErrorKind
@@ -115,8 +116,9 @@ class AccountSyncer:
         self.today = today
         self._parse_slots = threading.BoundedSemaphore(settings.parse_concurrency)
 
-    def open_session(self, account: MailAccount) -> MailboxSession:
-        """Log in to the account's mailbox (raises ``MailProviderError``)."""
+    def open_session(self, account: MailAccount, deadline: float | None = None) -> MailboxSession:
+        """Log in to the account's mailbox (raises ``MailProviderError``); ``deadline``
+        bounds everything the session does."""
         account_id = str(account.id)
         secret = self.ctx.mail.secrets.get(account_id)
         if secret is None:
@@ -132,6 +134,7 @@ class AccountSyncer:
             Credentials(account.auth_method, secret),
             account_id=account_id,
             blob_owner=BlobOwner(account.tenant_id, account_id),
+            deadline=deadline,
         )
 
     def sync(
@@ -151,7 +154,7 @@ class AccountSyncer:
             return SyncOutcome(account_id, skipped=True)
         try:
             if session is None:
-                with self.open_session(account) as opened:
+                with self.open_session(account, deadline) as opened:
                     ingested, duplicates = self._pages(opened, account, deadline, on_page)
             else:
                 ingested, duplicates = self._pages(session, account, deadline, on_page)
@@ -180,7 +183,7 @@ class AccountSyncer:
         try:
             if cursor is None:
                 cursor = self.ctx.mail.state.cursor(account_id)
-            page = self.fetch_page(session, account, cursor, reuse_status=True)
+            page = self.fetch_page(session, account, cursor, after_idle=True)
         except SYNC_ERRORS as error:
             done(self.failed(account_id, error))
             return
@@ -240,15 +243,14 @@ class AccountSyncer:
         account: MailAccount,
         cursor: MailboxCursor | None,
         *,
-        reuse_status: bool = False,
+        after_idle: bool = False,
     ) -> Page:
         """The next page after ``cursor``: fetched and parsed."""
         since = self.today() - timedelta(days=self.settings.backfill_window_days)
         limit = self.settings.max_messages_per_poll
         try:
-            batch = session.fetch_since(
-                cursor, backfill_since=since, limit=limit, reuse_status=reuse_status
-            )
+            fetch = session.fetch_after_idle if after_idle else session.fetch_since
+            batch = fetch(cursor, backfill_since=since, limit=limit)
         except MailboxCursorInvalid:
             log.warning("sync.uidvalidity_changed account_id=%s", account.id)
             self.ctx.mail.state.save_cursor(str(account.id), None)
@@ -389,4 +391,6 @@ def _error_kind(error: Exception) -> ErrorKind:
         return ErrorKind.INGEST_CONFLICT
     if isinstance(error, StoreUnavailable):
         return ErrorKind.STORE_UNAVAILABLE
-    return ErrorKind.TRANSIENT  # MailProviderError, DeadlineExceeded
+    if isinstance(error, MailboxTimeout | DeadlineExceeded):
+        return ErrorKind.TIMEOUT
+    return ErrorKind.TRANSIENT  # any other MailProviderError

@@ -16,7 +16,7 @@ Fetch contract (``MailboxSession.fetch_since``):
   raises ``MailboxCursorInvalid`` and fetches nothing. The caller resets (calls
   again with ``None``) and relies on dedup by ``provider_message_id``, which
   survives the change.
-- ``reuse_status=True`` (a watch: the session stayed in the mailbox, IDLE said new
+- ``fetch_after_idle`` (a watch: the session stayed in the mailbox, IDLE said new
   mail came) takes UIDs from the session's last EXAMINE instead of opening the
   mailbox again; searches are open-ended, so nothing new is missed, and a
   UIDVALIDITY change is left to the next fresh pass (the reconciliation poll).
@@ -170,6 +170,10 @@ class MailboxTransientError(MailProviderError):
     """Timeouts, dropped connections, server hiccups: try again on the next tick."""
 
 
+class MailboxTimeout(MailboxTransientError):
+    """An operation's deadline (or the session's) passed before the server answered."""
+
+
 class MailboxUnreachable(MailboxTransientError):
     """No connection could be made: DNS, refused, no route, TLS handshake rejected."""
 
@@ -205,11 +209,20 @@ class MailboxSession(Protocol):
         *,
         backfill_since: date,
         limit: int,
-        reuse_status: bool = False,
     ) -> FetchBatch:
         """The next page after ``cursor``. May be called while idling: the session leaves
-        IDLE itself. ``reuse_status`` (a watch, after IDLE said mail came): no re-opening
-        of the mailbox, and the session may be back in IDLE when this returns."""
+        IDLE itself."""
+        ...
+
+    def fetch_after_idle(
+        self,
+        cursor: MailboxCursor | None,
+        *,
+        backfill_since: date,
+        limit: int,
+    ) -> FetchBatch:
+        """``fetch_since`` for a watch after IDLE said mail came: no re-opening of the
+        mailbox, and the session may be back in IDLE when this returns."""
         ...
 
     def verify(self) -> None:
@@ -263,9 +276,12 @@ class MailProvider(Protocol):
         *,
         account_id: str,
         blob_owner: BlobOwner | None = None,
+        deadline: float | None = None,
     ) -> MailboxSession:
         """Connect and log in, or raise a ``MailProviderError``. Bodies the session
-        streams to the blob store are stored as ``blob_owner``'s."""
+        streams to the blob store are stored as ``blob_owner``'s. ``deadline``
+        (``time.monotonic()``) bounds everything the session does, connecting included:
+        past it every call raises ``MailboxTimeout``."""
         ...
 
 

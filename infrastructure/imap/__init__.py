@@ -2,6 +2,6 @@
 
 from infrastructure.imap.provider import ImapMailProvider
 from infrastructure.imap.session import ImapMailboxSession
-from infrastructure.imap.settings import ImapSettings
+from infrastructure.imap.settings import ImapAdapterSettings
 
-__all__ = ["ImapMailProvider", "ImapMailboxSession", "ImapSettings"]
+__all__ = ["ImapAdapterSettings", "ImapMailProvider", "ImapMailboxSession"]

@@ -15,7 +15,9 @@ Rules, first match wins:
    (many servers give no response code for bad credentials).
 5. Refused connection, DNS failure, no route, TLS handshake or certificate
    rejection, or a timeout while connecting → ``MailboxUnreachable``.
-6. Anything else from the socket, ssl, imaplib or imapclient (timeouts,
+6. The total deadline of an operation passed (``wire.DeadlinePassed``), in any phase
+   → ``MailboxTimeout``.
+7. Anything else from the socket, ssl, imaplib or imapclient (timeouts,
    aborts, BYE, NO/BAD) → ``MailboxTransientError``.
 
 The new error's message carries only the failure's kind and any bracketed
@@ -36,10 +38,12 @@ from imapclient.exceptions import IMAPClientError, LoginError
 from application.mail.ports import (
     MailboxAuthError,
     MailboxThrottled,
+    MailboxTimeout,
     MailboxTransientError,
     MailboxUnreachable,
     MailProviderError,
 )
+from infrastructure.imap.wire import DeadlinePassed
 
 Phase = Literal["connect", "login", "command"]
 
@@ -74,6 +78,8 @@ def classify(exc: BaseException, *, phase: Phase = "command") -> MailProviderErr
     """Map a low-level failure to the port's error (to be raised ``from None``)."""
     if isinstance(exc, MailProviderError):
         return exc
+    if isinstance(exc, DeadlinePassed):
+        return MailboxTimeout("the operation's deadline passed")
     text = _text(exc)
     kind = type(exc).__name__
     code = _response_code(text)

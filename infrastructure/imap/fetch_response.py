@@ -6,7 +6,7 @@ returns for the untagged FETCH data imaplib collects (``IMAP4._untagged_response
 list of lines, each ``bytes`` or ``(text ending in "{size}", literal)``.
 
 imapclient's lexer walks every byte outside literals through Python-level iterators; on
-mail ingestion that was the largest CPU cost of a worker. Here one regex reads a whole
+mail ingestion that is the largest CPU cost of a worker. Here one regex reads a whole
 ``name value`` item, and the result is built by imapclient's rules (see ``_parse``).
 
 Read here: ``<number> (<name> <value> ...)`` for each message, several per line if need

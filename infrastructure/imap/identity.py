@@ -1,7 +1,6 @@
 """Provider message ids and typed metadata from FETCH responses. Pure.
 
-A provider message id must survive a UIDVALIDITY reset (SPEC §6), so it never
-uses the UID:
+A provider message id must survive a UIDVALIDITY reset, so it never uses the UID:
 
 - ``emailid:<id>`` — RFC 8474 OBJECTID ``EMAILID``, when the server has it;
 - ``gm:<id>`` — Gmail's ``X-GM-MSGID``;
@@ -11,6 +10,12 @@ uses the UID:
 The fingerprint treats byte-identical copies of one message as one message,
 which is what dedup wants. A server that gains OBJECTID later (e.g. Dovecot
 2.3 → 2.4) yields new ids for messages fetched again after a reset.
+
+Values a server sends are data: ``refusal`` names what makes a message's metadata
+unusable (a size outside 0…2^53, an INTERNALDATE outside 1970-2200 or with an offset
+no place has), so the session skips it with that reason instead of letting the value
+reach a column or a date computation; ``valid_id`` bounds UIDs and UIDVALIDITY to
+1…2^32 - 1 (RFC 3501's nz-number).
 """
 
 from __future__ import annotations
@@ -18,12 +23,17 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from application.mail.ports import MessageRef
 
 HEADER_FIELDS_ITEM = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID DATE)]"
+ID_MAX = 2**32 - 1
+SIZE_MAX = 2**53
+MODSEQ_MAX = 2**63 - 1
+YEARS = (1970, 2200)
+OFFSET_MAX = timedelta(hours=14)  # the widest offset in use (UTC+14, Kiribati)
 _WS = re.compile(rb"\s+")
 
 
@@ -67,11 +77,39 @@ def provider_message_id(item: Mapping[bytes, Any], size: int) -> str:
     return fingerprint(message_id, date, size)
 
 
+def valid_id(value: object) -> bool:
+    """A UID or UIDVALIDITY: an integer in 1…2^32 - 1."""
+    return type(value) is int and 1 <= value <= ID_MAX
+
+
+def refusal(item: Mapping[bytes, Any]) -> str | None:
+    """Why a message's FETCH items cannot be used (None: they can). Missing items are
+    tolerated, as in ``message_ref``; present ones must be in range."""
+    if b"RFC822.SIZE" in item:
+        size = item[b"RFC822.SIZE"]
+        if type(size) is not int:
+            return "size_not_a_number"
+        if not 0 <= size <= SIZE_MAX:
+            return "size_out_of_range"
+    internal = item.get(b"INTERNALDATE")
+    if internal is not None:
+        if not isinstance(internal, datetime):
+            return "internaldate_unreadable"
+        offset = internal.utcoffset()
+        if offset is not None and abs(offset) > OFFSET_MAX:
+            return "internaldate_offset_impossible"
+        if not YEARS[0] <= internal.year <= YEARS[1]:
+            return "internaldate_out_of_range"
+    return None
+
+
 def message_ref(uid: int, item: Mapping[bytes, Any]) -> MessageRef:
     """Typed metadata from one message's FETCH items (missing items tolerated)."""
     size = item.get(b"RFC822.SIZE")
-    size = size if isinstance(size, int) and size >= 0 else 0
+    size = size if type(size) is int and 0 <= size <= SIZE_MAX else 0
     internal = item.get(b"INTERNALDATE")
+    if refusal({b"INTERNALDATE": internal}) is not None:
+        internal = None
     flags = item.get(b"FLAGS") or ()
     return MessageRef(
         uid=uid,

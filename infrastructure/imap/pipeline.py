@@ -3,13 +3,13 @@
 A watch's fetch after IDLE said new mail came is DONE, the new mail's metadata, its
 bodies and IDLE again. Sent one at a time that is four round trips, and the server's
 session process wakes up for each of them; in a burst of new mail in thousands of
-mailboxes those wake-ups were most of the server's CPU. Pipelined, it is one write and
+mailboxes those wake-ups are most of the server's CPU. Pipelined, it is one write and
 one read. The server answers in order, so each command sees the effects of the ones
 before it.
 
-Works on imapclient's imaplib connection: tags come from imaplib (so its bookkeeping of
-tagged answers stays right) and responses are read with imaplib's reader, which collects
-untagged data in ``untagged_responses`` as for any command.
+Works on imapclient's imaplib connection (through ``wire``): tags come from imaplib (so
+its bookkeeping of tagged answers stays right) and responses are read with imaplib's
+reader, which collects untagged data as for any command.
 """
 
 from __future__ import annotations
@@ -19,6 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from imapclient.exceptions import IMAPClientError
+
+from infrastructure.imap.wire import (
+    get_response,
+    new_tag,
+    tagged_commands,
+    untagged_responses,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +68,10 @@ def send_pipelined(
     then_idle: bool = False,
 ) -> Sent:
     """The write of ``run_pipelined``: the server starts on it while we do other work."""
-    tags = tuple((imap._new_tag(), name) for name, _ in commands)
+    tags = tuple((new_tag(imap), name) for name, _ in commands)
     lines = [b"DONE"] if idle_tag is not None else []
     lines += [tag + b" " + command for (tag, _), (_, command) in zip(tags, commands, strict=True)]
-    new_idle = imap._new_tag() if then_idle else None
+    new_idle = new_tag(imap) if then_idle else None
     if new_idle is not None:
         lines.append(new_idle + b" IDLE")
     imap.send(b"\r\n".join(lines) + b"\r\n")
@@ -73,7 +80,7 @@ def send_pipelined(
 
 def read_pipelined(imap: Any, sent: Sent) -> Pipelined:
     """The read of ``run_pipelined``: every answer to ``sent``."""
-    untagged = imap.untagged_responses
+    untagged = untagged_responses(imap)
     for kind in ("FETCH", "EXISTS", "RECENT"):
         untagged.pop(kind, None)
     if sent.idle_tag is not None:
@@ -83,8 +90,8 @@ def read_pipelined(imap: Any, sent: Sent) -> Pipelined:
     for tag, name in sent.tags:
         _complete(imap, tag, name)
     if sent.new_idle is not None:
-        while imap._get_response() is not None:  # None: the continuation, "+ idling"
-            if imap.tagged_commands.get(sent.new_idle):
+        while get_response(imap) is not None:  # None: the continuation, "+ idling"
+            if tagged_commands(imap).get(sent.new_idle):
                 _complete(imap, sent.new_idle, "IDLE")  # refused: raises
     news = "EXISTS" in untagged or "RECENT" in untagged
     fetched = untagged.pop("FETCH", [])
@@ -95,9 +102,9 @@ def read_pipelined(imap: Any, sent: Sent) -> Pipelined:
 
 def _complete(imap: Any, tag: bytes, name: str) -> None:
     """Read until ``tag`` is answered; raise unless it is OK."""
-    tagged = imap.tagged_commands
+    tagged = tagged_commands(imap)
     while not tagged.get(tag):
-        imap._get_response()
+        get_response(imap)
     typ, data = tagged.pop(tag)
     if typ != "OK":
         text = data[0].decode(errors="replace") if data and data[0] else ""

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from application.mail.ports import MessageRef
-from infrastructure.imap.settings import ImapSettings
+from infrastructure.imap.settings import ImapAdapterSettings
 
 
 @dataclass(slots=True)
@@ -27,7 +27,7 @@ class PagePlan:
     """The page stopped before the end of ``refs`` (byte budget reached)."""
 
 
-def plan_page(refs: Sequence[MessageRef], settings: ImapSettings) -> PagePlan:
+def plan_page(refs: Sequence[MessageRef], settings: ImapAdapterSettings) -> PagePlan:
     plan = PagePlan()
     inline_total = 0
     group: list[int] = []

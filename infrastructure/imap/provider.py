@@ -1,7 +1,10 @@
 """``ImapMailProvider``: connect, check capabilities, log in; hand out sessions.
 
 Connecting: TCP (or TLS) with a connect timeout, then a read timeout on the
-socket for its whole life. ``starttls`` requires STARTTLS to be offered and
+socket for its whole life. Connecting (with the greeting and STARTTLS), logging in and
+every later command each run under a total deadline (``operation_timeout``) enforced
+where bytes are read (``wire``); a caller's ``deadline`` caps them all, so a poll's
+deadline frees its thread whatever the server does. ``starttls`` requires STARTTLS to be offered and
 never falls back to cleartext. Capabilities are checked before the round trip
 that needs them: IMAP4rev1, STARTTLS, AUTH=XOAUTH2 for tokens, LOGINDISABLED
 (then AUTH=PLAIN is used). After login, CONDSTORE is ENABLEd where offered so
@@ -19,7 +22,6 @@ import ssl
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from imapclient import IMAPClient
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
 from imapclient.util import to_unicode
 
@@ -36,7 +38,8 @@ from application.mail.ports import (
 from infrastructure.imap.errors import Phase, classify
 from infrastructure.imap.logs import install_redaction
 from infrastructure.imap.session import ImapMailboxSession
-from infrastructure.imap.settings import ImapSettings
+from infrastructure.imap.settings import ImapAdapterSettings
+from infrastructure.imap.wire import DeadlineContext, Limits, Wire, WireClient, quiet
 
 log = logging.getLogger("tidings.imap")
 T = TypeVar("T")
@@ -48,11 +51,11 @@ class ImapMailProvider:
         *,
         blob_store: BlobStore,
         token_provider: TokenProvider | None = None,
-        settings: ImapSettings | None = None,
+        settings: ImapAdapterSettings | None = None,
     ) -> None:
         self._blobs = blob_store
         self._tokens = token_provider
-        self._settings = settings or ImapSettings()
+        self._settings = settings or ImapAdapterSettings()
         install_redaction()
 
     def open(
@@ -62,13 +65,21 @@ class ImapMailProvider:
         *,
         account_id: str,
         blob_owner: BlobOwner | None = None,
+        deadline: float | None = None,
     ) -> ImapMailboxSession:
-        client = self._call(account_id, "connect", self._connect, endpoint)
+        s = self._settings
+        wire = Wire(
+            Limits(literal_bytes=s.literal_cap_bytes, response_bytes=s.response_cap_bytes),
+            session_expires=deadline,
+        )
+        client = self._call(wire, account_id, "connect", self._connect, endpoint, wire)
         try:
-            self._call(account_id, "login", self._login, client, endpoint, credentials, account_id)
-            caps = self._call(account_id, "command", _capabilities, client)
+            self._call(
+                wire, account_id, "login", self._login, client, endpoint, credentials, account_id
+            )
+            caps = self._call(wire, account_id, "command", _capabilities, client)
             if "CONDSTORE" in caps and "ENABLE" in caps:
-                self._call(account_id, "command", _enable_condstore, client)
+                self._call(wire, account_id, "command", _enable_condstore, client)
         except BaseException:
             _shutdown(client)
             raise
@@ -80,26 +91,28 @@ class ImapMailProvider:
             settings=self._settings,
             blob_store=self._blobs,
             blob_owner=blob_owner,
+            wire=wire,
         )
 
     # -- steps -------------------------------------------------------------
 
-    def _connect(self, endpoint: ImapEndpoint) -> IMAPClient:
+    def _connect(self, endpoint: ImapEndpoint, wire: Wire) -> WireClient:
         s = self._settings
         context = None
         if endpoint.security != "none":
-            context = s.ssl_context or ssl.create_default_context()
-        client = IMAPClient(
+            context = DeadlineContext(s.ssl_context or ssl.create_default_context(), wire)
+        client = WireClient(
             endpoint.host,
             port=endpoint.port,
             ssl=endpoint.security == "tls",
             ssl_context=context,
             timeout=s.connect_timeout,
+            wire=wire,
         )
         try:
             client.normalise_times = False  # keep INTERNALDATE timezone-aware
             if s.quiet_imaplib:
-                client._imap.debug = 0  # imapclient sets 5: repr() of every line and literal
+                quiet(client)  # imapclient sets 5: repr() of every line and literal
             client.socket().settimeout(s.read_timeout)
             if endpoint.security == "starttls":
                 if "STARTTLS" not in _capabilities(client):
@@ -116,7 +129,7 @@ class ImapMailProvider:
 
     def _login(
         self,
-        client: IMAPClient,
+        client: WireClient,
         endpoint: ImapEndpoint,
         credentials: Credentials,
         account_id: str,
@@ -136,9 +149,12 @@ class ImapMailProvider:
         else:
             client.login(endpoint.username, credentials.secret)
 
-    def _call(self, account_id: str, phase: Phase, fn: Callable[..., T], *args: Any) -> T:
+    def _call(
+        self, wire: Wire, account_id: str, phase: Phase, fn: Callable[..., T], *args: Any
+    ) -> T:
         try:
-            return fn(*args)
+            with wire.operation(self._settings.operation_timeout):
+                return fn(*args)
         except MailProviderError as exc:
             log.warning(
                 "imap.error account_id=%s phase=%s error_class=%s",
@@ -159,7 +175,7 @@ class ImapMailProvider:
             raise err from None
 
 
-def _enable_condstore(client: IMAPClient) -> None:
+def _enable_condstore(client: WireClient) -> None:
     """Best effort: without it SELECT just reports no HIGHESTMODSEQ."""
     try:
         client.enable("CONDSTORE")
@@ -169,10 +185,10 @@ def _enable_condstore(client: IMAPClient) -> None:
         log.info("imap.enable_refused capability=CONDSTORE")
 
 
-def _capabilities(client: IMAPClient) -> frozenset[str]:
+def _capabilities(client: WireClient) -> frozenset[str]:
     return frozenset(to_unicode(c).upper() for c in client.capabilities())
 
 
-def _shutdown(client: IMAPClient) -> None:
+def _shutdown(client: WireClient) -> None:
     with contextlib.suppress(Exception):  # best effort on a connection we abandon
         client.shutdown()

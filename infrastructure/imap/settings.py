@@ -6,14 +6,18 @@ import ssl
 from dataclasses import dataclass
 
 MiB = 1024 * 1024
+_LITERAL_FLOOR = 64 * 1024  # header blocks and partial bodies always fit
 
 
 @dataclass(frozen=True, slots=True)
-class ImapSettings:
+class ImapAdapterSettings:
     connect_timeout: float = 30.0
     """Seconds for TCP connect (and TLS handshake)."""
     read_timeout: float = 120.0
     """Seconds any single socket read or write may block."""
+    operation_timeout: float = 120.0
+    """Seconds one operation may take in all: connecting with its greeting, logging in,
+    or one command with its whole response. Enforced where bytes are read (``wire``)."""
     stream_threshold_bytes: int = 4 * MiB
     """Bodies larger than this go to the blob store in chunks instead of inline."""
     chunk_bytes: int = 1 * MiB
@@ -38,5 +42,17 @@ class ImapSettings:
     def __post_init__(self) -> None:
         if self.chunk_bytes < 1 or self.stream_threshold_bytes < 0:
             raise ValueError("chunk_bytes must be positive, stream_threshold_bytes non-negative")
-        if self.connect_timeout <= 0 or self.read_timeout <= 0:
-            raise ValueError("socket timeouts must be positive: a socket never blocks forever")
+        if self.connect_timeout <= 0 or self.read_timeout <= 0 or self.operation_timeout <= 0:
+            raise ValueError("timeouts must be positive: a socket never blocks forever")
+
+    @property
+    def literal_cap_bytes(self) -> int:
+        """The largest literal a server may send us buffered: what we ask for inline is
+        never larger, so a larger one is refused before it is allocated."""
+        return max(self.stream_threshold_bytes, self.chunk_bytes, _LITERAL_FLOOR)
+
+    @property
+    def response_cap_bytes(self) -> int:
+        """What one command's response may buffer in all: an inline group of bodies
+        (each at most the literal cap) with room for its metadata and the server's news."""
+        return 2 * max(self.fetch_group_bytes, self.literal_cap_bytes) + 16 * MiB

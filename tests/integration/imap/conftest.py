@@ -11,7 +11,7 @@ import pytest
 
 from application.mail.ports import Credentials, ImapEndpoint, TokenProvider
 from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.imap import ImapMailboxSession, ImapMailProvider, ImapSettings
+from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession, ImapMailProvider
 from tests.support.dovecot import DovecotServer, DovecotUser, dovecot_available
 
 OpenSession = Callable[..., ImapMailboxSession]
@@ -56,14 +56,14 @@ def open_session(
     sessions: list[ImapMailboxSession] = []
 
     def open_(
-        settings: ImapSettings | None = None,
+        settings: ImapAdapterSettings | None = None,
         credentials: Credentials | None = None,
         token_provider: TokenProvider | None = None,
     ) -> ImapMailboxSession:
         provider = ImapMailProvider(
             blob_store=blob_store,
             token_provider=token_provider,
-            settings=settings or ImapSettings(connect_timeout=5, read_timeout=30),
+            settings=settings or ImapAdapterSettings(connect_timeout=5, read_timeout=30),
         )
         session = provider.open(
             endpoint,

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from application.mail.ports import FetchBatch, MailboxCursor, MailboxCursorInvalid
-from infrastructure.imap import ImapMailboxSession, ImapSettings
+from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession
 from infrastructure.mime.reader import parse_message
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -95,7 +95,7 @@ def test_incremental_search_windows_cover_uid_gaps(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
     dovecot.deliver(user, [make_message(i) for i in range(12)])
-    settings = ImapSettings(connect_timeout=5, read_timeout=30, search_span=4)
+    settings = ImapAdapterSettings(connect_timeout=5, read_timeout=30, search_span=4)
     batches, cursor = drain(
         open_session(settings),
         MailboxCursor(dovecot.mailbox_status(user)["uidvalidity"], 0),

@@ -14,7 +14,7 @@ from imapclient.imapclient import join_message_ids, seq_to_parenstr_upper
 from imapclient.response_parser import parse_fetch_response
 
 from bench._mail import big_message, corpus
-from infrastructure.imap import ImapMailboxSession, ImapSettings
+from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession
 from infrastructure.imap.fetch_response import fallback_count, parse_fetch
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -60,7 +60,7 @@ def session(
         other.add_flags([4], [b"\\Answered", b"\\Deleted"])
     # Small chunks, so that the big message is streamed in several partial fetches.
     s = open_session(
-        ImapSettings(
+        ImapAdapterSettings(
             connect_timeout=5, read_timeout=30, stream_threshold_bytes=10_000, chunk_bytes=16_000
         )
     )

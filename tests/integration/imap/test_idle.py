@@ -13,8 +13,9 @@ from unittest import mock
 
 from application.mail.ports import FetchBatch
 from infrastructure.imap import ImapMailboxSession, pipeline
-from infrastructure.imap import session as module
-from infrastructure.imap.session import PUSH_BODY_BYTES
+from infrastructure.imap import idle as module
+from infrastructure.imap.idle import PUSH_BODY_BYTES
+from infrastructure.imap.paging import Pager
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.messages import make_message
@@ -74,17 +75,17 @@ def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
 
     with (
         mock.patch.object(session, "select_inbox", side_effect=AssertionError("EXAMINE")),
-        mock.patch.object(session, "_search", side_effect=AssertionError("SEARCH")),
+        mock.patch.object(session._pager, "_search", side_effect=AssertionError("SEARCH")),
     ):
-        batch = session.fetch_since(
-            first.new_cursor, backfill_since=WINDOW, limit=50, reuse_status=True
+        batch = session.fetch_after_idle(
+            first.new_cursor, backfill_since=WINDOW, limit=50
         )
     assert [m.uid for m in batch.messages] == [2]
     assert batch.new_cursor.last_uid == 2 and not batch.has_more
 
     # Nothing new after IDLE: the open-ended FETCH answers the last message; not new.
-    nothing = session.fetch_since(
-        batch.new_cursor, backfill_since=WINDOW, limit=50, reuse_status=True
+    nothing = session.fetch_after_idle(
+        batch.new_cursor, backfill_since=WINDOW, limit=50
     )
     assert nothing.messages == () and nothing.new_cursor.last_uid == 2
 
@@ -113,14 +114,14 @@ def test_more_new_mail_than_a_page_is_paged_after_idle(
     session.idle_done()
 
     uids: list[int] = []
-    with mock.patch.object(session, "_search", side_effect=AssertionError("SEARCH")):
-        first = session.fetch_since(cursor, backfill_since=WINDOW, limit=2, reuse_status=True)
+    with mock.patch.object(session._pager, "_search", side_effect=AssertionError("SEARCH")):
+        first = session.fetch_after_idle(cursor, backfill_since=WINDOW, limit=2)
     uids += [m.uid for m in first.messages]
     assert first.has_more
     batch = first
     while batch.has_more:  # later pages of the pass search on, from the cursor
-        batch = session.fetch_since(
-            batch.new_cursor, backfill_since=WINDOW, limit=2, reuse_status=True
+        batch = session.fetch_after_idle(
+            batch.new_cursor, backfill_since=WINDOW, limit=2
         )
         uids += [m.uid for m in batch.messages]
     assert uids == [1, 2, 3, 4, 5] and batch.new_cursor.last_uid == 5
@@ -129,15 +130,13 @@ def test_more_new_mail_than_a_page_is_paged_after_idle(
 def no_other_commands() -> contextlib.ExitStack:
     """Fail on any command but the pipelined exchange of a fetch after IDLE."""
     stack = contextlib.ExitStack()
-    for name, label in (
-        ("select_inbox", "EXAMINE"),
-        ("_search", "SEARCH"),
-        ("_uid_fetch", "a FETCH of its own"),
-        ("idle_start", "IDLE of its own"),
+    for owner, name, label in (
+        (ImapMailboxSession, "select_inbox", "EXAMINE"),
+        (Pager, "_search", "SEARCH"),
+        (Pager, "uid_fetch", "a FETCH of its own"),
+        (ImapMailboxSession, "idle_start", "IDLE of its own"),
     ):
-        stack.enter_context(
-            mock.patch.object(ImapMailboxSession, name, side_effect=AssertionError(label))
-        )
+        stack.enter_context(mock.patch.object(owner, name, side_effect=AssertionError(label)))
     return stack
 
 
@@ -151,7 +150,7 @@ def test_a_fetch_while_idling_is_one_exchange_and_leaves_the_session_idling(
         dovecot.imap_append(user, [message])
         news_until(session, "exists")
         with no_other_commands():
-            batch = session.fetch_since(cursor, backfill_since=WINDOW, limit=50, reuse_status=True)
+            batch = session.fetch_after_idle(cursor, backfill_since=WINDOW, limit=50)
         assert [m.uid for m in batch.messages] == [n + 1] and not batch.has_more
         assert batch.messages[0].raw == message.replace(b"\n", b"\r\n").replace(b"\r\r", b"\r")
         cursor = batch.new_cursor
@@ -166,7 +165,7 @@ def test_a_big_message_after_idle_is_fetched_whole(
     small, big = make_message(1), make_message(2, pad_to=PUSH_BODY_BYTES * 3)
     dovecot.imap_append(user, [small, big])
     news_until(session, "exists")
-    batch = session.fetch_since(cursor, backfill_since=WINDOW, limit=50, reuse_status=True)
+    batch = session.fetch_after_idle(cursor, backfill_since=WINDOW, limit=50)
     sizes = {m.uid: len(m.raw or b"") for m in batch.messages}
     assert sizes[2] > PUSH_BODY_BYTES * 2 and sizes[2] == batch.messages[1].ref.size
     assert sizes[1] == batch.messages[0].ref.size and not batch.has_more
@@ -213,7 +212,7 @@ def test_the_fetch_is_sent_when_idle_news_comes_and_taken_by_the_watch(
         dovecot.imap_append(user, [make_message(1, subject="pushed")])
         news_until(session, "exists")
         assert len(sends) == 1  # on its way while the news waits for a thread
-        batch = session.fetch_since(cursor, backfill_since=WINDOW, limit=50, reuse_status=True)
+        batch = session.fetch_after_idle(cursor, backfill_since=WINDOW, limit=50)
         assert len(sends) == 1  # the fetch took what was sent
     assert [m.uid for m in batch.messages] == [1] and batch.messages[0].raw
     assert idle_sessions(dovecot, user) == 1
@@ -227,7 +226,7 @@ def test_a_fetch_sent_ahead_from_another_cursor_is_read_and_not_used(
     dovecot.imap_append(user, [make_message(1)])
     news_until(session, "exists")  # sent from UID 1, the last page's end
     older = dataclasses.replace(first.new_cursor, last_uid=0)  # e.g. a commit that failed
-    batch = session.fetch_since(older, backfill_since=WINDOW, limit=50, reuse_status=True)
+    batch = session.fetch_after_idle(older, backfill_since=WINDOW, limit=50)
     assert [m.uid for m in batch.messages] == [1, 2]
 
 

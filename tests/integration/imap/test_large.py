@@ -7,7 +7,7 @@ import tracemalloc
 from datetime import date, timedelta
 
 from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.imap import ImapSettings
+from infrastructure.imap import ImapAdapterSettings
 from infrastructure.mime.reader import parse_message_file
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -28,7 +28,7 @@ def test_a_40_mb_message_streams_to_the_blob_store_in_bounded_memory(
     size = len(raw)
     dovecot.deliver(user, [raw, make_message(2, subject="small")])
     del raw
-    settings = ImapSettings(
+    settings = ImapAdapterSettings(
         connect_timeout=5, read_timeout=30, stream_threshold_bytes=4 * MiB, chunk_bytes=1 * MiB
     )
     session = open_session(settings)
@@ -59,7 +59,7 @@ def test_messages_over_the_cap_are_metadata_only(
 ) -> None:
     big = make_message(1, pad_to=3 * MiB)
     dovecot.deliver(user, [make_message(0), big, make_message(2)])
-    settings = ImapSettings(connect_timeout=5, read_timeout=30, max_message_bytes=1 * MiB)
+    settings = ImapAdapterSettings(connect_timeout=5, read_timeout=30, max_message_bytes=1 * MiB)
     session = open_session(settings)
     batch = session.fetch_since(None, backfill_since=WINDOW, limit=10)
     assert [m.state for m in batch.messages] == ["inline", "too_large", "inline"]
@@ -74,7 +74,7 @@ def test_a_page_stops_at_the_inline_byte_budget(
     dovecot: DovecotServer, user: DovecotUser, open_session: OpenSession
 ) -> None:
     dovecot.deliver(user, [make_message(i, pad_to=300_000) for i in range(6)])
-    settings = ImapSettings(
+    settings = ImapAdapterSettings(
         connect_timeout=5, read_timeout=30, max_batch_bytes=1 * MiB, fetch_group_bytes=400_000
     )
     session = open_session(settings)

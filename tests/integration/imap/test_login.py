@@ -17,11 +17,11 @@ from application.mail.ports import (
 )
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.devserver.dovecot import free_port
-from infrastructure.imap import ImapMailProvider, ImapSettings
+from infrastructure.imap import ImapAdapterSettings, ImapMailProvider
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
 
-QUICK = ImapSettings(connect_timeout=2, read_timeout=5)
+QUICK = ImapAdapterSettings(connect_timeout=2, read_timeout=5)
 
 
 def test_wrong_password_is_an_auth_error_and_leaks_nothing(

@@ -1,10 +1,15 @@
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
 
 from infrastructure.imap.identity import (
     fingerprint,
     header_values,
     message_ref,
     provider_message_id,
+    refusal,
+    valid_id,
 )
 
 HDR = b"BODY[HEADER.FIELDS (MESSAGE-ID DATE)]"
@@ -79,3 +84,44 @@ def test_message_ref_tolerates_missing_items() -> None:
     ref = message_ref(5, {})
     assert (ref.size, ref.internal_date, ref.flags) == (0, None, ())
     assert ref.provider_message_id == fingerprint(None, None, 0)
+
+
+def _at(year: int, hours: int = 0, minutes: int = 0) -> datetime:
+    return datetime(year, 6, 1, tzinfo=timezone(timedelta(hours=hours, minutes=minutes)))
+
+
+@pytest.mark.parametrize(
+    ("item", "reason"),
+    [
+        ({b"RFC822.SIZE": 2**63}, "size_out_of_range"),
+        ({b"RFC822.SIZE": 2**53 + 1}, "size_out_of_range"),
+        ({b"RFC822.SIZE": -1}, "size_out_of_range"),
+        ({b"RFC822.SIZE": b"12"}, "size_not_a_number"),
+        ({b"RFC822.SIZE": True}, "size_not_a_number"),
+        ({b"INTERNALDATE": b"01-Jan-2024"}, "internaldate_unreadable"),
+        ({b"INTERNALDATE": _at(9999, -23, -59)}, "internaldate_offset_impossible"),
+        ({b"INTERNALDATE": _at(2024, 14, 1)}, "internaldate_offset_impossible"),
+        ({b"INTERNALDATE": _at(9999)}, "internaldate_out_of_range"),
+        ({b"INTERNALDATE": _at(1969, 5)}, "internaldate_out_of_range"),
+        ({b"INTERNALDATE": _at(2201)}, "internaldate_out_of_range"),
+        ({b"RFC822.SIZE": 2**53, b"INTERNALDATE": _at(2200, -14)}, None),
+        ({b"RFC822.SIZE": 0, b"INTERNALDATE": _at(1970, 14)}, None),
+        ({b"INTERNALDATE": None}, None),
+        ({}, None),
+    ],
+)
+def test_refusal_names_the_value_out_of_range(item: dict[bytes, Any], reason: str | None) -> None:
+    assert refusal(item) == reason
+
+
+def test_message_ref_never_carries_a_date_out_of_range() -> None:
+    ref = message_ref(1, {b"RFC822.SIZE": 5, b"INTERNALDATE": _at(9999, -23, -59)})
+    assert ref.internal_date is None and ref.size == 5
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [(1, True), (2**32 - 1, True), (0, False), (2**32, False), (-1, False), (b"1", False)],
+)
+def test_valid_id_is_rfc3501s_nz_number(value: object, valid: bool) -> None:
+    assert valid_id(value) is valid

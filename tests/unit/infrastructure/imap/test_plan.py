@@ -1,8 +1,8 @@
 from application.mail.ports import MessageRef
 from infrastructure.imap.plan import plan_page, uid_windows
-from infrastructure.imap.settings import ImapSettings
+from infrastructure.imap.settings import ImapAdapterSettings
 
-S = ImapSettings(
+S = ImapAdapterSettings(
     stream_threshold_bytes=100,
     max_message_bytes=1000,
     max_batch_bytes=250,
@@ -41,7 +41,7 @@ def test_streamed_and_too_large_do_not_count_against_the_budget() -> None:
 
 
 def test_always_keeps_one_message() -> None:
-    s = ImapSettings(stream_threshold_bytes=100, max_batch_bytes=10)
+    s = ImapAdapterSettings(stream_threshold_bytes=100, max_batch_bytes=10)
     plan = plan_page([ref(1, 90), ref(2, 90)], s)
     assert [r.uid for r in plan.included] == [1]
     assert plan.cut

@@ -19,7 +19,7 @@ from application.mail.ports import (
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapMailProvider
 from infrastructure.imap.session import ImapMailboxSession
-from infrastructure.imap.settings import ImapSettings
+from infrastructure.imap.settings import ImapAdapterSettings
 
 SINCE = date(2024, 1, 1)
 HDR = b"BODY[HEADER.FIELDS (MESSAGE-ID DATE)]"
@@ -158,7 +158,7 @@ def session(client: FakeClient, tmp_path: Path, **settings: Any) -> ImapMailboxS
         client,
         frozenset({"IMAP4REV1"}),
         account_id="acct-1",
-        settings=ImapSettings(**settings),
+        settings=ImapAdapterSettings(**settings),
         blob_store=FilesystemBlobStore(tmp_path / "blobs"),
     )
 
@@ -207,7 +207,7 @@ def test_streaming_reads_to_the_end_whatever_rfc822_size_says(tmp_path: Path) ->
         client,
         frozenset(),
         account_id="a",
-        settings=ImapSettings(stream_threshold_bytes=1000, chunk_bytes=1000),
+        settings=ImapAdapterSettings(stream_threshold_bytes=1000, chunk_bytes=1000),
         blob_store=blobs,
     )
     (msg,) = s.fetch_since(None, backfill_since=SINCE, limit=10).messages

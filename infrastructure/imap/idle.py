@@ -1,0 +1,210 @@
+"""``IdleChannel``: the IDLE protocol of a session — IDLE, send-ahead, the after-IDLE fetch.
+
+State machine: OUT --start--> IDLING --done--> OUT; IDLING --read sees new mail-->
+SENT-AHEAD (DONE, the new mail's metadata, its first bodies and IDLE again written in
+one pipelined write, ``pipeline``) --the watch's fetch (``fetch_after``), or any other
+command (``settle``)--> IDLING again. Any other command ends a running IDLE first
+(``done``); ``start`` reports news the server sent with its "+ idling" (it would sit in
+the connection's buffer, unseen by a selector).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from application.mail.ports import IdleNews, IdleUnsupported
+from infrastructure.imap.connection import Connection
+from infrastructure.imap.fetch_response import parse_fetch
+from infrastructure.imap.identity import message_ref, refusal, valid_id
+from infrastructure.imap.paging import Pushed, Unparseable
+from infrastructure.imap.pipeline import (
+    Pipelined,
+    Sent,
+    read_pipelined,
+    run_pipelined,
+    send_pipelined,
+)
+from infrastructure.imap.wire import (
+    idle_tag,
+    imap_of,
+    mend_refused,
+    read_available,
+    set_idle_tag,
+    socket_fileno,
+    uid_fetch_command,
+)
+
+_PARTIAL = b"BODY[]<0>"
+# After IDLE, the bodies of the first few new messages come with their metadata, up to
+# this size each (the rest is fetched as on any page): a push is usually one message.
+PUSH_BODIES = 8
+PUSH_BODY_BYTES = 128 * 1024
+
+
+def news(lines: list[bytes]) -> IdleNews:
+    """What IDLE lines say: new mail (EXISTS/RECENT), a hang-up (BYE), anything at all."""
+    exists = closed = False
+    for line in lines:
+        words = line.split(None, 3)
+        if words[:1] != [b"*"] or len(words) < 2:
+            continue
+        if words[1].upper() == b"BYE":
+            closed = True
+        elif len(words) > 2 and words[2].rstrip().upper() in (b"EXISTS", b"RECENT"):
+            exists = True
+    return IdleNews(exists=exists, closed=closed, heard=bool(lines))
+
+
+class IdleChannel:
+    def __init__(
+        self, conn: Connection, capabilities: frozenset[str], metadata_items: list[str]
+    ) -> None:
+        self._conn = conn
+        self._caps = capabilities
+        self._items = metadata_items
+        self.idling = False
+        self._empty_reads = 0
+        # The last UID of the last page that left nothing more (what a watch's cursor
+        # will say after it), and a fetch sent ahead from it when IDLE said new mail came.
+        self.last_uid: int | None = None
+        self._prefetch: tuple[int, Sent] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """Idling or with a fetch in flight: the server would not answer a LOGOUT."""
+        return self.idling or self._prefetch is not None
+
+    def start(self, early: bool, on_enter: Callable[[], None]) -> IdleNews:
+        """Enter IDLE unless idling already (``on_enter`` runs first); ``early``: news a
+        settled send-ahead brought."""
+        if not self.idling:  # a watch's fetch may have gone back to IDLE already
+            if "IDLE" not in self._caps:
+                raise IdleUnsupported("the server does not offer IDLE")
+            on_enter()
+            conn = self._conn
+            entered = conn.io(run_pipelined, imap_of(conn.client), [], None, True)
+            set_idle_tag(conn.client, entered.idle_tag)
+            self._empty_reads, self.idling = 0, True
+            early = entered.news_after_done  # announced before "+ idling"
+        # Mail that came while the session was outside IDLE is announced the moment IDLE
+        # begins, often in the same packet as "+ idling": then it already sits in the
+        # connection's buffer, and a selector waiting on the socket would never see it.
+        heard = news(self._conn.io(read_available, self._conn.client))
+        return dataclasses.replace(heard, exists=heard.exists or early)
+
+    def fileno(self) -> int:
+        return socket_fileno(self._conn.client)
+
+    def read(self) -> IdleNews:
+        """Called when the socket is readable. A readable socket that yields no response
+        twice in a row has reached EOF (the server closed it).
+
+        Reads the buffered lines itself: imapclient's ``idle_check`` polls the socket
+        again and runs every line through its response lexer, which costs a multiplexer
+        serving thousands of watches more than the news is worth; all we need to know is
+        whether EXISTS (new mail) or BYE came."""
+        lines = self._conn.io(read_available, self._conn.client)
+        if not lines:
+            self._empty_reads += 1
+            return IdleNews(closed=self._empty_reads >= 2)
+        self._empty_reads = 0
+        heard = news(lines)
+        if heard.exists and not heard.closed:
+            self._send_ahead()
+        return heard
+
+    def _send_ahead(self) -> None:
+        """New mail: send the fetch a watch will ask for (``fetch_after``) now, from the
+        cursor the last page left, so the server works on it while the fetch waits for a
+        thread. A cursor that turns out different only costs reading it unused."""
+        last = self.last_uid
+        if last is None or self._prefetch is not None or not self.idling:
+            return
+        conn = self._conn
+        sent = conn.io(
+            send_pipelined,
+            imap_of(conn.client),
+            self._commands(last),
+            idle_tag(conn.client),
+            True,
+        )
+        self._prefetch, self.idling = (last, sent), False
+
+    def settle(self) -> bool:
+        """Read a fetch sent ahead and not taken (the session is idling after it)."""
+        if self._prefetch is None:
+            return False
+        _, sent = self._prefetch
+        self._prefetch = None
+        self._read(sent)
+        return True
+
+    def done(self) -> None:
+        self.settle()
+        if not self.idling:
+            return
+        self.idling = False
+        self._conn.io(self._conn.client.idle_done)
+
+    def fetch_after(self, last_uid: int) -> Pushed:
+        """A watch's fetch after IDLE said new mail came (usually a handful of messages),
+        in one pipelined exchange: [DONE], the metadata of everything above ``last_uid``
+        (``UID FETCH last+1:*``, no SEARCH), the bodies of the first few of them, [IDLE
+        again] — the brackets when the session was idling. Usually sent already, when
+        the news came (``_send_ahead``)."""
+        prefetched, self._prefetch = self._prefetch, None
+        if prefetched is not None and prefetched[0] != last_uid:
+            self._read(prefetched[1])  # sent from another cursor: not this fetch
+            prefetched = None
+        conn = self._conn
+        if prefetched is not None:
+            sent = prefetched[1]
+        else:
+            was_idling, self.idling = self.idling, False
+            sent = conn.io(
+                send_pipelined,
+                imap_of(conn.client),
+                self._commands(last_uid),
+                idle_tag(conn.client) if was_idling else None,
+                was_idling,
+            )
+        done = self._read(sent)
+        refused = conn.take_refused()
+        fetched = mend_refused(done.fetched) if refused else done.fetched
+        try:
+            resp = parse_fetch(fetched, normalise_times=conn.client.normalise_times)
+        except Exception:  # unreadable: the page fetches them again the ordinary way
+            raise Unparseable from None
+        # ``n:*`` past the last UID answers the last message: keep only what is new, and
+        # only answers to this FETCH (news of flag changes carries no RFC822.SIZE).
+        pushed = Pushed({}, {}, done.news_after_done)
+        for uid, item in resp.items():
+            if not valid_id(uid) or uid <= last_uid or b"RFC822.SIZE" not in item:
+                continue
+            reason = refusal(item)
+            if reason is not None:
+                conn.skipped(uid, reason)
+                continue
+            ref = pushed.known[uid] = message_ref(uid, item)
+            body = item.get(_PARTIAL)
+            if isinstance(body, bytes) and len(body) == ref.size:  # the whole message
+                pushed.bodies[uid] = body
+            elif refused and isinstance(body, bytes) and not body:
+                pushed.oversized.add(uid)
+        return pushed
+
+    def _commands(self, last_uid: int) -> list[tuple[str, bytes]]:
+        window = f"{last_uid + 1}:{last_uid + PUSH_BODIES}"
+        part = min(PUSH_BODY_BYTES, self._conn.settings.stream_threshold_bytes)
+        return [
+            ("fetch", uid_fetch_command(f"{last_uid + 1}:*", self._items)),
+            ("fetch", uid_fetch_command(window, [f"BODY.PEEK[]<0.{part}>"])),
+        ]
+
+    def _read(self, sent: Sent) -> Pipelined:
+        done = self._conn.io(read_pipelined, imap_of(self._conn.client), sent)
+        if done.idle_tag is not None:
+            set_idle_tag(self._conn.client, done.idle_tag)  # imapclient's idle_done ends it
+            self._empty_reads, self.idling = 0, True
+        return done
