@@ -24,6 +24,7 @@ from infrastructure.in_process.lease import InProcessLease
 from infrastructure.in_process.registry import LocalRegistry
 from infrastructure.in_process.signals import InProcessSignals
 from infrastructure.mime.parser import EmailMimeParser
+from infrastructure.net_policy import DestinationCheckedProvider, ResolvingDestinationPolicy
 from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
@@ -86,16 +87,19 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     state.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
+    destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
+    imap = ImapMailProvider(blob_store=blobs, settings=imap_settings(settings))
     return MailPorts(
         cipher=keys,
         secrets=secrets,
-        provider=ImapMailProvider(blob_store=blobs, settings=imap_settings(settings)),
+        provider=DestinationCheckedProvider(imap, destinations),
         blobs=blobs,
         state=state,
         read_model=MailReader(db),
         signals=RedisSignals.from_url(settings.redis_url)
         if settings.redis_url
         else InProcessSignals(),
+        destinations=destinations,
     )
 
 

@@ -27,6 +27,8 @@ class Settings(BaseSettings):
     projection_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 1000
     # Apply projections right after each write (default: on for SQLite, off for PostgreSQL).
     project_inline: bool | None = None
+    # Let IMAP hosts resolve to loopback or private addresses (the demo, tests).
+    allow_private_hosts: bool = False
 
     # Workers (SPEC §7); durations in seconds.
     poll_interval: Annotated[float, Field(gt=0)] = 300.0
