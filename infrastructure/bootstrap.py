@@ -14,7 +14,8 @@ from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
 from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.crypto.keyring import KeyRing, load_master_key
+from infrastructure.crypto.keyring import KeyRing
+from infrastructure.crypto.master_key import open_master_key
 from infrastructure.crypto.secret_store import SqlSecretStore
 from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
@@ -30,7 +31,12 @@ from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
 from infrastructure.runtime.clock import SystemClock
 from infrastructure.runtime.settings import Settings
-from infrastructure.sql.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
+from infrastructure.sql.database import (
+    DatabaseUrl,
+    PostgresDatabase,
+    SqliteDatabase,
+    create_sqlite_file,
+)
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.mail import MailProjection, MailReader
@@ -44,7 +50,7 @@ from workers.sync import AccountSyncer, SyncSettings
 def open_database(url: DatabaseUrl) -> SqliteDatabase | PostgresDatabase:
     if url.dialect == "sqlite":
         assert url.sqlite_path is not None
-        url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        create_sqlite_file(url.sqlite_path)
         return SqliteDatabase(url.sqlite_path)
     return PostgresDatabase(url)
 
@@ -76,7 +82,8 @@ def imap_settings(settings: Settings) -> ImapSettings:
 def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     keys = KeyRing(
         db,
-        load_master_key(
+        open_master_key(
+            db,
             settings.master_key.get_secret_value() if settings.master_key else None,
             settings.blob_dir,
         ),
@@ -112,8 +119,13 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         if isinstance(db, PostgresDatabase):
             db.ensure_schema()
         store, datastore = open_event_store(url)
-        runner = build_projections(db, store, settings.projection_batch_size)
-        mail = build_mail_ports(settings, db)
+        try:
+            runner = build_projections(db, store, settings.projection_batch_size)
+            mail = build_mail_ports(settings, db)
+        except BaseException:  # e.g. a refused master key: leave no pool behind
+            db.close()
+            datastore.close()
+            raise
     ctx = Context(
         store=store,
         clock=SystemClock(),

@@ -98,9 +98,7 @@ class DestinationCheckedProvider:
         blob_owner: BlobOwner | None = None,
     ) -> MailboxSession:
         self._policy.check(endpoint.host, endpoint.port)
-        return self._inner.open(
-            endpoint, credentials, account_id=account_id, blob_owner=blob_owner
-        )
+        return self._inner.open(endpoint, credentials, account_id=account_id, blob_owner=blob_owner)
 
 
 __all__ = [

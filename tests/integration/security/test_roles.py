@@ -67,4 +67,3 @@ def test_system_admin_of_another_tenant_has_no_system_power(
     assert [item["subject"] for item in items] == ["forged"]
     failed(app.query("list-messages", {"accountId": account_a}, impostor), "not_found", 404)
     ok(app.write("delete-system-field", ref, operator))
-
