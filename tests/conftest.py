@@ -22,7 +22,7 @@ BACKENDS = ["sqlite", "postgresql"]
 
 def _drop_schema(schema: str) -> None:
     with psycopg.connect(PG_DSN.split("?")[0], autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 @pytest.fixture

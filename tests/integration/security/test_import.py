@@ -41,7 +41,7 @@ def target(make_app: Callable[..., App], database_url: str, tmp_path: Any) -> It
     yield app
     app.close()
     with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')  # type: ignore[arg-type]
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def account(app: App, admin: User, name: str = "Box") -> str:
