@@ -2,7 +2,7 @@
 
 Roles are bound to tenants: ``SystemAdmin`` counts only in ``SYSTEM_TENANT_ID``. A user
 of any other tenant that claims it simply does not hold it, so no handler can grant
-its power by forgetting a check (see docs/security.md).
+its power by forgetting a check.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from application.mail.destinations import (
@@ -30,7 +31,15 @@ from application.mail.ports import (
 RESOLVE_TIMEOUT = 10.0
 
 
-def resolve(host: str, port: int, timeout: float = RESOLVE_TIMEOUT) -> list[IpAddress]:
+Lookup = Callable[..., list[Any]]
+
+
+def resolve(
+    host: str,
+    port: int,
+    timeout: float = RESOLVE_TIMEOUT,
+    lookup: Lookup = socket.getaddrinfo,
+) -> list[IpAddress]:
     """Every address ``host`` resolves to (an IP literal is its own answer); raise
     ``HostUnresolved`` when there is none within ``timeout`` seconds."""
     literal = host[1:-1] if host.startswith("[") and host.endswith("]") else host
@@ -41,14 +50,14 @@ def resolve(host: str, port: int, timeout: float = RESOLVE_TIMEOUT) -> list[IpAd
     answer: list[Any] = []
     failure: list[BaseException] = []
 
-    def lookup() -> None:
+    def run() -> None:
         try:
-            answer.extend(socket.getaddrinfo(host, port, type=socket.SOCK_STREAM))
+            answer.extend(lookup(host, port, type=socket.SOCK_STREAM))
         except (OSError, UnicodeError) as error:
             failure.append(error)
 
     # getaddrinfo has no timeout of its own; a daemon thread lets the caller move on.
-    thread = threading.Thread(target=lookup, name="resolve", daemon=True)
+    thread = threading.Thread(target=run, name="resolve", daemon=True)
     thread.start()
     thread.join(timeout)
     if thread.is_alive() or failure or not answer:

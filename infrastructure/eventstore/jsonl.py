@@ -1,4 +1,4 @@
-"""Event log export and import as JSONL (replay fixtures, backups, moves; docs/operations.md).
+"""Event log export and import as JSONL (replay fixtures, backups, moves).
 
 One line per stored event, in log order::
 
