@@ -66,23 +66,16 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         account = load_managed(ctx, user, payload.account_id)
         if isinstance(account, Result):
             return account
-        if (
-            payload.imap is not None
-            and payload.secret is None
-            and (
-                *_endpoint(ctx, account.imap),
-                account.imap.get("security"),
+        if payload.imap is not None:
+            new = (payload.imap.host, payload.imap.port, payload.imap.username)
+            repointed = (
+                _endpoint(ctx, account.imap) != new
+                or account.imap.get("security") != payload.imap.security
             )
-            != (
-                payload.imap.host,
-                payload.imap.port,
-                payload.imap.username,
-                payload.imap.security,
-            )
-        ):
-            return _secret_required()
-        if payload.imap is not None and (refused := check_destination(ctx, payload.imap)):
-            return refused
+            if repointed and payload.secret is None:
+                return _secret_required()
+            if refused := check_destination(ctx, payload.imap):
+                return refused
         tenant, account_id = account.tenant_id, str(account.id)
         seal = ctx.mail.cipher.seal
         changes: dict[str, Any] = {}

@@ -98,13 +98,11 @@ def opened_app(*, existing: bool = False, **overrides: Any) -> Iterator[App]:
         if existing and not store_exists(url):
             raise CliError(f"no tidings store at {where}: check TIDINGS_DATABASE_URL")
         app = bootstrap(settings)
-    except CliError:
-        raise
     except MasterKeyError as error:  # a wrong, malformed or missing master key
         raise CliError(first_line(error), EXIT_USAGE) from None
     except OSError as error:  # e.g. the SQLite directory cannot be created
         raise CliError(f"cannot open the database ({where}): {error.strerror or error}") from None
-    except ValueError as error:  # a setting the adapters refuse, e.g. a malformed master key
+    except ValueError as error:  # a setting the adapters refuse
         raise CliError(f"invalid configuration: {first_line(error)}") from None
     except Exception as error:
         if unavailable(error):
