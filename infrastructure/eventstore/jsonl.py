@@ -32,6 +32,7 @@ from infrastructure.eventstore.recorder import RecorderEventStore
 from infrastructure.eventstore.validation import (
     EventTypes,
     InvalidEvent,
+    StreamTenants,
     check_owner,
     check_values,
 )
@@ -149,6 +150,7 @@ class _Checker:
     def __init__(self, store: RecorderEventStore) -> None:
         self.codec = store.codec
         self.types = EventTypes(store.codec.classes)
+        self.tenants = StreamTenants()
 
     def row(self, number: int, text: str, *, validate: bool) -> tuple[StoredRow, int | None]:
         if len(text) > MAX_LINE_CHARS:
@@ -187,6 +189,7 @@ class _Checker:
             event = self.codec.decode(stream, version, topic, encoded)
             self.types.check(event)
             check_owner(event)
+            self.tenants.check(event)
         except KeyError as missing:
             raise BadRecord(number, f"state does not fit {topic}: no {missing}") from None
         except (TypeError, ValueError) as error:  # InvalidEvent included

@@ -96,6 +96,25 @@ class EventTypes:
                 raise InvalidEvent(f"{where}: {first['msg']}") from None
 
 
+class StreamTenants:
+    """A stream belongs to one tenant: every event of a stream in one file names the
+    same tenant, and a message's ``account_id`` names an account of its own tenant."""
+
+    def __init__(self) -> None:
+        self._tenants: dict[str, str] = {}
+
+    def check(self, event: DomainEvent) -> None:
+        tenant = getattr(event, "tenant_id", None)
+        if not isinstance(tenant, str):
+            return
+        stream = str(event.originator_id)
+        if self._tenants.setdefault(stream, tenant) != tenant:
+            raise InvalidEvent("tenant_id: this stream belongs to another tenant")
+        account = getattr(event, "account_id", None)
+        if isinstance(account, str) and self._tenants.get(account, tenant) != tenant:
+            raise InvalidEvent("account_id: an account of another tenant")
+
+
 def _tenant_of_ref(encoded: str) -> str | None:
     try:
         return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()

@@ -180,3 +180,35 @@ def test_a_conflict_in_the_last_chunk_leaves_nothing(target: App, records: list[
         last[0]["originatorId"],
         last[0]["originatorVersion"],
     )
+
+
+def test_an_event_moving_a_stream_to_another_tenant_is_refused(
+    target: App, records: list[Record]
+) -> None:
+    connected = first(records, CONNECTED)
+    forged = {
+        **connected,
+        "position": records[-1]["position"] + 1,
+        "originatorVersion": 2,
+        "topic": "tidings.mail.MailAccountDisconnected",
+        "state": {"_v": 1, "timestamp": connected["state"]["timestamp"], "tenant_id": "t-b"},
+    }
+    refused(target, lines([*records, forged]), len(records) + 1, "another tenant")
+
+
+def test_a_message_of_tenant_b_in_an_account_of_tenant_a_is_refused(
+    target: App, records: list[Record]
+) -> None:
+    message = first(records, INGESTED)
+    forged = {
+        **message,
+        "position": records[-1]["position"] + 1,
+        "originatorId": str(uuid.uuid4()),
+        "state": {
+            **message["state"],
+            "tenant_id": "t-b",  # its own tenant's (empty) values, another tenant's account
+            **dict.fromkeys(("message_id_header", "references", "sender", "to", "cc"), ""),
+            **dict.fromkeys(("subject", "snippet"), ""),
+        },
+    }
+    refused(target, lines([*records, forged]), len(records) + 1, "account of another tenant")
