@@ -15,7 +15,8 @@ from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
 from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.crypto.keyring import KeyRing, load_master_key
+from infrastructure.crypto.keyring import KeyRing
+from infrastructure.crypto.master_key import open_master_key
 from infrastructure.crypto.secret_store import SqlSecretStore
 from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
@@ -25,12 +26,18 @@ from infrastructure.in_process.lease import InProcessLease
 from infrastructure.in_process.registry import LocalRegistry
 from infrastructure.in_process.signals import InProcessSignals
 from infrastructure.mime.parser import EmailMimeParser
+from infrastructure.net_policy import DestinationCheckedProvider, ResolvingDestinationPolicy
 from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
 from infrastructure.runtime.clock import SystemClock
 from infrastructure.runtime.settings import Settings
-from infrastructure.sql.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
+from infrastructure.sql.database import (
+    DatabaseUrl,
+    PostgresDatabase,
+    SqliteDatabase,
+    create_sqlite_file,
+)
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.feed import FeedProjection, FeedReader
@@ -53,7 +60,7 @@ from workers.watch_status import WatchStatusWriter
 def open_database(url: DatabaseUrl) -> SqliteDatabase | PostgresDatabase:
     if url.dialect == "sqlite":
         assert url.sqlite_path is not None
-        url.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
+        create_sqlite_file(url.sqlite_path)
         return SqliteDatabase(url.sqlite_path)
     return PostgresDatabase(url)
 
@@ -89,7 +96,8 @@ def imap_settings(settings: Settings) -> ImapAdapterSettings:
 def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     keys = KeyRing(
         db,
-        load_master_key(
+        open_master_key(
+            db,
             settings.master_key.get_secret_value() if settings.master_key else None,
             settings.blob_dir,
         ),
@@ -100,16 +108,19 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     state.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
+    destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
+    imap = ImapMailProvider(blob_store=blobs, settings=imap_settings(settings))
     return MailPorts(
         cipher=keys,
         secrets=secrets,
-        provider=ImapMailProvider(blob_store=blobs, settings=imap_settings(settings)),
+        provider=DestinationCheckedProvider(imap, destinations),
         blobs=blobs,
         state=state,
         read_model=MailReader(db),
         signals=RedisSignals.from_url(settings.redis_url)
         if settings.redis_url
         else InProcessSignals(),
+        destinations=destinations,
     )
 
 
@@ -122,8 +133,13 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         if isinstance(db, PostgresDatabase):
             db.ensure_schema()
         store, datastore = open_event_store(url)
-        runner = build_projections(db, store, settings.projection_batch_size)
-        mail = build_mail_ports(settings, db)
+        try:
+            runner = build_projections(db, store, settings.projection_batch_size)
+            mail = build_mail_ports(settings, db)
+        except BaseException:  # e.g. a refused master key: leave no pool behind
+            db.close()
+            datastore.close()
+            raise
     ctx = Context(
         store=store,
         clock=SystemClock(),

@@ -43,8 +43,10 @@ def make_app(database_url: str, tmp_path: Path) -> Iterator[Callable[..., App]]:
 
     def make(**settings: Any) -> App:
         settings.setdefault("project_inline", False)
+        settings.setdefault("allow_private_hosts", True)  # the test servers are on loopback
         settings.setdefault("blob_dir", tmp_path / "blobs")
-        app = bootstrap(database_url=database_url, **settings)
+        settings.setdefault("database_url", database_url)
+        app = bootstrap(**settings)
         apps.append(app)
         return app
 

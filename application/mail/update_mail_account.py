@@ -2,17 +2,22 @@
 
 Pointing the account at another mailbox (host, port or username) resets its sync
 cursor: UIDs of one mailbox mean nothing in another, even under an equal UIDVALIDITY.
+
+The stored secret goes only where it was given: changing host, port, security or
+username needs the secret again (422 ``secret_required``), so a repointed account
+never sends the old password to a new server (or in cleartext). A new host is checked
+like at connect (``host_not_allowed``).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, StringConstraints
+from pydantic import StringConstraints
 
 from application.context import Context
 from application.mail.access import load_managed, reveal
-from application.mail.connect_mail_account import ImapSettings
+from application.mail.connect_mail_account import ImapSettings, Secret, check_destination
 from application.payloads import Payload as Base
 from application.result import Result, invalid_payload
 from application.signals import Signal
@@ -27,13 +32,21 @@ class Payload(Base):
     account_id: str
     display_name: Annotated[str, StringConstraints(max_length=200)] | None = None
     imap: ImapSettings | None = None
-    secret: Annotated[SecretStr, Field(min_length=1, max_length=8192)] | None = None
+    secret: Secret | None = None
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
 
 
 def _endpoint(ctx: Context, imap: dict[str, Any]) -> tuple[Any, Any, str | None]:
     return imap.get("host"), imap.get("port"), reveal(ctx, imap.get("username"))
+
+
+def _secret_required() -> Result:
+    return Result.fail(
+        "secret_required",
+        422,
+        "changing host, port, security or username needs the secret again",
+    )
 
 
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
@@ -53,6 +66,16 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         account = load_managed(ctx, user, payload.account_id)
         if isinstance(account, Result):
             return account
+        if payload.imap is not None:
+            new = (payload.imap.host, payload.imap.port, payload.imap.username)
+            repointed = (
+                _endpoint(ctx, account.imap) != new
+                or account.imap.get("security") != payload.imap.security
+            )
+            if repointed and payload.secret is None:
+                return _secret_required()
+            if refused := check_destination(ctx, payload.imap):
+                return refused
         tenant, account_id = account.tenant_id, str(account.id)
         seal = ctx.mail.cipher.seal
         changes: dict[str, Any] = {}

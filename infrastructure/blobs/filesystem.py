@@ -54,6 +54,7 @@ from infrastructure.crypto.sealed_blobs import (
     mac_key,
     seal_to,
 )
+from infrastructure.private_files import FILE_MODE, make_private_dir
 
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 _OWNED = re.compile(r"^acct1:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{64})$")
@@ -178,8 +179,9 @@ class FilesystemBlobStore:
     def _write(self, fill: Callable[[BinaryIO], str]) -> str:
         """Fill a temp file, make it durable, rename it to the ref ``fill`` answers."""
         tmp_dir = self._root / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
+        make_private_dir(tmp_dir)
         fd, tmp_name = tempfile.mkstemp(dir=tmp_dir, prefix="put-")
+        os.fchmod(fd, FILE_MODE)  # 0600 whatever the umask
         try:
             with os.fdopen(fd, "wb") as f:
                 ref = fill(f)
@@ -189,7 +191,7 @@ class FilesystemBlobStore:
             if final.exists():
                 os.unlink(tmp_name)
                 return ref
-            final.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dir(final.parent)
             os.replace(tmp_name, final)
             _fsync_dir(final.parent)
             return ref

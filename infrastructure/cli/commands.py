@@ -136,7 +136,7 @@ def query(
     A failed result prints one line on stderr and exits 1.
     """
     user, body = parse_user(as_user), parse_payload(payload)
-    with opened_app() as app:
+    with opened_app(existing=True) as app:
         if is_embedded(app):
             app.projections.catch_up()
         result = app.query(handler, body, user)

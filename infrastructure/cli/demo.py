@@ -337,7 +337,7 @@ def demo(
 ) -> None:
     """Walk through the product on the embedded store: a private Dovecot mailbox ingested
     and watched by IDLE; custom fields defined, set, deleted (the cascade), re-defined."""
-    overrides: dict[str, Any] = {"redis_url": None}
+    overrides: dict[str, Any] = {"redis_url": None, "allow_private_hosts": True}  # loopback Dovecot
     if data_dir is not None:
         overrides["database_url"] = f"sqlite:///{data_dir.resolve() / 'tidings.db'}"
         overrides["blob_dir"] = data_dir / "tidings-blobs"

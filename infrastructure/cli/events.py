@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -74,11 +75,13 @@ def export(
 
 def _lines(source: str) -> Iterator[str]:
     if source == "-":
-        yield from sys.stdin
+        # Bytes that are not UTF-8 become lone surrogates: refused with their line number.
+        stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+        yield from events_io.read_lines(stdin)
         return
     try:
-        with open(source, encoding="utf-8") as handle:
-            yield from handle
+        with open(source, encoding="utf-8", errors="surrogateescape") as handle:
+            yield from events_io.read_lines(handle)
     except OSError as error:
         raise CliError(f"cannot read {source}: {error.strerror or error}") from None
 
@@ -97,8 +100,11 @@ def import_(
     """Append an export's events to this store — same streams, versions and order — then
     catch the projections up. Refuses a store that holds events unless --append.
 
-    A file is checked in full first, so a bad line fails before anything is written.
-    Old event shapes are imported as they are and read through the upcasters.
+    Every event is checked against its class (field types, storable values, sealed
+    tokens of its own tenant only); a file is checked in full before anything is
+    written, and the whole import is one transaction: a bad line or a conflict anywhere
+    leaves the store as it was. Old event shapes are imported as they are and read
+    through the upcasters.
     """
     with opened_app() as tidings:
         store = event_store(tidings)

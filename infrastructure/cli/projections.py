@@ -62,7 +62,7 @@ class TaskProgress:
 @app.command()
 def status(as_json: JsonFlag = False) -> None:
     """Each projection's tracked position, the log's head, and the lag between them."""
-    with opened_app() as tidings:
+    with opened_app(existing=True) as tidings:
         rows = tidings.projections.status()
     data = [{"name": s.name, "position": s.position, "head": s.head, "lag": s.lag} for s in rows]
     if as_json:

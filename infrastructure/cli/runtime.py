@@ -21,8 +21,14 @@ from pydantic import ValidationError
 from application.app import App
 from application.errors import StoreUnavailable
 from infrastructure.bootstrap import bootstrap, projection_runner
+from infrastructure.crypto.master_key import MasterKeyError
 from infrastructure.runtime.settings import Settings
-from infrastructure.sql.database import DatabaseUrl, PostgresDatabase, SqliteDatabase
+from infrastructure.sql.database import (
+    DatabaseUrl,
+    PostgresDatabase,
+    SqliteDatabase,
+    store_exists,
+)
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -77,8 +83,11 @@ def describe(url: DatabaseUrl) -> str:
 
 
 @contextmanager
-def opened_app(**overrides: Any) -> Iterator[App]:
-    """The app built from ``TIDINGS_*`` (``overrides`` win), closed on the way out."""
+def opened_app(*, existing: bool = False, **overrides: Any) -> Iterator[App]:
+    """The app built from ``TIDINGS_*`` (``overrides`` win), closed on the way out.
+
+    ``existing``: a read-only command, which must not create an empty store (and a
+    master key in the current directory) where none is; it says so instead."""
     settings = load_settings(**overrides)
     try:
         url = DatabaseUrl.parse(settings.database_url)
@@ -86,10 +95,14 @@ def opened_app(**overrides: Any) -> Iterator[App]:
         raise CliError(f"invalid settings: TIDINGS_DATABASE_URL: {bad}") from None
     where = describe(url)
     try:
+        if existing and not store_exists(url):
+            raise CliError(f"no tidings store at {where}: check TIDINGS_DATABASE_URL")
         app = bootstrap(settings)
+    except MasterKeyError as error:  # a wrong, malformed or missing master key
+        raise CliError(first_line(error), EXIT_USAGE) from None
     except OSError as error:  # e.g. the SQLite directory cannot be created
         raise CliError(f"cannot open the database ({where}): {error.strerror or error}") from None
-    except ValueError as error:  # a setting the adapters refuse, e.g. a malformed master key
+    except ValueError as error:  # a setting the adapters refuse
         raise CliError(f"invalid configuration: {first_line(error)}") from None
     except Exception as error:
         if unavailable(error):

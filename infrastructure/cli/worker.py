@@ -162,7 +162,7 @@ accounts_app = typer.Typer(
 @accounts_app.command("list")
 def list_accounts(as_json: JsonFlag = False) -> None:
     """Every mail account with its status and health (no personal data)."""
-    with opened_app() as app:
+    with opened_app(existing=True) as app:
         if is_embedded(app):
             app.projections.catch_up()
         rows = app.ctx.mail.read_model.accounts(None)

@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -38,25 +36,6 @@ KEYS_TABLE = "crypto_keys"
 
 class KeyShredded(KeyErased):
     """Sealing under a key that was shredded (its account or tenant was erased)."""
-
-
-def load_master_key(configured: str | None, data_dir: Path) -> bytes:
-    """The configured key (base64 of 32 bytes), else one generated into the data dir."""
-    if configured:
-        key = base64.b64decode(configured)
-        if len(key) != 32:
-            raise ValueError("TIDINGS_MASTER_KEY must be base64 of 32 bytes")
-        return key
-    path = data_dir / "master.key"
-    if path.exists():
-        return base64.b64decode(path.read_bytes())
-    data_dir.mkdir(parents=True, exist_ok=True)
-    key = AESGCM.generate_key(bit_length=256)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as file:
-        file.write(base64.b64encode(key))
-    log.warning("generated a master key path=%s: set TIDINGS_MASTER_KEY in production", path)
-    return key
 
 
 def _seal(key: bytes | AESGCM, aad: str, plaintext: bytes) -> bytes:

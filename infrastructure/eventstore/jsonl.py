@@ -1,4 +1,4 @@
-"""Event log export and import as JSONL (SPEC §8: replay fixtures, backups, moves).
+"""Event log export and import as JSONL (replay fixtures, backups, moves).
 
 One line per stored event, in log order::
 
@@ -11,9 +11,12 @@ JSON, keys in file order), and old shapes (an older ``_v``) are imported as they
 the codec upcasts them whenever they are read.
 
 Export reads the log in short pages up to the head it saw at the start, so it runs in
-constant memory and ends even while writers carry on. Import appends in chunks of
-``CHUNK_SIZE`` events, each chunk one atomic insert, in file order: streams, versions
-and the relative order of events are kept; positions are the target log's own.
+constant memory and ends even while writers carry on. Import is outside input: every
+event is checked against its class (``eventstore.validation``: field types, storable
+values, sealed tokens of its own tenant only) and refused with its line number; the
+whole file is appended in one transaction, in chunks of ``CHUNK_SIZE`` events, so a
+bad line or a conflict anywhere leaves nothing written. Streams, versions and the
+relative order of events are kept; positions are the target log's own.
 """
 
 from __future__ import annotations
@@ -26,9 +29,17 @@ from uuid import UUID
 
 from application.errors import ConcurrencyConflict
 from infrastructure.eventstore.recorder import RecorderEventStore
+from infrastructure.eventstore.validation import (
+    EventTypes,
+    InvalidEvent,
+    StreamTenants,
+    check_owner,
+    check_values,
+)
 
 PAGE_SIZE = 1000
 CHUNK_SIZE = 500
+MAX_LINE_CHARS = 8 * 1024 * 1024  # far above any event the codec writes (payloads <= 1 MiB)
 
 StoredRow = tuple[UUID, int, str, bytes]
 
@@ -54,12 +65,12 @@ class BadRecord(EventsIOError):
 
 
 class ImportConflict(EventsIOError):
-    def __init__(self, first_line: int, last_line: int, imported: int) -> None:
+    def __init__(self, first_line: int, last_line: int) -> None:
         super().__init__(
-            f"lines {first_line}-{last_line}: a (stream, version) already exists in the store; "
-            f"{imported} events were imported before it"
+            f"lines {first_line}-{last_line}: a (stream, version) already exists in the store"
+            " or earlier in the file; nothing was imported"
         )
-        self.imported = imported
+        self.imported = 0
 
 
 # --- export --------------------------------------------------------------------------
@@ -117,6 +128,15 @@ class ParsedLine:
     row: StoredRow
 
 
+def read_lines(handle: TextIO, limit: int = MAX_LINE_CHARS) -> Iterator[str]:
+    """The file's lines, none read past ``limit`` characters: an over-long line is
+    yielded cut (``parse_lines`` refuses it) and reading stops there."""
+    while line := handle.readline(limit + 1):
+        yield line
+        if len(line) > limit:
+            return
+
+
 def _field(record: dict[str, Any], key: str, kind: type, line: int) -> Any:
     value = record.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
@@ -124,18 +144,21 @@ def _field(record: dict[str, Any], key: str, kind: type, line: int) -> Any:
     return value
 
 
-def parse_lines(
-    lines: Iterable[str], store: RecorderEventStore, *, decode: bool = True
-) -> Iterator[ParsedLine]:
-    """Parse and check each record: its envelope, its topic, and (``decode``) that the
-    codec can read its state, upcasting an old shape — so a bad file fails before it
-    reaches the store rather than breaking a projection later."""
-    last_position = 0
-    for number, text in enumerate(lines, start=1):
-        if not text.strip():
-            continue
+class _Checker:
+    """One record's checks, with the per-class type adapters built once per import."""
+
+    def __init__(self, store: RecorderEventStore) -> None:
+        self.codec = store.codec
+        self.types = EventTypes(store.codec.classes)
+        self.tenants = StreamTenants()
+
+    def row(self, number: int, text: str, *, validate: bool) -> tuple[StoredRow, int | None]:
+        if len(text) > MAX_LINE_CHARS:
+            raise BadRecord(number, f"longer than {MAX_LINE_CHARS} characters")
         try:
             record = json.loads(text)
+        except RecursionError:
+            raise BadRecord(number, "nested too deeply") from None
         except ValueError as error:
             raise BadRecord(number, f"not JSON ({error})") from None
         if not isinstance(record, dict):
@@ -145,26 +168,52 @@ def parse_lines(
         except ValueError:
             raise BadRecord(number, "'originatorId' must be a UUID") from None
         version = _field(record, "originatorVersion", int, number)
-        if version < 1:
-            raise BadRecord(number, "'originatorVersion' must be 1 or more")
+        if not 1 <= version <= 2**53 - 1:
+            raise BadRecord(number, "'originatorVersion' must be between 1 and 2^53 - 1")
         topic = _field(record, "topic", str, number)
         state = _field(record, "state", dict, number)
-        if "position" in record:
-            position = _field(record, "position", int, number)
+        position = _field(record, "position", int, number) if "position" in record else None
+        if topic not in self.codec.classes:
+            raise BadRecord(number, f"unknown topic {topic!r}")
+        try:
+            check_values(state)
+        except InvalidEvent as invalid:
+            raise BadRecord(number, f"state does not fit {topic}: {invalid}") from None
+        encoded = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+        if validate:
+            self._check(number, stream, version, topic, encoded)
+        return (stream, version, topic, encoded), position
+
+    def _check(self, number: int, stream: UUID, version: int, topic: str, encoded: bytes) -> None:
+        try:
+            event = self.codec.decode(stream, version, topic, encoded)
+            self.types.check(event)
+            check_owner(event)
+            self.tenants.check(event)
+        except KeyError as missing:
+            raise BadRecord(number, f"state does not fit {topic}: no {missing}") from None
+        except (TypeError, ValueError) as error:  # InvalidEvent included
+            raise BadRecord(number, f"state does not fit {topic}: {error}") from None
+
+
+def parse_lines(
+    lines: Iterable[str], store: RecorderEventStore, *, decode: bool = True
+) -> Iterator[ParsedLine]:
+    """Parse and check each record: its envelope, its topic, its values and (``decode``)
+    that it is an event of its class with its own tenant's tokens only, upcasting an
+    old shape — so a bad file fails before it reaches the store rather than breaking a
+    projection or revealing another tenant's data later."""
+    checker = _Checker(store)
+    last_position = 0
+    for number, text in enumerate(lines, start=1):
+        if not text.strip():
+            continue
+        row, position = checker.row(number, text, validate=decode)
+        if position is not None:
             if position <= last_position:
                 raise BadRecord(number, f"position {position} is not after {last_position}")
             last_position = position
-        encoded = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
-        if topic not in store.codec.classes:
-            raise BadRecord(number, f"unknown topic {topic!r}")
-        try:
-            if decode:
-                store.codec.decode(stream, version, topic, encoded)
-        except KeyError as missing:
-            raise BadRecord(number, f"state does not fit {topic}: no {missing}") from None
-        except (TypeError, ValueError) as error:
-            raise BadRecord(number, f"state does not fit {topic}: {error}") from None
-        yield ParsedLine(number, (stream, version, topic, encoded))
+        yield ParsedLine(number, row)
 
 
 def check_lines(lines: Iterable[str], store: RecorderEventStore) -> int:
@@ -181,32 +230,36 @@ def import_events(
     checked: bool = False,
     on_chunk: Callable[[int], None] | None = None,
 ) -> int:
-    """Append the file's events in order, ``chunk_size`` per atomic insert; answer how many.
+    """Append the file's events in order, in one transaction, ``chunk_size`` per insert;
+    answer how many. A bad line or a conflict anywhere writes nothing.
 
     Refuses a non-empty store unless ``append``. ``checked``: the lines went through
-    ``check_lines`` already, so states need not be decoded again. ``on_chunk(imported)``
-    after each chunk.
+    ``check_lines`` already, so states need not be decoded again. ``on_chunk(inserted)``
+    after each chunk (inserted, not yet committed).
     """
     if not append and (head := store.head()) > 0:
         raise StoreNotEmpty(head)
-    imported = 0
-    chunk: list[ParsedLine] = []
+    span = [0, 0]  # the file lines of the chunk being inserted
 
-    def flush() -> None:
-        nonlocal imported
-        try:
-            store.append_stored([parsed.row for parsed in chunk])
-        except ConcurrencyConflict:
-            raise ImportConflict(chunk[0].line, chunk[-1].line, imported) from None
-        imported += len(chunk)
-        chunk.clear()
-        if on_chunk is not None:
-            on_chunk(imported)
+    def chunks() -> Iterator[list[StoredRow]]:
+        inserted = 0
+        chunk: list[ParsedLine] = []
+        for parsed in parse_lines(lines, store, decode=not checked):
+            chunk.append(parsed)
+            if len(chunk) >= chunk_size:
+                span[:] = [chunk[0].line, chunk[-1].line]
+                yield [p.row for p in chunk]
+                inserted += len(chunk)
+                chunk = []
+                if on_chunk is not None:
+                    on_chunk(inserted)
+        if chunk:
+            span[:] = [chunk[0].line, chunk[-1].line]
+            yield [p.row for p in chunk]
+            if on_chunk is not None:
+                on_chunk(inserted + len(chunk))
 
-    for parsed in parse_lines(lines, store, decode=not checked):
-        chunk.append(parsed)
-        if len(chunk) >= chunk_size:
-            flush()
-    if chunk:
-        flush()
-    return imported
+    try:
+        return store.append_stored_atomically(chunks())
+    except ConcurrencyConflict:
+        raise ImportConflict(span[0], span[1]) from None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -110,6 +110,35 @@ class RecorderEventStore:
             self.recorder.insert_events([StoredEvent(*row) for row in rows])
         except IntegrityError:
             raise ConcurrencyConflict("a stream version is taken already") from None
+
+    def append_stored_atomically(
+        self, chunks: Iterable[Sequence[tuple[UUID, int, str, bytes]]]
+    ) -> int:
+        """Append every chunk of encoded events in one transaction, all or none
+        (``events import``); answer how many. An exception raised by ``chunks`` while
+        it is iterated rolls everything back too."""
+        recorder = self.recorder
+        count = 0
+        try:
+            if isinstance(recorder, PostgresApplicationRecorder):
+                with recorder.datastore.transaction(commit=True) as curs:
+                    for chunk in chunks:
+                        events = [StoredEvent(*row) for row in chunk]
+                        recorder._insert_stored_events(curs, events)
+                        count += len(events)
+            elif isinstance(recorder, SQLiteApplicationRecorder):
+                with recorder.datastore.transaction(commit=True) as cursor:
+                    for chunk in chunks:
+                        events = [StoredEvent(*row) for row in chunk]
+                        recorder._insert_events(cursor, events)
+                        count += len(events)
+            else:
+                raise TypeError(f"no atomic import for {type(recorder).__name__}")
+        except IntegrityError:
+            raise ConcurrencyConflict("a stream version is taken already") from None
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+        return count
 
     def read(self, after: int, limit: int) -> list[Recorded]:
         return [

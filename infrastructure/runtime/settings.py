@@ -31,6 +31,8 @@ class Settings(BaseSettings):
     projection_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 1000
     # Apply projections right after each write (default: on for SQLite, off for PostgreSQL).
     project_inline: bool | None = None
+    # Let IMAP hosts resolve to loopback or private addresses (the demo, tests).
+    allow_private_hosts: bool = False
 
     # Workers; durations in seconds; defaults in ``application.worker_defaults``.
     # ``poll_interval``: warm accounts, and hot ones' secondary poll under IDLE.

@@ -23,6 +23,7 @@ import psycopg
 import psycopg_pool
 
 from application.errors import StoreUnavailable
+from infrastructure.private_files import create_private_file, make_private_dir
 
 SETUP_LOCK_ID = 7_411_863_215  # any constant: the advisory lock taken during set-up
 
@@ -75,6 +76,46 @@ class DatabaseUrl:
             options=f"-c search_path={self.schema}",
             connect_timeout=10,
         )
+
+
+def create_sqlite_file(path: Path) -> None:
+    """Create the database file (and its missing directories) private before SQLite or
+    the event recorder open it: SQLite gives its WAL and shared-memory files the
+    database file's mode."""
+    make_private_dir(path.parent)
+    create_private_file(path)
+
+
+def store_exists(url: DatabaseUrl, events_table: str = "stored_events") -> bool:
+    """Whether a tidings store lives at ``url`` (its event table exists), without
+    creating anything. Raises ``StoreUnavailable`` when the server cannot be reached."""
+    if url.dialect == "sqlite":
+        assert url.sqlite_path is not None
+        if not url.sqlite_path.is_file():
+            return False
+        try:
+            lite = sqlite3.connect(f"file:{url.sqlite_path}?mode=ro", uri=True, timeout=30)
+        except sqlite3.OperationalError as error:
+            raise StoreUnavailable(str(error)) from error
+        try:
+            row = lite.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (events_table,)
+            ).fetchone()
+        except sqlite3.DatabaseError as error:  # not a database at all
+            raise StoreUnavailable(str(error)) from error
+        finally:
+            lite.close()
+        return row is not None
+    try:
+        with psycopg.connect(url.conninfo, autocommit=True, connect_timeout=10) as conn:
+            found = conn.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = %s"
+                " AND table_name = %s",
+                (url.schema, events_table),
+            ).fetchone()
+    except psycopg.OperationalError as error:
+        raise StoreUnavailable(str(error)) from error
+    return found is not None
 
 
 class SqliteDatabase:

@@ -13,7 +13,7 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     done = subprocess.run(
         command("demo"),
         cwd=tmp_path,
-        env=cli_env(),
+        env=cli_env(allow_private_hosts="false"),  # the demo allows its loopback server itself
         capture_output=True,
         text=True,
         timeout=timing.PROCESS,

@@ -175,7 +175,11 @@ def run_scenario(app: App) -> None:
 
 def record(output: Path) -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        app = bootstrap(database_url=f"sqlite:///{tmp}/scenario.db", blob_dir=Path(tmp) / "blobs")
+        app = bootstrap(
+            database_url=f"sqlite:///{tmp}/scenario.db",
+            blob_dir=Path(tmp) / "blobs",
+            allow_private_hosts=True,
+        )
         try:
             app.ctx = dataclasses.replace(
                 app.ctx, clock=SteppingClock(datetime(2024, 1, 15, 9, 0, tzinfo=UTC))

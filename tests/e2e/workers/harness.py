@@ -250,6 +250,7 @@ class Fleet:
             blob_dir=self.blob_dir,
             master_key=self.master_key,
             project_inline=False,
+            allow_private_hosts=True,
         )
         self.tenant = "t-" + uuid.uuid4().hex[:8]
         self.admin = User("admin-" + self.tenant, self.tenant, frozenset({"TenantAdmin"}))
