@@ -105,9 +105,12 @@ class DestinationCheckedProvider:
         *,
         account_id: str,
         blob_owner: BlobOwner | None = None,
+        deadline: float | None = None,
     ) -> MailboxSession:
         self._policy.check(endpoint.host, endpoint.port)
-        return self._inner.open(endpoint, credentials, account_id=account_id, blob_owner=blob_owner)
+        return self._inner.open(
+            endpoint, credentials, account_id=account_id, blob_owner=blob_owner, deadline=deadline
+        )
 
 
 __all__ = [
