@@ -118,6 +118,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             field_definition_limit_per_tenant=settings.field_definition_limit_per_tenant,
             field_definition_write_roles=settings.field_definition_write_roles,
             value_write_roles=settings.value_write_roles,
+            max_text_bytes=settings.max_text_bytes,
         ),
         mail_ports=mail,
     )
