@@ -246,7 +246,8 @@ def _money(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
             parsed = None
     if parsed is None or not parsed.is_finite():
         issues.append("amount must be a decimal string or a number")
-    elif abs(parsed) >= 10**MAX_AMOUNT_DIGITS or _decimals(parsed) > MAX_AMOUNT_DECIMALS:
+    # copy_abs, not abs(): abs() rounds to the context precision (28 digits).
+    elif parsed.copy_abs() >= 10**MAX_AMOUNT_DIGITS or _decimals(parsed) > MAX_AMOUNT_DECIMALS:
         issues.append(
             f"amount must have at most {MAX_AMOUNT_DIGITS} digits before the point"
             f" and {MAX_AMOUNT_DECIMALS} after"

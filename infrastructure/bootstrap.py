@@ -179,6 +179,8 @@ def build_supervisor(
     heartbeat_ttl = ttl / 2
     caps = ConnectionCaps(per_account=4, per_host=settings.per_host_conn_cap)
     metrics = WorkerMetrics()
+    if isinstance(app.projections, ProjectionRunner):
+        metrics.registry.register(app.projections.metrics_collector())
     counted = CountingProvider(app.ctx.mail.provider, metrics.logins.inc)
     capped = replace(
         app.ctx, mail_ports=replace(app.ctx.mail, provider=CappedProvider(counted, caps))
