@@ -50,14 +50,19 @@ from projections.quarantine import QuarantineCollector, Quarantined
 
 log = logging.getLogger("tidings.projections")
 
-# Errors that say the database is unavailable, not that an event is bad: the whole step
-# fails and is retried later, nothing is quarantined.
-OUTAGES: tuple[type[BaseException], ...] = (
-    StoreUnavailable,
-    sqlite3.OperationalError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-)
+# SQLite reports bad data ("malformed JSON") as OperationalError too: only these say that
+# the database itself is unavailable.
+_SQLITE_OUTAGES = ("locked", "busy", "disk i/o", "unable to open", "readonly", "full")
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether the database is unavailable (the step fails whole, to be retried) rather
+    than the event bad (it is quarantined)."""
+    if isinstance(error, StoreUnavailable | psycopg.OperationalError | psycopg.InterfaceError):
+        return True
+    return isinstance(error, sqlite3.OperationalError) and any(
+        word in str(error).lower() for word in _SQLITE_OUTAGES
+    )
 
 TRACKING_TABLE = "projection_tracking"
 
@@ -172,9 +177,9 @@ class ProjectionRunner:
         cur.execute("SAVEPOINT projection_apply")
         try:
             projection.apply(cur, self.db.dialect, batch)
-        except OUTAGES:
-            raise
         except Exception as error:  # any failure of one event is quarantined
+            if is_outage(error):
+                raise
             cur.execute("ROLLBACK TO SAVEPOINT projection_apply")
             cur.execute("RELEASE SAVEPOINT projection_apply")
             return error

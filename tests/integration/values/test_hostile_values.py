@@ -206,9 +206,7 @@ def cursor_of(key: Any) -> str:
     ],
     ids=["nul", "surrogate", "not-a-string", "deep", "huge"],
 )
-def test_a_cursor_that_decodes_to_hostile_data_is_400(
-    app: App, admin: User, cursor: str
-) -> None:
+def test_a_cursor_that_decodes_to_hostile_data_is_400(app: App, admin: User, cursor: str) -> None:
     ok(define(app, admin, "t"))
     ok(set_value(app, admin, "e1", "t", "x"))
     app.projections.catch_up()
@@ -233,8 +231,11 @@ def test_a_payload_nested_1000_deep_is_400(app: App, admin: User) -> None:
     for _ in range(1000):
         deep_object = {"a": deep_object}
     errors = errors_of(
-        app.write("define-tenant-field", {**{"entityName": "c", "fieldKey": "k"},
-                                          "field": deep_object}, admin)
+        app.write(
+            "define-tenant-field",
+            {**{"entityName": "c", "fieldKey": "k"}, "field": deep_object},
+            admin,
+        )
     )
     assert list(errors.values()) == ["nested deeper than 32 levels"]
     assert head(app) == before
@@ -253,7 +254,11 @@ def test_32_levels_pass_the_boundary(app: App, admin: User) -> None:
 def test_a_2_mib_payload_is_400(app: App, admin: User) -> None:
     ok(define(app, admin, "t"))
     before = head(app)
-    for value in ("x" * (2 * 1024 * 1024), ["x" * 1000] * 2100, {str(i): i for i in range(300_000)}):
+    for value in (
+        "x" * (2 * 1024 * 1024),
+        ["x" * 1000] * 2100,
+        {str(i): i for i in range(300_000)},
+    ):
         assert errors_of(set_value(app, admin, "e", "t", value)) == {
             "(payload)": "larger than 1048576 bytes"
         }
