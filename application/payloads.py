@@ -60,69 +60,81 @@ def _string_issue(value: str) -> str | None:
     return None
 
 
-def _encoded_size(value: Any) -> int:
-    """Roughly what the value costs as JSON; exact enough to enforce a bound."""
+def _scalar_size(value: Any) -> int:
+    """About what a scalar costs as JSON; exact enough to enforce a bound cheaply."""
     if isinstance(value, str):
         if len(value) > MAX_PAYLOAD_BYTES:
             return len(value)
-        return len(value.encode(errors="replace")) + 2
+        return len(value) + 2 if value.isascii() else len(value.encode(errors="replace")) + 2
     if isinstance(value, bool) or value is None:
-        return 5
+        return 4
     if isinstance(value, int):
-        return int(abs(value).bit_length() * _DIGITS_PER_BIT) + 2
+        return int(abs(value).bit_length() * _DIGITS_PER_BIT) + 1
     if isinstance(value, float):
-        return 24
-    return 2
+        return len(repr(value))
+    return 0
+
+
+def _scalar_issue(value: Any) -> str | None:
+    """What is wrong with a scalar, or None; "" for a container (not a scalar)."""
+    if isinstance(value, str):
+        return _string_issue(value)
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "numbers must be finite"
+    if value is None or isinstance(value, int):  # bool is an int
+        return None
+    if isinstance(value, dict | list | tuple):
+        return ""
+    return "not a JSON value"
+
+
+def _join(base: str, key: Any) -> str:
+    return f"{base}.{key}" if base else str(key)
 
 
 def boundary_errors(raw: Any) -> list[dict[str, str]]:
-    """Every offence against the generic rules, each with its path; the walk is
-    iterative and stops at the first level past ``MAX_DEPTH`` or byte past the size, so
-    neither a deep nor a huge payload can cost more than the bounds themselves."""
+    """Every offence against the generic rules, each with its path. The walk is
+    iterative and stops at the first level past ``MAX_DEPTH`` and as soon as the size
+    passes the bound, so a deep or a huge payload costs no more than the bounds."""
+    too_large = [{"path": "(payload)", "message": f"larger than {MAX_PAYLOAD_BYTES} bytes"}]
     errors: list[dict[str, str]] = []
     size = 0
-    stack: list[tuple[str, Any, int]] = [("", raw, 0)]
+    issue = _scalar_issue(raw)
+    if issue:
+        return [{"path": "(payload)", "message": issue}]
+    if issue is None:
+        return [] if _scalar_size(raw) <= MAX_PAYLOAD_BYTES else too_large
+    stack: list[tuple[str, Any, int]] = [("", raw, 1)]
     while stack:
         path, value, depth = stack.pop()
         where = path or "(payload)"
-        size += _encoded_size(value)
-        if size > MAX_PAYLOAD_BYTES:
-            return [
-                {"path": "(payload)", "message": f"larger than {MAX_PAYLOAD_BYTES} bytes"}
-            ]
-        if isinstance(value, str):
-            issue = _string_issue(value)
-            if issue:
-                errors.append({"path": where, "message": issue})
-            continue
-        if isinstance(value, float) and not math.isfinite(value):
-            errors.append({"path": where, "message": "numbers must be finite"})
-            continue
-        if value is None or isinstance(value, bool | int | float):
-            continue
-        if isinstance(value, dict):
-            items: list[tuple[Any, Any]] = list(value.items())
-        elif isinstance(value, list | tuple):
-            items = list(enumerate(value))
-        else:
-            errors.append({"path": where, "message": "not a JSON value"})
-            continue
-        if depth >= MAX_DEPTH:
+        if depth > MAX_DEPTH:
             errors.append({"path": where, "message": f"nested deeper than {MAX_DEPTH} levels"})
             continue
-        for key, child in reversed(items):
-            if isinstance(value, dict):
+        is_dict = isinstance(value, dict)
+        # Quotes, colon and comma of each member (a comma each in a list), up front.
+        size += (4 if is_dict else 1) * len(value) + 2
+        if size > MAX_PAYLOAD_BYTES:
+            return too_large
+        for key, child in value.items() if is_dict else enumerate(value):
+            if is_dict:
                 if not isinstance(key, str):
                     errors.append({"path": where, "message": "object keys must be strings"})
                     continue
-                size += _encoded_size(key) + 1
+                size += _scalar_size(key) - 2
                 issue = _string_issue(key)
                 if issue:
-                    child_path = _printable(f"{path}.{key}" if path else key)
-                    errors.append({"path": child_path, "message": issue})
+                    errors.append({"path": _printable(_join(path, key)), "message": issue})
                     continue
-            child_path = f"{path}.{key}" if path else str(key)
-            stack.append((child_path, child, depth + 1))
+            issue = _scalar_issue(child)
+            if issue == "":
+                stack.append((_join(path, key), child, depth + 1))
+                continue
+            size += _scalar_size(child)
+            if size > MAX_PAYLOAD_BYTES:
+                return too_large
+            if issue:
+                errors.append({"path": _join(path, key), "message": issue})
     return errors
 
 
