@@ -154,7 +154,10 @@ def parse_lines(
             if position <= last_position:
                 raise BadRecord(number, f"position {position} is not after {last_position}")
             last_position = position
-        encoded = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            encoded = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+        except (UnicodeEncodeError, ValueError, RecursionError) as error:  # a lone surrogate…
+            raise BadRecord(number, f"state cannot be stored: {type(error).__name__}") from None
         if topic not in store.codec.classes:
             raise BadRecord(number, f"unknown topic {topic!r}")
         try:
