@@ -16,7 +16,7 @@ from typing import Any
 from application.context import Context
 from application.errors import EventNotStorable, StoreUnavailable, UnreadableEvent
 from application.handlers import QUERIES, WRITES, UseCase
-from application.payloads import parse
+from application.payloads import boundary_errors, parse
 from application.ports import Projections
 from application.privacy import KeyErased
 from application.result import Result
@@ -63,6 +63,9 @@ class App:
             )
         if not isinstance(user, User):
             return Result.fail("invalid_user", 400, "the caller must be a User")
+        # The caller's ids end up in events and read models like any payload string.
+        if boundary_errors({"id": user.id, "tenantId": user.tenant_id, "roles": [*user.roles]}):
+            return Result.fail("invalid_user", 400, "the caller's ids must be valid text")
         parsed = parse(use_case.payload, payload)
         if isinstance(parsed, Result):
             return parsed

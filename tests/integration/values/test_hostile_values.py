@@ -286,3 +286,41 @@ def test_python_values_that_are_not_json_are_400(app: App, admin: User) -> None:
     assert errors_of(set_value(app, admin, "e", "t", {1: "x"})) == {
         "value": "object keys must be strings"
     }
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        User(id="u\x00", tenant_id="t", roles=frozenset({"TenantAdmin"})),
+        User(id="u", tenant_id="t\ud800", roles=frozenset({"TenantAdmin"})),
+        User(id="u", tenant_id="t", roles=frozenset({"TenantAdmin\x00"})),
+    ],
+    ids=["nul-id", "surrogate-tenant", "nul-role"],
+)
+def test_a_caller_with_unstorable_ids_is_400(app: App, user: User) -> None:
+    before = head(app)
+    payload = {"entityName": "contact", "fieldKey": "n", "field": {"type": "number"}}
+    for result in (
+        app.write("define-tenant-field", payload, user),
+        app.query("list-field-definitions", {}, user),
+    ):
+        failed(result, "invalid_user", 400)
+    assert head(app) == before
+
+
+def test_a_committed_write_answers_success_whatever_the_inline_catch_up_does(
+    make_app: Callable[..., App], admin: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app(project_inline=True)
+    ok(define(app, admin, "n", "number"))
+
+    def broken_catch_up() -> int:
+        raise RuntimeError("a projection step failed after the commit")
+
+    monkeypatch.setattr(app.projections, "catch_up", broken_catch_up)
+    before = head(app)
+    assert ok(set_value(app, admin, "e1", "n", 5))["value"] == 5
+    assert head(app) == before + 1  # committed: a retry would write it twice
+    monkeypatch.undo()
+    app.projections.catch_up()
+    assert fields_of(app, admin, "e1") == {"n": 5}
