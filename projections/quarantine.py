@@ -40,6 +40,13 @@ def storable(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return clean.replace("\x00", "\\x00")
 
 
+def _first_line(error: BaseException) -> str:
+    # Database errors add DETAIL lines that may quote the row's values: the first line
+    # says what went wrong without them.
+    lines = str(error).splitlines()
+    return lines[0] if lines else ""
+
+
 def create(cur: SqlCursor) -> None:
     cur.execute(
         f"CREATE TABLE IF NOT EXISTS {QUARANTINE_TABLE} ("
@@ -69,7 +76,7 @@ def add(
             None if tenant_id is None else storable(tenant_id, 200),
             storable(topic, 200),
             type(error).__name__,
-            storable(str(error)),
+            storable(_first_line(error)),
             datetime.now(UTC).isoformat(),
         ),
     )
