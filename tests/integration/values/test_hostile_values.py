@@ -201,10 +201,12 @@ def cursor_of(key: Any) -> str:
         cursor_of("a\x00b"),
         cursor_of("a\ud800"),
         cursor_of(["x"] * 3),
+        cursor_of(["2026-01-01T00:00:00+00:00", "m\x00"]),  # list-messages' own shape
+        cursor_of(["2026-01-01T00:00:00+00:00", "m\ud800"]),
         base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode(),
         "A" * 100_000,
     ],
-    ids=["nul", "surrogate", "not-a-string", "deep", "huge"],
+    ids=["nul", "surrogate", "not-a-string", "nul-pair", "surrogate-pair", "deep", "huge"],
 )
 def test_a_cursor_that_decodes_to_hostile_data_is_400(app: App, admin: User, cursor: str) -> None:
     ok(define(app, admin, "t"))
