@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 from uuid import UUID
 
@@ -20,6 +21,7 @@ from domain.custom_field_values import CustomFieldValueSet, entity_stream_id
 from domain.field_definition import definition_id
 from infrastructure import bootstrap as wiring
 from infrastructure.eventstore import codec as codec_module
+from infrastructure.runtime.settings import Settings
 from projections.runner import ProjectionRunner
 from tests.integration.custom_fields.helpers import define, fields_of, set_value
 from tests.integration.projections.support import (
@@ -195,3 +197,15 @@ def test_a_batch_with_a_bad_event_applies_the_good_ones_exactly_once_under_two_r
     assert sum(results) == 300
     assert projection.positions(first.db) == [p for p in range(1, 301) if p != 150]
     assert [q.position for q in second.quarantined()] == [150]
+
+
+def test_the_worker_exports_the_quarantine_metric(
+    app: App, admin: User, database_url: str, tmp_path: Path
+) -> None:
+    ok(define(app, admin, "n", "number"))
+    poison_value(app, admin.tenant_id, "h1", "1e999")
+    app.projections.catch_up()
+    settings = Settings(database_url=database_url, blob_dir=tmp_path / "blobs")
+    supervisor = wiring.build_supervisor(app, settings, "w-metrics")
+    text = generate_latest(supervisor.metrics.registry).decode()
+    assert 'tidings_projection_quarantined{projection="custom_fields"} 1.0' in text
