@@ -1,5 +1,11 @@
-"""The app-layer façade: ``write`` and ``query`` by name, never raising for a caller's
-mistake (docs/app-layer.md)."""
+"""The app-layer façade (docs/fault-isolation.md): ``write`` and ``query`` by name,
+never raising for a caller's mistake.
+
+Every payload passes the generic boundary rules (``application.payloads``) before any
+handler sees it. A write whose events committed answers success whatever its inline
+projection step does: a retry would repeat a write that happened, and the next
+catch-up applies (or quarantines) its events anyway.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from application.context import Context
-from application.errors import StoreUnavailable
+from application.errors import EventNotStorable, StoreUnavailable, UnreadableEvent
 from application.handlers import QUERIES, WRITES, UseCase
-from application.payloads import parse
+from application.payloads import boundary_errors, parse
 from application.ports import Projections
 from application.privacy import KeyErased
 from application.result import Result
@@ -39,9 +45,7 @@ class App:
         if result.is_success and self._project_inline:
             try:
                 self.projections.catch_up()
-            except StoreUnavailable as error:
-                # The write is committed; answering 503 (or raising) would invite a retry
-                # of a write that happened. The next catch-up applies it.
+            except Exception as error:  # the write is committed: see the module docstring
                 log.warning(
                     "inline projection deferred handler=%s error=%s", name, type(error).__name__
                 )
@@ -60,6 +64,9 @@ class App:
             )
         if not isinstance(user, User):
             return Result.fail("invalid_user", 400, "the caller must be a User")
+        # The caller's ids end up in events and read models like any payload string.
+        if boundary_errors({"id": user.id, "tenantId": user.tenant_id, "roles": [*user.roles]}):
+            return Result.fail("invalid_user", 400, "the caller's ids must be valid text")
         parsed = parse(use_case.payload, payload)
         if isinstance(parsed, Result):
             return parsed
@@ -68,6 +75,20 @@ class App:
         except StoreUnavailable as error:
             log.warning("store unavailable handler=%s error=%s", name, type(error).__name__)
             return Result.fail("unavailable", 503, "the store is unavailable; try again")
+        except EventNotStorable as error:
+            # The boundary rules should have refused it: nothing was written.
+            log.error("event not storable handler=%s error=%s", name, error)
+            return Result.fail(
+                "invalid_payload",
+                400,
+                "the payload holds a value that cannot be stored",
+                errors=[{"path": "(payload)", "message": "a value cannot be stored exactly"}],
+            )
+        except UnreadableEvent as error:
+            # A stream holds an event the codec cannot read (imported or written by an
+            # older encoder): this stream's writes fail, nothing else does.
+            log.error("unreadable stream handler=%s error=%s", name, type(error).__name__)
+            return Result.fail("stream_unreadable", 500, "a stored event cannot be read")
         except KeyErased:
             # The account's or tenant's key was shredded: its data is gone for good.
             return Result.fail("erased", 410, "this account's data was erased")

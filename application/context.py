@@ -16,6 +16,7 @@ class Policy:
     field_definition_limit_per_tenant: int | None = None
     field_definition_write_roles: frozenset[str] = frozenset({TENANT_ADMIN})
     value_write_roles: frozenset[str] = frozenset({TENANT_ADMIN, TENANT_MEMBER})
+    max_text_bytes: int = 64 * 1024
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,23 @@ class Recorded:
     event: DomainEvent
 
 
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored event the codec cannot decode, in its place in the log."""
+
+    position: int
+    topic: str
+    tenant_id: str | None
+    error: Exception
+
+
 class EventLog(Protocol):
     def read(self, after: int, limit: int) -> Sequence[Recorded]: ...
+
+    def scan(self, after: int, limit: int) -> Sequence[Recorded | Unreadable]:
+        """As ``read``, but an event that cannot be decoded takes its place as an
+        ``Unreadable`` instead of failing the whole read (the projections quarantine it)."""
+        ...
 
     def head(self) -> int:
         """The highest position written so far (0 for an empty log)."""
@@ -86,6 +101,7 @@ class ProjectionStatus:
     name: str
     position: int
     head: int
+    quarantined: int = 0
 
     @property
     def lag(self) -> int:

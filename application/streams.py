@@ -6,10 +6,12 @@ from collections.abc import Callable
 from typing import TypeVar
 from uuid import UUID
 
-from application.errors import ConcurrencyConflict
+from application.errors import ConcurrencyConflict, UnreadableEvent
 from application.ports import EventStore
 from application.result import Result, version_conflict
+from domain.errors import DomainError
 from domain.events import Aggregate, DomainEvent
+from domain.field_types import Invalid
 
 A = TypeVar("A", bound=Aggregate)
 
@@ -17,7 +19,13 @@ ATTEMPTS = 5
 
 
 def load(store: EventStore, cls: type[A], stream_id: UUID) -> A:
-    return cls.replay(stream_id, store.load(stream_id))
+    events = store.load(stream_id)
+    try:
+        return cls.replay(stream_id, events)
+    except (DomainError, Invalid, LookupError, TypeError, ValueError) as error:
+        # An event that decodes but does not replay (an imported one of the wrong
+        # shape): the stream is unreadable, which fails its own callers only.
+        raise UnreadableEvent(f"{cls.__name__} {stream_id}: {type(error).__name__}") from error
 
 
 def commit(store: EventStore, *aggregates: Aggregate) -> list[DomainEvent]:

@@ -3,6 +3,12 @@
 Validation is strict — JSON types are never coerced: ``"42"`` is not a number and
 ``"yes"`` is not a boolean. Validators return the value in its canonical stored form
 (money amounts as decimal strings) or a list of human-readable issues.
+
+Every accepted value and option can be stored and read back exactly, and fits the read
+models' columns: numbers are finite, integers lie within ±``MAX_SAFE_INTEGER`` (what a
+JSON reader in any language keeps exact), ``maxLength`` is at most ``MAX_MAX_LENGTH``,
+strings at most ``max_text_bytes`` of UTF-8, money amounts (exact decimal strings) at
+most ``MAX_AMOUNT_DIGITS`` digits before the point and ``MAX_AMOUNT_DECIMALS`` after.
 """
 
 from __future__ import annotations
@@ -43,6 +49,12 @@ CURRENCIES = frozenset(
     ZAR ZMW ZWG""".split()
 )
 
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_MAX_LENGTH = 1_000_000
+MAX_TEXT_BYTES = 64 * 1024
+MAX_AMOUNT_DIGITS = 30
+MAX_AMOUNT_DECIMALS = 18
+
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _AMOUNT = re.compile(r"-?[0-9]+(?:\.[0-9]+)?")
 _EMAIL = re.compile(
@@ -70,12 +82,20 @@ class Invalid(Exception):
         self.issues = issues
 
 
+def _number_issue(value: Any) -> str | None:
+    """Why ``value`` is not a JSON number that round-trips exactly (finite, and a safe
+    integer when integral), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "must be a number"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "must be a finite number"
+    if isinstance(value, int) and not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return f"must lie within ±{MAX_SAFE_INTEGER} when an integer"
+    return None
+
+
 def _is_number(value: Any) -> bool:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and not (isinstance(value, float) and not math.isfinite(value))
-    )
+    return _number_issue(value) is None
 
 
 def _string_list(value: Any) -> bool:
@@ -110,10 +130,13 @@ def check_field_spec(field_type: str, options: Mapping[str, Any]) -> FieldSpec:
         max_length = options["maxLength"]
         if not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 1:
             issues.append("maxLength must be a positive integer")
+        elif max_length > MAX_MAX_LENGTH:
+            issues.append(f"maxLength must be at most {MAX_MAX_LENGTH}")
     if field_type == "number":
         for bound in ("min", "max"):
-            if bound in options and not _is_number(options[bound]):
-                issues.append(f"{bound} must be a number")
+            issue = _number_issue(options[bound]) if bound in options else None
+            if issue:
+                issues.append(f"{bound} {issue}")
         if (
             _is_number(options.get("min"))
             and _is_number(options.get("max"))
@@ -136,18 +159,28 @@ def check_field_spec(field_type: str, options: Mapping[str, Any]) -> FieldSpec:
 # --- values ------------------------------------------------------------------------
 
 
-def _text(spec: FieldSpec, value: Any) -> Any:
+def _fits(value: str, max_bytes: int) -> None:
+    # Counted in UTF-8 bytes, what the columns hold; len() first spares encoding a huge one.
+    if len(value) > max_bytes or len(value.encode("utf-8", "replace")) > max_bytes:
+        raise Invalid([f"longer than {max_bytes} bytes of UTF-8"])
+
+
+def _text(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not isinstance(value, str):
         raise Invalid(["expected a string"])
+    _fits(value, max_bytes)
     max_length = spec.options.get("maxLength")
     if max_length is not None and len(value) > max_length:
         raise Invalid([f"longer than maxLength {max_length}"])
     return value
 
 
-def _number(spec: FieldSpec, value: Any) -> Any:
-    if not _is_number(value):
+def _number(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
+    issue = _number_issue(value)
+    if issue == "must be a number":
         raise Invalid(["expected a number"])
+    if issue:
+        raise Invalid([f"the value {issue}"])
     issues = []
     if "min" in spec.options and value < spec.options["min"]:
         issues.append(f"less than min {spec.options['min']}")
@@ -158,13 +191,13 @@ def _number(spec: FieldSpec, value: Any) -> Any:
     return value
 
 
-def _boolean(spec: FieldSpec, value: Any) -> Any:
+def _boolean(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not isinstance(value, bool):
         raise Invalid(["expected true or false"])
     return value
 
 
-def _date(spec: FieldSpec, value: Any) -> Any:
+def _date(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not isinstance(value, str) or not _DATE.match(value):
         raise Invalid(["expected a date as YYYY-MM-DD"])
     try:
@@ -174,13 +207,13 @@ def _date(spec: FieldSpec, value: Any) -> Any:
     return value
 
 
-def _enum(spec: FieldSpec, value: Any) -> Any:
+def _enum(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not isinstance(value, str) or value not in spec.options["options"]:
         raise Invalid([f"expected one of {spec.options['options']}"])
     return value
 
 
-def _multi_enum(spec: FieldSpec, value: Any) -> Any:
+def _multi_enum(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not _string_list(value):
         raise Invalid(["expected a list of options"])
     issues = [f"{v!r} is not one of the options" for v in value if v not in spec.options["options"]]
@@ -191,39 +224,55 @@ def _multi_enum(spec: FieldSpec, value: Any) -> Any:
     return value
 
 
-def _money(spec: FieldSpec, value: Any) -> Any:
+def _decimals(amount: Decimal) -> int:
+    exponent = amount.as_tuple().exponent
+    return -exponent if isinstance(exponent, int) and exponent < 0 else 0
+
+
+def _money(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not isinstance(value, dict) or set(value) != {"amount", "currency"}:
         raise Invalid(['expected {"amount": ..., "currency": ...}'])
     amount, currency = value["amount"], value["currency"]
     issues = []
     parsed: Decimal | None = None
     # Strings must be plain decimals: Decimal() alone would also take " 1_000 " or "1e3".
-    if (isinstance(amount, str) and _AMOUNT.fullmatch(amount)) or _is_number(amount):
+    # The length check first: a regex or Decimal over a megabyte of digits costs.
+    if (
+        isinstance(amount, str) and len(amount) <= 64 and _AMOUNT.fullmatch(amount)
+    ) or _is_number(amount):
         try:
             parsed = Decimal(str(amount))
         except InvalidOperation:
             parsed = None
     if parsed is None or not parsed.is_finite():
         issues.append("amount must be a decimal string or a number")
+    # copy_abs, not abs(): abs() rounds to the context precision (28 digits).
+    elif parsed.copy_abs() >= 10**MAX_AMOUNT_DIGITS or _decimals(parsed) > MAX_AMOUNT_DECIMALS:
+        issues.append(
+            f"amount must have at most {MAX_AMOUNT_DIGITS} digits before the point"
+            f" and {MAX_AMOUNT_DECIMALS} after"
+        )
+        parsed = None
     if not isinstance(currency, str) or currency not in CURRENCIES:
         issues.append("currency must be an ISO 4217 code")
     elif spec.options.get("currency") not in (None, currency):
         issues.append(f"currency must be {spec.options['currency']}")
-    if issues:
+    if issues or parsed is None:
         raise Invalid(issues)
     # Canonical: plain notation, never an exponent (a float 1e-07 becomes "0.0000001").
     return {"amount": format(parsed, "f"), "currency": currency}
 
 
-def _email(spec: FieldSpec, value: Any) -> Any:
+def _email(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not isinstance(value, str) or len(value) > 254 or not _EMAIL.fullmatch(value):
         raise Invalid(["expected an address like local@domain"])
     return value
 
 
-def _url(spec: FieldSpec, value: Any) -> Any:
+def _url(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     if not isinstance(value, str):
         raise Invalid(["expected an absolute http or https URL"])
+    _fits(value, max_bytes)
     # urlsplit silently drops tabs and newlines, so whitespace is refused up front.
     if any(c.isspace() or not c.isprintable() for c in value):
         raise Invalid(["expected an absolute http or https URL"])
@@ -237,7 +286,7 @@ def _url(spec: FieldSpec, value: Any) -> Any:
     return value
 
 
-_VALIDATORS: dict[str, Callable[[FieldSpec, Any], Any]] = {
+_VALIDATORS: dict[str, Callable[[FieldSpec, Any, int], Any]] = {
     "text": _text,
     "number": _number,
     "boolean": _boolean,
@@ -250,6 +299,6 @@ _VALIDATORS: dict[str, Callable[[FieldSpec, Any], Any]] = {
 }
 
 
-def validate_value(spec: FieldSpec, value: Any) -> Any:
+def validate_value(spec: FieldSpec, value: Any, *, max_text_bytes: int = MAX_TEXT_BYTES) -> Any:
     """Return the canonical form of ``value`` for ``spec``, or raise ``Invalid``."""
-    return _VALIDATORS[spec.type](spec, value)
+    return _VALIDATORS[spec.type](spec, value, max_text_bytes)

@@ -148,6 +148,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             field_definition_limit_per_tenant=settings.field_definition_limit_per_tenant,
             field_definition_write_roles=settings.field_definition_write_roles,
             value_write_roles=settings.value_write_roles,
+            max_text_bytes=settings.max_text_bytes,
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
@@ -209,6 +210,8 @@ def build_supervisor(
     heartbeat_ttl = ttl / 2
     caps = ConnectionCaps(per_host=settings.per_host_conn_cap)
     metrics = WorkerMetrics()
+    if isinstance(app.projections, ProjectionRunner):
+        metrics.registry.register(app.projections.metrics_collector())
     counted = CountingProvider(app.ctx.mail.provider, metrics.logins.inc)
     capped = replace(
         app.ctx, mail_ports=replace(app.ctx.mail, provider=CappedProvider(counted, caps))

@@ -12,17 +12,29 @@ beside ``tidings projections run``) serialise on the tracking row, the later one
 seeing the advanced position. The log's global order is commit order (see
 ``infrastructure.eventstore.recorder``), so reading ``position > tracked`` never skips.
 
+An event a projection cannot apply (or the codec cannot decode) is quarantined
+(``projections.quarantine``): the batch is applied under a savepoint; when it fails, it
+is applied again event by event, each under its own savepoint, and the events that fail
+alone go into the quarantine table. The good ones, the quarantine rows and the new
+position still commit together, so each event is applied or quarantined exactly once.
+Only an outage (the database is gone or busy) fails the step, to be retried whole.
+
 Rebuild builds shadow tables from position 0 while the serving tables keep
 answering, then, in one transaction holding the serving projection's tracking row,
 applies the last events to the shadow, drops the old tables and renames the shadow
-ones into place.
+ones into place; the shadow's quarantine replaces the serving one's.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import psycopg
+
+from application.errors import StoreUnavailable
 from application.ports import (
     EventLog,
     Progress,
@@ -30,8 +42,27 @@ from application.ports import (
     Recorded,
     SqlCursor,
     SqlDatabase,
+    Unreadable,
 )
+from projections import quarantine
 from projections.base import Projection
+from projections.quarantine import QuarantineCollector, Quarantined
+
+log = logging.getLogger("tidings.projections")
+
+# SQLite reports bad data ("malformed JSON") as OperationalError too: only these say that
+# the database itself is unavailable.
+_SQLITE_OUTAGES = ("locked", "busy", "disk i/o", "unable to open", "readonly", "full")
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether the database is unavailable (the step fails whole, to be retried) rather
+    than the event bad (it is quarantined)."""
+    if isinstance(error, StoreUnavailable | psycopg.OperationalError | psycopg.InterfaceError):
+        return True
+    return isinstance(error, sqlite3.OperationalError) and any(
+        word in str(error).lower() for word in _SQLITE_OUTAGES
+    )
 
 TRACKING_TABLE = "projection_tracking"
 
@@ -56,7 +87,7 @@ class ProjectionRunner:
         # at one position share it, so the log is read and decoded once, not once each.
         # Reusing it is safe: the log is append-only and gap-free in commit order, so a
         # batch read after a position stays a prefix of what follows that position.
-        self._last_read: tuple[int, Sequence[Recorded]] = (-1, ())
+        self._last_read: tuple[int, Sequence[Recorded | Unreadable]] = (-1, ())
 
     # --- set-up -------------------------------------------------------------------
 
@@ -66,6 +97,7 @@ class ProjectionRunner:
                 f"CREATE TABLE IF NOT EXISTS {TRACKING_TABLE} "
                 "(name TEXT PRIMARY KEY, position BIGINT NOT NULL)"
             )
+            quarantine.create(cur)
             for projection in self.projections.values():
                 self._ensure(cur, projection)
 
@@ -88,24 +120,93 @@ class ProjectionRunner:
             raise UnknownProjection(name)
         return int(row[0])
 
-    def _read(self, position: int) -> Sequence[Recorded]:
+    def _read(self, position: int) -> Sequence[Recorded | Unreadable]:
         after, batch = self._last_read
         # Only a full batch is reused: a short one ended at the head of its time, and the
         # log may have grown since (reusing it would stop a catch-up short of the head).
         if after != position or len(batch) < self.batch_size:
-            batch = self.log.read(position, self.batch_size)
+            batch = self.log.scan(position, self.batch_size)
             self._last_read = (position, batch)
         return batch
 
     def _advance(self, cur: SqlCursor, projection: Projection, position: int) -> int:
         batch = self._read(position)
         if batch:
-            projection.apply(cur, self.db.dialect, batch)
+            self._apply(cur, projection, batch)
             cur.execute(
                 f"UPDATE {TRACKING_TABLE} SET position = ? WHERE name = ?",
                 (batch[-1].position, projection.name),
             )
         return len(batch)
+
+    def _apply(
+        self, cur: SqlCursor, projection: Projection, batch: Sequence[Recorded | Unreadable]
+    ) -> None:
+        readable = [entry for entry in batch if isinstance(entry, Recorded)]
+        for entry in batch:
+            if isinstance(entry, Unreadable):
+                self._quarantine(
+                    cur,
+                    projection,
+                    position=entry.position,
+                    tenant_id=entry.tenant_id,
+                    topic=entry.topic,
+                    error=entry.error,
+                )
+        if not readable or self._attempt(cur, projection, readable) is None:
+            return
+        # Something in the batch failed: find it, event by event.
+        for recorded in readable:
+            error = self._attempt(cur, projection, [recorded])
+            if error is not None:
+                event = recorded.event
+                tenant = getattr(event, "tenant_id", None)
+                self._quarantine(
+                    cur,
+                    projection,
+                    position=recorded.position,
+                    tenant_id=tenant if isinstance(tenant, str) else None,
+                    topic=event.TOPIC,
+                    error=error,
+                )
+
+    def _attempt(
+        self, cur: SqlCursor, projection: Projection, batch: Sequence[Recorded]
+    ) -> Exception | None:
+        """Apply under a savepoint; on failure roll back to it and answer the error."""
+        cur.execute("SAVEPOINT projection_apply")
+        try:
+            projection.apply(cur, self.db.dialect, batch)
+        except Exception as error:  # any failure of one event is quarantined
+            if is_outage(error):
+                raise
+            cur.execute("ROLLBACK TO SAVEPOINT projection_apply")
+            cur.execute("RELEASE SAVEPOINT projection_apply")
+            return error
+        cur.execute("RELEASE SAVEPOINT projection_apply")
+        return None
+
+    def _quarantine(
+        self,
+        cur: SqlCursor,
+        projection: Projection,
+        *,
+        position: int,
+        tenant_id: str | None,
+        topic: str,
+        error: BaseException,
+    ) -> None:
+        log.error(
+            "event=quarantined projection=%s position=%d tenant=%s topic=%s error=%s",
+            projection.name,
+            position,
+            quarantine.storable(tenant_id or "-", 80),
+            quarantine.storable(topic, 120),
+            type(error).__name__,
+        )
+        quarantine.add(
+            cur, projection.name, position=position, tenant_id=tenant_id, topic=topic, error=error
+        )
 
     def step(self, projection: Projection) -> int:
         with self.db.transaction() as cur:
@@ -141,7 +242,29 @@ class ProjectionRunner:
         with self.db.reading() as cur:
             cur.execute(f"SELECT name, position FROM {TRACKING_TABLE} ORDER BY name")
             positions = {name: int(pos) for name, pos in cur.fetchall()}
-        return [ProjectionStatus(name, positions.get(name, 0), head) for name in self.projections]
+            held = quarantine.counts(cur)
+        return [
+            ProjectionStatus(name, positions.get(name, 0), head, held.get(name, 0))
+            for name in self.projections
+        ]
+
+    # --- quarantine ---------------------------------------------------------------
+
+    def quarantined(self, name: str | None = None, limit: int = 1000) -> list[Quarantined]:
+        """The quarantined events (of one projection, or all), in log order."""
+        if name is not None and name not in self.projections:
+            raise UnknownProjection(name)
+        with self.db.reading() as cur:
+            return quarantine.listing(cur, name, limit)
+
+    def quarantine_counts(self) -> dict[str, int]:
+        with self.db.reading() as cur:
+            found = quarantine.counts(cur)
+        return {name: found.get(name, 0) for name in self.projections}
+
+    def metrics_collector(self) -> QuarantineCollector:
+        """``tidings_projection_quarantined``, for a Prometheus registry."""
+        return QuarantineCollector(self.quarantine_counts, lambda: list(self.projections))
 
     # --- rebuild ------------------------------------------------------------------
 
@@ -173,6 +296,7 @@ class ProjectionRunner:
             for table in shadow.tables.values():
                 cur.execute(f"DROP TABLE IF EXISTS {table}")
             cur.execute(f"DELETE FROM {TRACKING_TABLE} WHERE name = ?", (shadow.name,))
+            quarantine.forget(cur, shadow.name)
             self._ensure(cur, shadow)
         return shadow
 
@@ -191,3 +315,5 @@ class ProjectionRunner:
                 (position, projection.name),
             )
             cur.execute(f"DELETE FROM {TRACKING_TABLE} WHERE name = ?", (shadow.name,))
+            quarantine.forget(cur, projection.name)
+            quarantine.rename(cur, shadow.name, projection.name)

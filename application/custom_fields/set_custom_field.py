@@ -25,7 +25,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         return definition
     spec = definition.spec
     try:
-        value = validate_value(spec, payload.value)
+        value = validate_value(spec, payload.value, max_text_bytes=ctx.policy.max_text_bytes)
     except Invalid as invalid:
         return Result.fail(
             "custom_field_value_invalid",

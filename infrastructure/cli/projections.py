@@ -1,9 +1,12 @@
-"""``tidings projections status | run | rebuild`` (SPEC §8).
+"""``tidings projections status | run | rebuild | quarantine list`` (docs/projections.md).
 
-``run`` is a loop of runner steps — one transaction of up to ``projection_batch_size``
-events per projection — so each batch is logged and a SIGINT/SIGTERM is honoured
-between batches, never in the middle of one. A database outage while following is
-logged and retried with backoff (1 s doubling to 30 s); with ``--once`` it is an error.
+``status`` counts each projection's quarantined events; ``quarantine list`` shows them
+(projection, position, tenant, error). ``run`` is a loop of runner steps — one
+transaction of up to ``projection_batch_size`` events per projection — so each batch is
+logged and a SIGINT/SIGTERM is honoured between batches, never in the middle of one.
+A database outage while following is logged and retried with backoff (1 s doubling to
+30 s); with ``--once`` it is an error. An event a projection cannot apply is
+quarantined by the runner, never fatal here.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from types import FrameType
 from typing import Annotated, Any
 
 import typer
+from prometheus_client import CollectorRegistry
 from rich.progress import Progress, TaskID
 from rich.table import Table
+from rich.text import Text
 
 from application.app import App
 from infrastructure.bootstrap import projection_runner
@@ -32,6 +37,7 @@ from infrastructure.cli.output import (
     print_data,
 )
 from infrastructure.cli.runtime import EXIT_USAGE, UNAVAILABLE, CliError, opened_app
+from infrastructure.runtime.metrics_http import serve_metrics
 from projections.runner import ProjectionRunner
 
 log = logging.getLogger("tidings.projections")
@@ -64,7 +70,16 @@ def status(as_json: JsonFlag = False) -> None:
     """Each projection's tracked position, the log's head, and the lag between them."""
     with opened_app(existing=True) as tidings:
         rows = tidings.projections.status()
-    data = [{"name": s.name, "position": s.position, "head": s.head, "lag": s.lag} for s in rows]
+    data = [
+        {
+            "name": s.name,
+            "position": s.position,
+            "head": s.head,
+            "lag": s.lag,
+            "quarantined": s.quarantined,
+        }
+        for s in rows
+    ]
     if as_json:
         print_data(data, True)
         return
@@ -74,17 +89,73 @@ def status(as_json: JsonFlag = False) -> None:
 def status_table(data: list[dict[str, Any]]) -> Table:
     table = Table(title="projections", title_justify="left")
     table.add_column("name")
-    for column in ("position", "head", "lag"):
+    for column in ("position", "head", "lag", "quarantined"):
         table.add_column(column, justify="right")
     for row in data:
         lag = int(row["lag"])
+        held = int(row.get("quarantined", 0))
         table.add_row(
             str(row["name"]),
             f"{int(row['position']):,}",
             f"{int(row['head']):,}",
             f"[green]{lag:,}[/]" if lag == 0 else f"[yellow]{lag:,}[/]",
+            f"{held:,}" if held == 0 else f"[red]{held:,}[/]",
         )
     return table
+
+
+quarantine_app = typer.Typer(
+    name="quarantine",
+    help="Events a projection could not apply and set aside.",
+    no_args_is_help=True,
+)
+app.add_typer(quarantine_app)
+
+
+@quarantine_app.command("list")
+def quarantine_list(
+    name: Annotated[
+        str | None, typer.Argument(help="Only this projection's; every one when omitted.")
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=100_000, help="At most this many.")] = 1000,
+    as_json: JsonFlag = False,
+) -> None:
+    """The quarantined events, in log order: projection, position, tenant, topic and the
+    error. A rebuild applies them again (after a fix they leave the list)."""
+    with opened_app() as tidings:
+        runner = projection_runner(tidings)
+        if name is not None and name not in runner.projections:
+            known = ", ".join(runner.projections)
+            raise CliError(f"unknown projection {name!r}; known: {known}", EXIT_USAGE)
+        found = runner.quarantined(name, limit)
+    data = [
+        {
+            "projection": q.projection,
+            "position": q.position,
+            "tenantId": q.tenant_id,
+            "topic": q.topic,
+            "errorClass": q.error_class,
+            "errorMessage": q.error_message,
+            "quarantinedAt": q.quarantined_at,
+        }
+        for q in found
+    ]
+    if as_json:
+        print_data(data, True)
+        return
+    table = Table(title=f"quarantined events ({len(data)})", title_justify="left")
+    for column in ("projection", "position", "tenant", "topic", "error"):
+        table.add_column(column, justify="right" if column == "position" else "left")
+    for row in data:
+        # Text cells: a tenant id or an error message is data, never rich markup.
+        table.add_row(
+            Text(str(row["projection"])),
+            f"{row['position']:,}",
+            Text(str(row["tenantId"] or "-")),
+            Text(str(row["topic"])),
+            Text(f"{row['errorClass']}: {row['errorMessage']}"),
+        )
+    out().print(table)
 
 
 @app.command()
@@ -93,6 +164,12 @@ def run(
     interval: Annotated[
         float, typer.Option(min=0.05, help="Seconds between polls when there is nothing new.")
     ] = 0.5,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Serve /metrics (tidings_projection_quarantined) here."
+        ),
+    ] = None,
 ) -> None:
     """Follow the event log, applying new events to every read model, until SIGINT or
     SIGTERM. Each applied batch is logged on stderr as one key=value line.
@@ -104,6 +181,11 @@ def run(
     stop = threading.Event()
     with opened_app() as tidings, stop_on_signals(stop):
         runner = projection_runner(tidings)
+        server = None
+        if metrics_port is not None:
+            registry = CollectorRegistry()
+            registry.register(runner.metrics_collector())
+            server = serve_metrics(metrics_port, registry, lambda: (True, {}))
         log.info(
             "event=started dialect=%s projections=%s once=%s interval=%s",
             runner.db.dialect,
@@ -111,7 +193,11 @@ def run(
             once,
             interval,
         )
-        applied = follow(runner, stop, interval, once=once)
+        try:
+            applied = follow(runner, stop, interval, once=once)
+        finally:
+            if server is not None:
+                server.shutdown()
         log.info("event=stopped applied=%d", applied)
 
 

@@ -179,7 +179,10 @@ class _Checker:
             check_values(state)
         except InvalidEvent as invalid:
             raise BadRecord(number, f"state does not fit {topic}: {invalid}") from None
-        encoded = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+        try:
+            encoded = json.dumps(state, ensure_ascii=False, separators=(",", ":")).encode()
+        except (UnicodeEncodeError, ValueError, RecursionError) as error:  # a lone surrogate…
+            raise BadRecord(number, f"state cannot be stored: {type(error).__name__}") from None
         if validate:
             self._check(number, stream, version, topic, encoded)
         return (stream, version, topic, encoded), position

@@ -14,6 +14,7 @@ cached prefix stays true, and every load still asks the database for what is new
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -33,13 +34,23 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
 
-from application.errors import ConcurrencyConflict, StoreUnavailable
-from application.ports import Recorded
+from application.errors import ConcurrencyConflict, StoreUnavailable, UnreadableEvent
+from application.ports import Recorded, Unreadable
 from domain.events import DomainEvent
-from infrastructure.eventstore.codec import EventCodec
+from infrastructure.eventstore.codec import EventCodec, UnknownTopic
 from infrastructure.sql.database import DatabaseUrl
 
 EVENTS_TABLE = "stored_events"
+
+
+def _tenant_of(state: bytes) -> str | None:
+    """The tenant an undecodable state names, if a lenient reader can find one."""
+    try:
+        data = json.loads(state)
+    except (ValueError, RecursionError):
+        return None
+    tenant = data.get("tenant_id") if isinstance(data, dict) else None
+    return tenant if isinstance(tenant, str) else None
 
 
 class _StreamCache:
@@ -147,6 +158,17 @@ class RecorderEventStore:
             )
             for n in self.read_raw(after, limit)
         ]
+
+    def scan(self, after: int, limit: int) -> list[Recorded | Unreadable]:
+        entries: list[Recorded | Unreadable] = []
+        for n in self.read_raw(after, limit):
+            try:
+                event = self.codec.decode(n.originator_id, n.originator_version, n.topic, n.state)
+            except (UnreadableEvent, UnknownTopic) as error:
+                entries.append(Unreadable(n.id, n.topic, _tenant_of(n.state), error))
+            else:
+                entries.append(Recorded(n.id, event))
+        return entries
 
     def read_raw(self, after: int, limit: int) -> list[Any]:
         try:

@@ -22,16 +22,26 @@ class CountingProjection:
     """One row per applied event position; applying a position twice violates the key."""
 
     def __init__(
-        self, table: str = "test_applied", name: str = "test_counting", fail_at: int | None = None
+        self,
+        table: str = "test_applied",
+        name: str = "test_counting",
+        fail_at: int | None = None,
+        fail_with: type[Exception] = RuntimeError,
     ) -> None:
         self.name = name
         self.tables = {"applied": table}
         self.fail_at = fail_at
+        self.fail_with = fail_with
         self.batches: list[int] = []
         self._lock = threading.Lock()
 
     def shadow(self) -> CountingProjection:
-        return CountingProjection(self.tables["applied"] + SHADOW_SUFFIX, self.name + "__next")
+        return CountingProjection(
+            self.tables["applied"] + SHADOW_SUFFIX,
+            self.name + "__next",
+            fail_at=self.fail_at,
+            fail_with=self.fail_with,
+        )
 
     def create(self, cur: SqlCursor, dialect: Dialect) -> None:
         cur.execute(
@@ -46,7 +56,7 @@ class CountingProjection:
                 (recorded.position, recorded.event.TOPIC),
             )
             if recorded.position == self.fail_at:
-                raise RuntimeError(f"projection bug at position {recorded.position}")
+                raise self.fail_with(f"projection failure at position {recorded.position}")
         with self._lock:
             self.batches.append(len(batch))
 

@@ -12,6 +12,7 @@ import pytest
 
 from application import User
 from application.app import App
+from application.errors import StoreUnavailable
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.runner import ProjectionRunner, UnknownProjection
 from tests.integration.custom_fields.helpers import (
@@ -127,15 +128,18 @@ def test_two_runners_catching_up_at_once_apply_each_event_once(
     assert sum(projection_a.batches) + sum(projection_b.batches) == head
 
 
-def test_a_failing_batch_commits_nothing_and_is_applied_once_later(app: App, admin: User) -> None:
+def test_an_outage_mid_batch_commits_nothing_and_is_applied_once_later(
+    app: App, admin: User
+) -> None:
+    # An outage is not the event's fault: nothing is quarantined, the step fails whole.
     bulk_values(app, admin.tenant_id, "c", 250, per_append=50)
-    broken = CountingProjection(fail_at=120)
+    broken = CountingProjection(fail_at=120, fail_with=StoreUnavailable)
     runner = counting_runner(app, batch_size=100, projection=broken)
-    with pytest.raises(RuntimeError, match="position 120"):
+    with pytest.raises(StoreUnavailable, match="position 120"):
         runner.catch_up()
     # the first batch (1-100) committed with its position; the failed one left no trace
     assert broken.positions(runner.db) == list(range(1, 101))
-    assert [s.position for s in runner.status()] == [100]
+    assert [(s.position, s.quarantined) for s in runner.status()] == [(100, 0)]
     broken.fail_at = None
     assert runner.catch_up() == 150
     assert broken.positions(runner.db) == list(range(1, 251))
