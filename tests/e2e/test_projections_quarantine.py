@@ -74,6 +74,7 @@ def test_a_poison_event_is_counted_listed_and_survived(cli: Cli, tmp_path: Path)
     assert {name: (row["quarantined"], row["lag"]) for name, row in rows.items()} == {
         "custom_fields": (1, 0),
         "mail": (1, 0),
+        "feed": (1, 0),
     }
     assert "quarantined" in cli("projections", "status").stdout
 
@@ -84,6 +85,7 @@ def test_a_poison_event_is_counted_listed_and_survived(cli: Cli, tmp_path: Path)
         for q in json.loads(listed.stdout)
     ] == [
         ("custom_fields", position, "evil", "UnreadableEvent"),
+        ("feed", position, "evil", "UnreadableEvent"),
         ("mail", position, "evil", "UnreadableEvent"),
     ]
     one = cli("projections", "quarantine", "list", "mail", "--json")
@@ -99,7 +101,7 @@ def test_a_poison_event_is_counted_listed_and_survived(cli: Cli, tmp_path: Path)
         row["name"]: row["quarantined"]
         for row in json.loads(cli("projections", "status", "--json").stdout)
     }
-    assert after == {"custom_fields": 1, "mail": 1}
+    assert after == {"custom_fields": 1, "mail": 1, "feed": 1}
 
     read = cli(
         "query",

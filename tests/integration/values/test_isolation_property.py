@@ -428,7 +428,10 @@ def test_hostile_writes_and_imports_never_change_other_tenants_answers(
     undecodable = set(HOSTILE_STATES[:4])
     # ``checked=True`` skips the import's decode check: the poison reaches the store.
     if any(op[0] == "h-import" and op[2] and undecodable & set(op[1]) for op in ops):
-        assert all(s.quarantined > 0 for s in status)  # the poison was there, and set aside
+        # The poison was there, and set aside by the read models it breaks (an import's
+        # own value checks keep the undecodable ones out; what gets in breaks only the
+        # custom-field model, and the feed stores an event's data as it is).
+        assert any(s.quarantined > 0 for s in status)
     assert subject.answers() == expected(model)
     inline_app.projections.rebuild()
     assert subject.answers() == expected(model)
