@@ -1,9 +1,10 @@
 """Read what a MessageIngested event needs from raw MIME — quickly, never raising.
 
-Parsing uses ``email`` with ``policy=compat32`` (about 9x faster than
-``policy.default`` here), but ordinary messages skip its line-by-line
-feedparser: ``mime_scan`` builds the very same tree several times faster and
-leaves any shape it does not reproduce exactly to the feedparser. Only the
+Parsing uses ``email`` with ``policy=compat32`` (much faster than
+``policy.default``), but ordinary messages skip its line-by-line feedparser:
+``mime_scan`` builds the very same tree faster and leaves any shape it does not
+reproduce exactly to the feedparser. The result is the parsing port's
+``ParsedMessage`` itself. Only the
 fields we keep are decoded: Message-ID, In-Reply-To, References, From/To/Cc,
 Subject (RFC 2047), Date, a snippet from the first text/plain part (else the
 first text/html part, tags stripped), and Authentication-Results.
@@ -26,7 +27,6 @@ import codecs
 import html
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.header import decode_header
 from email.message import Message
@@ -35,8 +35,8 @@ from email.policy import compat32
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import BinaryIO
 
+from application.mail.parsing import Address, ParsedMessage
 from infrastructure.mime import scan as mime_scan
-from infrastructure.mime.authresults import AuthenticationResults, parse_authentication_results
 
 SNIPPET_CHARS = 200
 HEAD_BYTES = 256 * 1024
@@ -61,39 +61,6 @@ _TRUNCATION_DEFECTS = {
     "InvalidBase64PaddingDefect",
     "InvalidBase64LengthDefect",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Address:
-    name: str
-    address: str
-
-
-@dataclass(frozen=True, slots=True)
-class ParsedMessage:
-    message_id: str | None
-    in_reply_to: tuple[str, ...]
-    references: tuple[str, ...]
-    from_: tuple[Address, ...]
-    to: tuple[Address, ...]
-    cc: tuple[Address, ...]
-    subject: str
-    date: datetime | None
-    snippet: str
-    auth_values: tuple[str, ...]
-    """The Authentication-Results header values, in header order (parsed on demand)."""
-    defects: tuple[str, ...]
-
-    @property
-    def authentication_results(self) -> tuple[AuthenticationResults, ...]:
-        """The parseable Authentication-Results: only a trusted-server check needs them,
-        so most messages never pay for parsing them."""
-        parsed = (parse_authentication_results(v) for v in self.auth_values)
-        return tuple(a for a in parsed if a is not None)
-
-    @property
-    def malformed(self) -> bool:
-        return bool(self.defects)
 
 
 def parse_message(raw: bytes, *, snippet_chars: int = SNIPPET_CHARS) -> ParsedMessage:
@@ -137,15 +104,15 @@ def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:
         defects.extend(f"MissingHeader:{h}" for h in ("From", "Date") if h.lower() not in headers)
     return ParsedMessage(
         message_id=next(iter(_msgids(text.first("message-id"))), None),
-        in_reply_to=_msgids(text.first("in-reply-to")),
+        in_reply_to=next(iter(_msgids(text.first("in-reply-to"))), None),
         references=_msgids(" ".join(text.all("references"))),
-        from_=text.addresses("from"),
+        sender=text.addresses("from"),
         to=text.addresses("to"),
         cc=text.addresses("cc"),
         subject=text.decoded("subject"),
         date=_date(text.first("date"), defects),
         snippet=snippet,
-        auth_values=tuple(text.all("authentication-results")),
+        authentication_results=tuple(text.all("authentication-results")),
         defects=tuple(dict.fromkeys(defects)),
     )
 
@@ -344,4 +311,4 @@ def _headers_complete(raw: bytes) -> bool:
 
 
 def _empty(defects: Iterable[str]) -> ParsedMessage:
-    return ParsedMessage(None, (), (), (), (), (), "", None, "", (), tuple(defects))
+    return ParsedMessage(defects=tuple(defects))
