@@ -17,13 +17,14 @@ from typing import Any
 from uuid import UUID
 
 from application.errors import StoreUnavailable
+from application.mail.ingestion import Page
 from application.mail.ports import MailboxCursor, MailboxSession
 from application.mail.state import ErrorKind
 from application.streams import load
 from domain.mail_account import MailAccount
 from workers.committer import GroupCommitter
 from workers.metrics import WorkerMetrics
-from workers.sync import AccountSyncer, Page, SyncOutcome
+from workers.sync import AccountSyncer, SyncOutcome
 
 
 class SupervisedWatchHooks:
