@@ -7,9 +7,8 @@ from dataclasses import replace
 from typing import Any
 
 from application.app import App
-from application.context import Context, Policy
+from application.context import Context, MailPorts, Policy
 from application.leases import Lease, WorkerRegistry
-from application.mail.context import MailPorts
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
