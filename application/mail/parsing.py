@@ -6,6 +6,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+# Caps on what one message's headers can put in an event (more is a defect, cut off).
+MAX_HEADER_CHARS = 10_000  # one header value; RFC 5322 lines are at most 998 characters
+MAX_HEADER_VALUES = 100  # values kept per header name
+MAX_ADDRESSES = 1_000  # per address field
+MAX_REFERENCES = 1_000
+
 
 @dataclass(frozen=True, slots=True)
 class Address:

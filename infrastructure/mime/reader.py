@@ -4,16 +4,23 @@ Parsing uses ``email`` with ``policy=compat32`` (much faster than
 ``policy.default``), but ordinary messages skip its line-by-line feedparser:
 ``mime_scan`` builds the very same tree faster and leaves any shape it does not
 reproduce exactly to the feedparser. The result is the parsing port's
-``ParsedMessage`` itself. Only the
-fields we keep are decoded: Message-ID, In-Reply-To, References, From/To/Cc,
-Subject (RFC 2047), Date, a snippet from the first text/plain part (else the
-first text/html part, tags stripped), and Authentication-Results.
+``ParsedMessage`` itself. Only the fields we keep are decoded: Message-ID,
+In-Reply-To, References, From/To/Cc, Subject (RFC 2047), Date, a snippet from the
+first text/plain part (else the first text/html part, tags stripped), and
+Authentication-Results.
+
+Everything in a message is data: decoding is total and bounded. Only the standard
+library's text charsets decode (``unicode-escape``, ``punycode``, ``idna``, ``rot13``
+and the like are codecs, not charsets: they decode as an unknown charset does);
+text never carries a lone surrogate or NUL; header values, address lists and
+reference lists have caps (``application.mail.parsing``); a Date outside 1970-2200
+or with an offset beyond ±14 hours is dropped.
 
 Fault tolerance: every defect the parser reports, and every problem met while
 decoding (8-bit header bytes that are not UTF-8, undecodable encoded words,
-unknown charsets, bad base64, unreadable dates, missing From/Date), is listed
-in ``defects`` by name; ``malformed`` is true when there is any. What could be
-read is returned either way.
+unknown charsets, bad base64, unreadable or impossible dates, missing From/Date,
+values over a cap), is listed in ``defects`` by name; ``malformed`` is true when
+there is any. What could be read is returned either way.
 
 Big messages (in the blob store) are parsed from a file: only the first
 ``head_bytes`` are read, so memory stays bounded; boundary and base64 defects
@@ -35,7 +42,14 @@ from email.policy import compat32
 from email.utils import getaddresses, parsedate_to_datetime
 from typing import BinaryIO
 
-from application.mail.parsing import Address, ParsedMessage
+from application.mail.parsing import (
+    MAX_ADDRESSES,
+    MAX_HEADER_CHARS,
+    MAX_HEADER_VALUES,
+    MAX_REFERENCES,
+    Address,
+    ParsedMessage,
+)
 from infrastructure.mime import scan as mime_scan
 
 SNIPPET_CHARS = 200
@@ -53,6 +67,29 @@ _SIMPLE_ADDRESS = re.compile(
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _HTML_TAG = re.compile(r"<[^>]*>")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Codecs of the standard library that are not charsets: they turn text into control
+# (escape sequences decoding to lone surrogates, IDNA labels) or bytes into bytes.
+_NOT_CHARSETS = frozenset(
+    {
+        "unicode-escape",
+        "raw-unicode-escape",
+        "punycode",
+        "idna",
+        "undefined",
+        "charmap",
+        "base64",
+        "bz2",
+        "hex",
+        "quopri",
+        "rot-13",
+        "uu",
+        "zlib",
+    }
+)
+_MAX_OFFSET_SECONDS = 14 * 3600  # real UTC offsets lie within -12:00 .. +14:00
+_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+_LATEST = datetime(2200, 12, 31, 23, 59, 59, tzinfo=UTC)
 _LENIENT_CHARSETS = {"unknown-8bit", "x-unknown", "unknown", "8bit", "default", "x-user-defined"}
 _TRUNCATION_DEFECTS = {
     "StartBoundaryNotFoundDefect",
@@ -88,7 +125,11 @@ def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:
         return _empty([f"ParserFailure:{type(exc).__name__}"])
     headers: dict[str, list[str]] = {}
     for name, value in msg.raw_items():
-        headers.setdefault(name.strip().lower(), []).append(value)
+        values = headers.setdefault(name.strip().lower()[:MAX_HEADER_CHARS], [])
+        if len(values) < MAX_HEADER_VALUES:
+            values.append(value)
+        elif len(values) == MAX_HEADER_VALUES:
+            defects.append("TooManyHeaders")
     if truncated and not _headers_complete(raw):
         defects.append("HeadersTooLong")
     text = _HeaderText(headers, defects)
@@ -105,7 +146,7 @@ def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:
     return ParsedMessage(
         message_id=next(iter(_msgids(text.first("message-id"))), None),
         in_reply_to=next(iter(_msgids(text.first("in-reply-to"))), None),
-        references=_msgids(" ".join(text.all("references"))),
+        references=_capped(_msgids(" ".join(text.all("references"))), MAX_REFERENCES, defects),
         sender=text.addresses("from"),
         to=text.addresses("to"),
         cc=text.addresses("cc"),
@@ -155,15 +196,22 @@ class _HeaderText:
         out = tuple(
             Address(self._rfc2047(n).strip(), a.strip()) for n, a in pairs if n.strip() or a.strip()
         )
+        if len(out) > MAX_ADDRESSES:
+            self._defects.append(f"TooManyAddresses:{name}")
+            out = out[:MAX_ADDRESSES]
         if not out and any(v.strip() for v in values):
             self._defects.append(f"UnparseableAddress:{name}")
         return out
 
     def _unraw(self, value: str) -> str:
+        if len(value) > MAX_HEADER_CHARS:
+            self._defects.append("HeaderTooLong")
+            value = value[:MAX_HEADER_CHARS]
         value = _FOLD.sub("", value).strip()
-        if not value.isascii():
-            value = self._recover_8bit(value)
-        return _CONTROL.sub("", value) if _CONTROL.search(value) else value
+        if value.isascii():
+            return _CONTROL.sub("", value) if _CONTROL.search(value) else value
+        value = self._recover_8bit(value)
+        return _storable(_CONTROL.sub("", value), self._defects)
 
     def _recover_8bit(self, value: str) -> str:
         try:
@@ -192,7 +240,7 @@ class _HeaderText:
                 out.append(chunk.decode("raw-unicode-escape", "replace"))
             else:
                 out.append(_decode(chunk, charset, self._defects))
-        return _CONTROL.sub("", "".join(out))
+        return _storable(_CONTROL.sub("", "".join(out)), self._defects)
 
 
 def _simple_addresses(values: list[str]) -> list[tuple[str, str]] | None:
@@ -263,27 +311,64 @@ def _first_text_part(msg: Message) -> tuple[Message | None, bool]:
 
 
 def _decode(data: bytes, charset: str, defects: list[str], *, final: bool = True) -> str:
-    """Decode text; with ``final=False`` a multi-byte sequence cut at the end is dropped."""
-    charset = charset.strip().strip('"').lower()
+    """Decode text (never raising, no lone surrogates); with ``final=False`` a multi-byte
+    sequence cut at the end is dropped."""
+    charset = charset.strip().strip('"').lower()[:64]
     if charset in _LENIENT_CHARSETS or charset in ("us-ascii", "ascii"):
         charset = "utf-8"
-    try:
-        codec = codecs.lookup(charset).name
-    except (LookupError, ValueError):
+    codec = _text_codec(charset)
+    if codec is None:
         defects.append("UnknownCharset")
         codec = "utf-8"
     try:
-        return codecs.getincrementaldecoder(codec)().decode(data, final=final)
-    except UnicodeDecodeError:
+        text = codecs.getincrementaldecoder(codec)().decode(data, final=final)
+    except UnicodeError:  # UnicodeDecodeError, or a codec's own (UTF-16 without a BOM)
         defects.append("CharsetMismatch")
         fallback = "cp1252" if codec == "utf-8" and _decodes(data, "cp1252") else codec
-        return data.decode(fallback, "replace")
+        try:
+            text = data.decode(fallback, "replace")
+        except UnicodeError:
+            text = data.decode("utf-8", "replace")
+    return _storable(text, defects)
+
+
+def _text_codec(charset: str) -> str | None:
+    """The standard library's codec for a text charset; None for anything else."""
+    try:
+        info = codecs.lookup(charset)
+    except (LookupError, ValueError, TypeError):
+        return None
+    decoder = info.incrementaldecoder
+    if info.name in _NOT_CHARSETS or decoder is None:
+        return None
+    if not decoder.__module__.startswith("encodings."):  # a codec someone registered
+        return None
+    return info.name
+
+
+def _storable(text: str, defects: list[str]) -> str:
+    """``text`` with lone surrogates and NUL replaced (an event must hold valid Unicode)."""
+    if text.isascii():
+        return text.replace("\x00", "\ufffd") if "\x00" in text else text
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if _SURROGATE.search(text):
+        defects.append("LoneSurrogate")
+        text = _SURROGATE.sub("\ufffd", text)
+    return text
+
+
+def _capped(items: tuple[str, ...], limit: int, defects: list[str]) -> tuple[str, ...]:
+    if len(items) <= limit:
+        return items
+    defects.append("TooManyReferences")
+    return items[:limit]
 
 
 def _decodes(data: bytes, codec: str) -> bool:
     try:
         data.decode(codec)
-    except UnicodeDecodeError:
+    except UnicodeError:
         return False
     return True
 
@@ -303,7 +388,17 @@ def _date(value: str, defects: list[str]) -> datetime | None:
     except (TypeError, ValueError, IndexError, OverflowError):
         defects.append("UnparseableDate")
         return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    offset = parsed.utcoffset()
+    try:
+        in_range = _EARLIEST <= parsed.astimezone(UTC) <= _LATEST
+    except (OverflowError, ValueError):
+        in_range = False
+    if not in_range or offset is None or abs(offset.total_seconds()) > _MAX_OFFSET_SECONDS:
+        defects.append("ImpossibleDate")
+        return None
+    return parsed
 
 
 def _headers_complete(raw: bytes) -> bool:
