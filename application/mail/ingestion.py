@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -32,7 +33,7 @@ from uuid import UUID
 
 from application.context import Context
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
-from application.mail.parsing import Address, MimeParser, ParsedMessage
+from application.mail.parsing import Address, MimeParser, ParsedMessage, in_date_range
 from application.mail.ports import BlobOwner, FetchBatch, FetchedMessage, MailboxCursor
 from application.privacy import KeyErased
 from domain.identity import stream_id
@@ -45,11 +46,10 @@ FILTER_ATTEMPTS = 5
 MAX_SIZE_BYTES = 2**53  # sizes a JSON reader and every read-model column hold exactly
 MAX_UID = 2**32 - 1  # RFC 3501: UIDs and UIDVALIDITY are 32-bit
 MAX_MODSEQ = 2**63 - 1  # RFC 7162: 63-bit
-EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-LATEST = datetime(2200, 12, 31, 23, 59, 59, tzinfo=UTC)
 MAX_TEXT_CHARS = 10_000  # subject, ids, names: more than any real header holds
 MAX_SNIPPET_CHARS = 2_000
 MAX_ITEMS = 1_000  # addresses per field, references
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -315,15 +315,6 @@ def utc_iso(moment: datetime) -> str:
 # -- ranges: what enters an event survives the codec and fits the read model ------------
 
 
-def in_date_range(moment: datetime) -> bool:
-    """Within 1970-2200 once in UTC (False when the offset makes it unrepresentable)."""
-    try:
-        utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    except (OverflowError, ValueError):
-        return False
-    return EARLIEST <= utc <= LATEST
-
-
 def check_cursor(cursor: MailboxCursor) -> None:
     """Raise ``PageRefused`` unless every cursor value is within its protocol's range."""
     values = {
@@ -394,7 +385,7 @@ class _Text:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
-                value = value.encode("utf-8", "replace").decode("utf-8")
+                value = _SURROGATE.sub("\ufffd", value)
                 self._defects.append(f"LoneSurrogate:{name}")
         return value
 

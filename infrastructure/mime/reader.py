@@ -49,6 +49,7 @@ from application.mail.parsing import (
     MAX_REFERENCES,
     Address,
     ParsedMessage,
+    in_date_range,
 )
 from infrastructure.mime import scan as mime_scan
 
@@ -87,9 +88,6 @@ _NOT_CHARSETS = frozenset(
         "zlib",
     }
 )
-_MAX_OFFSET_SECONDS = 14 * 3600  # real UTC offsets lie within -12:00 .. +14:00
-_EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
-_LATEST = datetime(2200, 12, 31, 23, 59, 59, tzinfo=UTC)
 _LENIENT_CHARSETS = {"unknown-8bit", "x-unknown", "unknown", "8bit", "default", "x-user-defined"}
 _TRUNCATION_DEFECTS = {
     "StartBoundaryNotFoundDefect",
@@ -390,12 +388,7 @@ def _date(value: str, defects: list[str]) -> datetime | None:
         return None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    offset = parsed.utcoffset()
-    try:
-        in_range = _EARLIEST <= parsed.astimezone(UTC) <= _LATEST
-    except (OverflowError, ValueError):
-        in_range = False
-    if not in_range or offset is None or abs(offset.total_seconds()) > _MAX_OFFSET_SECONDS:
+    if not in_date_range(parsed):
         defects.append("ImpossibleDate")
         return None
     return parsed
