@@ -187,6 +187,8 @@ class AccountSyncer:
         for page, result in zip(pages, self.ingestion.store_apart(pages), strict=True):
             account_id = str(page.account.id)
             if isinstance(result, Exception):
+                if not isinstance(result, SYNC_ERRORS):  # a bug of ours: keep its traceback
+                    log.error("sync.page_failed account_id=%s", account_id, exc_info=result)
                 outcomes.append(self.failed(account_id, result))
             elif result.erased:
                 outcomes.append(SyncOutcome(account_id, skipped=True))

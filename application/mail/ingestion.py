@@ -199,7 +199,20 @@ class MailIngestion:
         parsed: ParsedMessage,
         body_ref: str | None,
     ) -> IncomingMessage:
-        """The message as stored: its state decided, its values from server and parser."""
+        """The message as stored: its values from server and parser (a server's value out
+        of range is a defect), and its state decided."""
+        ref = fetched.ref
+        defects = list(parsed.defects)
+        size = ref.size
+        if not (isinstance(size, int) and 0 <= size <= MAX_SIZE_BYTES):
+            size = len(fetched.raw) if fetched.raw is not None else 0
+            defects.append("SizeOutOfRange")
+        received = ref.internal_date
+        if received is not None and not in_date_range(received):
+            received = None
+            defects.append("InternalDateOutOfRange")
+        if received is None and parsed.date is not None and in_date_range(parsed.date):
+            received = parsed.date
         state: MessageState = "ok"
         if fetched.state == "too_large":
             state = "too_large"
@@ -207,19 +220,12 @@ class MailIngestion:
             parsed, account.trusted_authserv_id
         ):
             state = "rejected"
-        elif parsed.malformed:
+        elif defects:
             state = "malformed"
-        ref = fetched.ref
-        defects = parsed.defects
-        received = ref.internal_date
-        if received is not None and not in_date_range(received):
-            received, defects = None, (*defects, "InternalDateOutOfRange")
-        if received is None and parsed.date is not None and in_date_range(parsed.date):
-            received = parsed.date
         return IncomingMessage(
             provider_message_id=ref.provider_message_id,
             received_at=received or self.ctx.clock.now(),
-            size_bytes=ref.size,
+            size_bytes=size,
             state=state,
             message_id_header=parsed.message_id,
             references=parsed.references or ((parsed.in_reply_to,) if parsed.in_reply_to else ()),
@@ -229,7 +235,7 @@ class MailIngestion:
             subject=parsed.subject,
             snippet=parsed.snippet,
             body_ref=body_ref,
-            defects=defects,
+            defects=tuple(defects),
         )
 
     def _parse(self, fetched: FetchedMessage) -> ParsedMessage:
