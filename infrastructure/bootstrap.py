@@ -211,7 +211,7 @@ def build_supervisor(
             lease_ttl=ttl,
             fleet_tick=min(5.0, ttl / 6),
             # poll_interval is the base cadence; poll_warm, when set, refines it for warm
-            # and hot accounts (SPEC §7.1, §7.9).
+            # and hot accounts.
             poll_warm=settings.poll_warm
             if "poll_warm" in settings.model_fields_set
             else settings.poll_interval,
