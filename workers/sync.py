@@ -34,7 +34,8 @@ from uuid import UUID
 from application.context import Context
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
-from application.mail.ingestion import MailIngestion, Page, PageRefused
+from application.mail.incoming import PageRefused
+from application.mail.ingestion import MailIngestion, Page
 from application.mail.parsing import MimeParser
 from application.mail.ports import (
     BlobOwner,

@@ -9,7 +9,8 @@ from pydantic import AfterValidator, Field, StringConstraints
 
 from application.context import Context
 from application.mail.access import parse_account_id
-from application.mail.ingestion import MAX_SIZE_BYTES, IncomingMessage, ingest
+from application.mail.incoming import MAX_SIZE_BYTES, IncomingMessage
+from application.mail.ingestion import ingest
 from application.mail.parsing import Address, in_date_range
 from application.payloads import Payload as Base
 from application.result import Result, forbidden, not_found

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from application.mail.ingestion import (
+from application.mail.incoming import (
     MAX_ITEMS,
     MAX_SIZE_BYTES,
     MAX_TEXT_CHARS,
