@@ -187,7 +187,9 @@ class AccountSyncer:
         outcomes = []
         for page, result in zip(pages, self.ingestion.store_apart(pages), strict=True):
             account_id = str(page.account.id)
-            if isinstance(result, Exception):
+            if isinstance(result, KeyErased):  # the account was deleted meanwhile
+                outcomes.append(SyncOutcome(account_id, skipped=True))
+            elif isinstance(result, Exception):
                 if not isinstance(result, SYNC_ERRORS):  # a bug of ours: keep its traceback
                     log.error("sync.page_failed account_id=%s", account_id, exc_info=result)
                 outcomes.append(self.failed(account_id, result))

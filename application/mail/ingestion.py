@@ -223,7 +223,7 @@ class MailIngestion:
                     return self.parser.parse_blob(fetched.blob_ref)
             except Exception as error:  # a message that cannot be read is malformed
                 log.warning(
-                    "ingestion.parse_failed account_message=%s error=%s",
+                    "ingestion.parse_failed uid=%s error=%s",
                     fetched.uid,
                     type(error).__name__,
                 )
