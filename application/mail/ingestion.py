@@ -50,7 +50,6 @@ log = logging.getLogger("tidings.ingestion")
 FILTER_ATTEMPTS = 5
 
 
-
 @dataclass(frozen=True)
 class IngestOutcome:
     message_id: UUID
