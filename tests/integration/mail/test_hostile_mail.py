@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from uuid import UUID
@@ -18,6 +19,8 @@ from domain.mail_account import MailAccount
 from tests.integration.mail.conftest import MailApp
 from tests.integration.mail.helpers import RECENT, accounts, connect, messages, raw_mail
 from tests.support.dovecot import DovecotServer, DovecotUser
+from workers.committer import GroupCommitter
+from workers.sync import SyncOutcome
 
 HEAD = (
     b"Message-ID: <hostile.{n}@test.example>\r\n"
@@ -148,3 +151,52 @@ def test_one_bad_page_in_a_group_commit_fails_alone(
     assert len(messages(app, admin, accountId=ids[0], state="ok")) == 2
     now = datetime.now(UTC)
     assert all(datetime.fromisoformat(m["receivedAt"]) <= now for m in messages(app, admin))
+
+
+def test_the_watch_path_records_poison_malformed_beside_other_accounts_pages(
+    mail: MailApp,
+    admin: User,
+    dovecot: DovecotServer,
+    new_mailbox: Callable[[], DovecotUser],
+) -> None:
+    app = mail.app
+    boxes = [new_mailbox() for _ in range(3)]
+    dovecot.deliver(boxes[0], [hostile(n, name) for n, name in enumerate(HOSTILE)])
+    dovecot.deliver(boxes[0], [raw_mail(1, subject="after the poison")])
+    for n, box in enumerate(boxes[1:], start=1):
+        dovecot.deliver(box, [raw_mail(10 * n + i, subject=f"box {n} mail {i}") for i in range(2)])
+    ids = [connect(app, admin, dovecot, box) for box in boxes]
+    done: dict[str, SyncOutcome] = {}
+    all_done = threading.Event()
+
+    def record(outcome: SyncOutcome) -> None:
+        done[outcome.account_id] = outcome
+        if len(done) == len(ids):
+            all_done.set()
+
+    committer: GroupCommitter[Page, SyncOutcome] = GroupCommitter(
+        mail.syncer.commit_group, lambda page, _: SyncOutcome(str(page.account.id))
+    )
+    sessions = []
+    try:
+        for account_id in ids:
+            account = load(app.ctx.store, MailAccount, UUID(account_id))
+            session = mail.syncer.open_session(account)
+            sessions.append(session)
+            mail.syncer.sync_page(account, session, None, committer, record)
+        assert all_done.wait(60)
+    finally:
+        committer.close()
+        for session in sessions:
+            session.close()
+
+    assert [(done[i].ingested, done[i].error_kind) for i in ids] == [
+        (len(HOSTILE) + 1, None),
+        (2, None),
+        (2, None),
+    ]
+    assert len(messages(app, admin, accountId=ids[0], state="malformed")) == len(HOSTILE)
+    [good] = messages(app, admin, accountId=ids[0], state="ok")
+    assert good["subject"] == "after the poison"
+    assert app.ctx.mail.state.cursor(ids[0]) == done[ids[0]].cursor
+    assert all(len(messages(app, admin, accountId=i)) == 2 for i in ids[1:])
