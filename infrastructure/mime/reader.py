@@ -59,15 +59,19 @@ _PLAIN_SCAN = 8 * 1024
 _HTML_SCAN = 64 * 1024
 _MSGID = re.compile(r"<([^<>\s]+)>")
 _FOLD = re.compile(r"\r?\n(?=[ \t])")
-_HTML_DROP = re.compile(
-    r"<(script|style|head|title)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL
-)
+# HTML is stripped by scanning, never by a regex that rescans the rest of the text from
+# each "<" (quadratic on a body of unclosed tags or comments).
+_HIDDEN_OPEN = re.compile(r"<(script|style|head|title)\b|<!--", re.IGNORECASE)
+_HIDDEN_CLOSE = {
+    tag: re.compile(rf"</{tag}\s*>", re.IGNORECASE) for tag in ("script", "style", "head", "title")
+}
 _ADDR = r"[^<>\s@\",;:()\\]+@[^<>\s@\",;:()\\]+"
+# The name is an atomic group: a lazy one would retry every split of a long run of
+# spaces before "<" (quadratic); names are stripped by the caller.
 _SIMPLE_ADDRESS = re.compile(
-    rf'\s*(?:(?:"([^"\\]*)"|([^<>@,";:\\()]*?))\s*<({_ADDR})>|({_ADDR}))\s*(?:,|$)'
+    rf'\s*(?:(?:"([^"\\]*)"|(?>([^<>@,";:\\()]*)))\s*<({_ADDR})>|({_ADDR}))\s*(?:,|$)'
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_HTML_TAG = re.compile(r"<[^>]*>")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Codecs of the standard library that are not charsets: they turn text into control
 # (escape sequences decoding to lone surrogates, IDNA labels) or bytes into bytes.
@@ -274,8 +278,51 @@ def _snippet(msg: Message, limit: int, defects: list[str]) -> str:
     charset = part.get_content_charset() or "utf-8"
     text = _decode(payload[:scan], charset, defects, final=len(payload) <= scan)
     if is_html:
-        text = html.unescape(_HTML_TAG.sub(" ", _HTML_DROP.sub(" ", text)))
+        text = html.unescape(_strip_tags(_drop_hidden(text)))
     return _collapse(text, limit)
+
+
+def _drop_hidden(text: str) -> str:
+    """``text`` with each script, style, head and title element and each comment made one
+    space (an element or comment without its end stays), in one pass."""
+    parts: list[str] = []
+    pos = 0
+    unclosed: set[str] = set()  # no end from here on: later ones have none either
+    while (found := _HIDDEN_OPEN.search(text, pos)) is not None:
+        tag = (found.group(1) or "!--").lower()
+        end = -1
+        if tag not in unclosed:
+            if tag == "!--":
+                close = text.find("-->", found.end())
+                end = close + 3 if close >= 0 else -1
+            else:
+                match = _HIDDEN_CLOSE[tag].search(text, found.end())
+                end = match.end() if match else -1
+        if end < 0:
+            unclosed.add(tag)
+            parts.append(text[pos : found.start() + 1])
+            pos = found.start() + 1
+            continue
+        parts.append(text[pos : found.start()])
+        parts.append(" ")
+        pos = end
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+def _strip_tags(text: str) -> str:
+    """Each ``<`` up to the next ``>`` made one space, in one pass."""
+    parts: list[str] = []
+    pos = 0
+    while (start := text.find("<", pos)) >= 0:
+        end = text.find(">", start)
+        if end < 0:
+            break
+        parts.append(text[pos:start])
+        parts.append(" ")
+        pos = end + 1
+    parts.append(text[pos:])
+    return "".join(parts)
 
 
 def _collapse(text: str, limit: int) -> str:

@@ -3,7 +3,11 @@ can enter an event (valid Unicode, no NUL), whatever the bytes say."""
 
 from __future__ import annotations
 
+import html
+import re
+import time
 from datetime import UTC, datetime
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -15,6 +19,7 @@ from application.mail.parsing import (
     MAX_REFERENCES,
     ParsedMessage,
 )
+from infrastructure.mime import reader
 from infrastructure.mime.reader import parse_message
 
 HEAD = b"From: a@example.org\r\nDate: Tue, 02 Jan 2024 10:30:00 +0000\r\n"
@@ -158,3 +163,62 @@ def test_arbitrary_charsets_give_storable_text(charset: str, word: bytes, body: 
         + b"\r\n\r\n"
     )
     assert_storable(parse_message(raw + body))
+
+
+# -- bounded time: no decode path rescans the rest of the text from each position ---------
+
+# What the snippet's HTML stripping means (the regexes it used to be, quadratic on
+# unclosed tags and comments, fine on short text).
+REFERENCE_HIDDEN = re.compile(
+    r"<(script|style|head|title)\b.*?</\1\s*>|<!--.*?-->", re.IGNORECASE | re.DOTALL
+)
+REFERENCE_TAG = re.compile(r"<[^>]*>")
+HTML_TOKENS = ["<script>", "</script>", "</SCRIPT >", "<style x>", "</style>", "<head>"]
+HTML_TOKENS += ["</head>", "<title>", "</title>", "<scripts>", "<!--", "-->", "<", ">"]
+HTML_TOKENS += ["a", "b ", " ", "&amp;", "<p>", "</p>", "<!-- c -->"]
+
+
+def html_message(body: str) -> bytes:
+    return HEAD + b"Content-Type: text/html; charset=utf-8\r\n\r\n" + body.encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(HTML_TOKENS), max_size=40).map("".join))
+def test_html_stripping_keeps_its_meaning(body: str) -> None:
+    text = html.unescape(REFERENCE_TAG.sub(" ", REFERENCE_HIDDEN.sub(" ", body)))
+    expected = " ".join(text.split())[:200].rstrip()
+    assert parse_message(html_message(body)).snippet == expected
+
+
+NAME_TOKENS = ["Ann", " ", "  ", "\t", "=?utf-8?q?Zo=C3=AB?=", '"Q, R"', "a@b.example"]
+NAME_TOKENS += ["<c@d.example>", ",", ", "]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(NAME_TOKENS), max_size=12).map("".join))
+def test_address_parsing_keeps_its_meaning(value: str) -> None:
+    m = parse_message(HEAD + b"To: " + value.encode() + b"\r\n\r\nx")
+    with mock.patch.object(reader, "_SIMPLE_ADDRESS", REFERENCE_SIMPLE_ADDRESS):
+        reference = parse_message(HEAD + b"To: " + value.encode() + b"\r\n\r\nx")
+    assert m.to == reference.to
+
+
+_ADDR = r"[^<>\s@\",;:()\\]+@[^<>\s@\",;:()\\]+"
+REFERENCE_SIMPLE_ADDRESS = re.compile(
+    rf'\s*(?:(?:"([^"\\]*)"|([^<>@,";:\\()]*?))\s*<({_ADDR})>|({_ADDR}))\s*(?:,|$)'
+)
+
+ADVERSARIAL = {
+    "unclosed comments": html_message("<!--" * 16_000),
+    "unclosed scripts": html_message("<script>" * 8_000),
+    "unclosed tags": html_message("<a " * 20_000),
+    "spaces before no bracket": HEAD + (b"To: x" + b" " * 9_990 + b"y\r\n") * 100 + b"\r\nx",
+}
+
+
+@pytest.mark.parametrize("name", list(ADVERSARIAL))
+def test_adversarial_shapes_parse_in_linear_time(name: str) -> None:
+    # The regexes these replaced were quadratic on each of them.
+    started = time.perf_counter()
+    assert_storable(parse_message(ADVERSARIAL[name]))
+    assert time.perf_counter() - started < 5.0
