@@ -52,6 +52,7 @@ from application.mail.parsing import (
     in_date_range,
 )
 from infrastructure.mime import scan as mime_scan
+from infrastructure.mime.bounded import BoundedMessage
 
 SNIPPET_CHARS = 200
 HEAD_BYTES = 256 * 1024
@@ -122,7 +123,7 @@ def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:
     try:
         msg = _fast_tree(raw)
         if msg is None:
-            msg = BytesParser(policy=compat32).parsebytes(raw)
+            msg = BytesParser(BoundedMessage, policy=compat32).parsebytes(raw)
     except Exception as exc:  # the parser is lenient; this is a last resort
         return _empty([f"ParserFailure:{type(exc).__name__}"])
     headers: dict[str, list[str]] = {}

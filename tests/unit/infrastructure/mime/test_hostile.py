@@ -213,6 +213,12 @@ ADVERSARIAL = {
     "unclosed scripts": html_message("<script>" * 8_000),
     "unclosed tags": html_message("<a " * 20_000),
     "spaces before no bracket": HEAD + (b"To: x" + b" " * 9_990 + b"y\r\n") * 100 + b"\r\nx",
+    "long parameter lists": HEAD
+    + b'Content-Type: multipart/mixed; boundary="x"; '
+    + b"a=b; " * 200_000
+    + b"\r\n\r\n--x\r\nContent-Type: text/plain; charset=utf-8; "
+    + b"a=b; " * 200_000
+    + b"\r\n\r\nthe text\r\n--x--\r\n",
 }
 
 
@@ -222,3 +228,8 @@ def test_adversarial_shapes_parse_in_linear_time(name: str) -> None:
     started = time.perf_counter()
     assert_storable(parse_message(ADVERSARIAL[name]))
     assert time.perf_counter() - started < 5.0
+
+
+def test_parameters_far_out_in_a_header_are_not_read_but_the_message_is() -> None:
+    m = parse_message(ADVERSARIAL["long parameter lists"])
+    assert m.snippet == "the text"
