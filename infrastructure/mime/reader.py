@@ -13,8 +13,10 @@ Everything in a message is data: decoding is total and bounded. Only the standar
 library's text charsets decode (``unicode-escape``, ``punycode``, ``idna``, ``rot13``
 and the like are codecs, not charsets: they decode as an unknown charset does);
 text never carries a lone surrogate or NUL; header values, address lists and
-reference lists have caps (``application.mail.parsing``); a Date outside 1970-2200
-or with an offset beyond ±14 hours is dropped.
+reference lists have caps (``application.mail.parsing``), header parameters are read
+from a header's head (``bounded``), and no step rescans text from each position (time
+stays linear in the message); a Date outside 1970-2200 or with an offset beyond ±14
+hours is dropped.
 
 Fault tolerance: every defect the parser reports, and every problem met while
 decoding (8-bit header bytes that are not UTF-8, undecodable encoded words,
