@@ -3,11 +3,15 @@ the ranges an event and the read model hold, and a cursor out of range refuses i
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from uuid import uuid4
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from application.mail.incoming import (
     MAX_ITEMS,
@@ -18,8 +22,12 @@ from application.mail.incoming import (
     check_cursor,
     in_range,
 )
+from application.mail.ingestion import utc_iso
 from application.mail.parsing import Address, in_date_range
 from application.mail.ports import MailboxCursor
+from domain.all_events import EVENT_CLASSES
+from domain.message import MessageIngested
+from infrastructure.eventstore.codec import EventCodec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WHEN = datetime(2024, 5, 1, 10, 0, tzinfo=UTC)
@@ -101,3 +109,75 @@ def test_a_cursor_out_of_range_refuses_its_page(cursor: MailboxCursor) -> None:
 def test_cursors_at_the_edges_are_kept() -> None:
     check_cursor(MailboxCursor(uidvalidity=2**32 - 1, last_uid=2**32 - 1, highestmodseq=2**63 - 1))
     check_cursor(MailboxCursor(uidvalidity=1, last_uid=0, backfill_until=0))
+
+
+# -- whatever arrives, the event it makes survives the codec round trip ------------------
+
+any_text = st.text(st.characters(blacklist_categories=()), max_size=40)  # surrogates too
+any_int = st.integers(min_value=-(2**70), max_value=2**70)
+offsets = st.timedeltas(min_value=-timedelta(hours=23, minutes=59), max_value=timedelta(hours=23))
+any_date = st.builds(
+    lambda moment, offset: moment.replace(tzinfo=timezone(offset)),
+    st.datetimes(min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30)),
+    offsets,
+)
+addresses = st.lists(st.builds(Address, any_text, any_text), max_size=3).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    provider_id=any_text,
+    size=any_int,
+    received=any_date,
+    subject=any_text,
+    sender=addresses,
+    references=st.lists(any_text, max_size=3).map(tuple),
+)
+def test_the_event_of_any_message_survives_the_codec(
+    provider_id: str,
+    size: int,
+    received: datetime,
+    subject: str,
+    sender: tuple[Address, ...],
+    references: tuple[str, ...],
+) -> None:
+    m = in_range(
+        message(
+            provider_message_id=provider_id,
+            size_bytes=size,
+            received_at=received,
+            subject=subject,
+            sender=sender,
+            references=references,
+        ),
+        NOW,
+    )
+    event = MessageIngested(
+        originator_id=uuid4(),
+        originator_version=1,
+        timestamp=NOW,
+        tenant_id="t1",
+        account_id="a1",
+        provider_message_id=m.provider_message_id,
+        thread_key="k",
+        message_id_header=m.message_id_header or "",
+        references=json.dumps(list(m.references), ensure_ascii=False),
+        sender=json.dumps([[a.name, a.address] for a in m.sender], ensure_ascii=False),
+        to="[]",
+        cc="[]",
+        subject=m.subject,
+        snippet=m.snippet,
+        received_at=utc_iso(m.received_at),
+        body_ref=None,
+        size_bytes=m.size_bytes,
+        folder=m.folder,
+        state=m.state,
+        defects=list(m.defects),
+        extra={},
+    )
+    codec = EventCodec(EVENT_CLASSES)
+    stored = codec.encode(event)
+    decoded = codec.decode(stored.originator_id, 1, stored.topic, stored.state)
+    assert decoded == event
+    assert 0 <= event.size_bytes <= MAX_SIZE_BYTES
+    assert "1970-01-01T00:00:00Z" <= event.received_at <= "2200-12-31T23:59:59Z"
