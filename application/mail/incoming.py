@@ -74,11 +74,11 @@ def in_range(message: IncomingMessage, now: datetime) -> IncomingMessage:
         received = now
         defects.append("DateOutOfRange")
     text = _Text(defects)
-    fixed = IncomingMessage(
+    fixed = replace(
+        message,
         provider_message_id=text(message.provider_message_id, MAX_TEXT_CHARS, "ProviderId"),
         received_at=received,
         size_bytes=size,
-        state=message.state,
         message_id_header=text.optional(message.message_id_header, "MessageId"),
         references=text.items(message.references, "References"),
         sender=text.addresses(message.sender, "From"),
