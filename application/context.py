@@ -1,4 +1,6 @@
-"""What handlers get to work with: ports and the policy knobs from settings."""
+"""What every handler and query is given (``Context``): the event store, the clock, the
+read models, the policy knobs from settings and the mail feature's ports (``MailPorts``),
+all wired by the composition root."""
 
 from __future__ import annotations
 
@@ -6,9 +8,28 @@ from dataclasses import dataclass, field
 
 from application.custom_fields.ports import CustomFieldsReadModel
 from application.feed.ports import FeedReadModel
-from application.mail.context import MailPorts
+from application.mail.destinations import DestinationPolicy
+from application.mail.ports import BlobStore, MailProvider
+from application.mail.read_model import MailReadModel
+from application.mail.state import MailboxStateStore
 from application.ports import Clock, EventStore
+from application.privacy import PiiCipher, SecretStore
+from application.signals import SignalBus
 from application.users import TENANT_ADMIN, TENANT_MEMBER
+
+
+@dataclass(frozen=True)
+class MailPorts:
+    """The adapters the mail use cases and the workers' ingestion reach through ``ctx.mail``."""
+
+    cipher: PiiCipher
+    secrets: SecretStore
+    provider: MailProvider
+    blobs: BlobStore
+    state: MailboxStateStore
+    read_model: MailReadModel
+    signals: SignalBus
+    destinations: DestinationPolicy
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ from typing import Any
 
 from application import worker_defaults as defaults
 from application.app import App
-from application.context import Context, Policy
+from application.context import Context, MailPorts, Policy
 from application.leases import LeaseBackend, WorkerRegistry
-from application.mail.context import MailPorts
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES

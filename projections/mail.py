@@ -297,15 +297,6 @@ class MailReader:
         " display_name, address, imap, trusted_authserv_id, status, message_count"
     )
 
-    def account(self, account_id: str) -> dict[str, Any] | None:
-        with self.db.reading() as cur:
-            cur.execute(
-                f"SELECT {self._ACCOUNT_COLUMNS} FROM {self.t['accounts']} WHERE account_id = ?",
-                (account_id,),
-            )
-            row = cur.fetchone()
-        return None if row is None else _account_row(row)
-
     def accounts(
         self,
         tenant_id: str | None,

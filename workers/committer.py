@@ -6,8 +6,10 @@ the bottleneck. Here the pages queue up while the previous batch is being writte
 go in together: one append and one cursor write per batch however many accounts are
 in it. No timer holds a lone page back: a batch is whatever queued meanwhile.
 
-``commit`` must give one result per item and never raise; ``done`` callbacks run on the
-committer thread and must be quick (hand real work to another thread).
+``commit`` must give one result per item and never raise, and an item it cannot store
+must fail alone (``MailIngestion.store_apart`` retries each page of a failed batch on its
+own); ``done`` callbacks run on the committer thread and must be quick (hand real work to
+another thread).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""Syncing one account: the reconciliation poll's unit of work.
+"""Syncing one account: the reconciliation poll's unit of work (paging and sessions; the
+storing is the application service ``application.mail.ingestion.MailIngestion``).
 
     load account (skip unless active) -> secret -> log in -> loop:
         fetch a page after the cursor (first sync: backfill window by date)
-        parse each message (bounded, never raising) -> ingest the page atomically
-        save the cursor (only now: a crash before re-fetches, dedup absorbs it)
+        parse it and store it (``MailIngestion``: bodies, events, cursor, in that order)
     until the server has no more, or the deadline passed (-> transient failure).
 
 The watch path pages the same way, but without waiting on the database: a page is
-fetched on the watch's thread and handed to a ``GroupCommitter``, which ingests the pages
-of many accounts in one append and saves their cursors in one write (``commit``).
+fetched on the watch's thread and handed to a ``GroupCommitter``, which stores the pages
+of many accounts together (``commit_group``); a page that cannot be stored fails alone.
 
 An account deleted mid-pass (its key shredded) ends the pass quietly as skipped.
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -36,12 +35,12 @@ from application import worker_defaults as defaults
 from application.context import Context
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
-from application.mail.ingestion import IncomingMessage, append_new, prepare
-from application.mail.parsing import MimeParser, ParsedMessage
+from application.mail.incoming import PageRefused
+from application.mail.ingestion import MailIngestion, Page
+from application.mail.parsing import MimeParser
 from application.mail.ports import (
     BlobOwner,
     Credentials,
-    FetchedMessage,
     ImapEndpoint,
     MailboxAuthError,
     MailboxCursor,
@@ -55,7 +54,6 @@ from application.mail.state import ErrorKind
 from application.privacy import KeyErased
 from application.streams import commit, load
 from domain.mail_account import MailAccount
-from domain.message import MessageIngested, MessageState
 from workers.committer import GroupCommitter
 
 log = logging.getLogger("tidings.sync")
@@ -76,7 +74,7 @@ class SyncOutcome:
     error_kind: ErrorKind | None = None
     retry_after: float | None = None
     skipped: bool = False
-    more: bool = False  # a page was ingested and another waits (the watch path pages)
+    has_more: bool = False  # a page was ingested and another waits (the watch path pages)
     cursor: MailboxCursor | None = None  # the watch path: the cursor its page saved
 
     @property
@@ -89,17 +87,13 @@ class DeadlineExceeded(ApplicationError):
 
 
 # What ends one account's sync as a failure of its own class (``failed``).
-SYNC_ERRORS = (MailProviderError, DeadlineExceeded, ConcurrencyConflict, StoreUnavailable)
-
-
-@dataclass(frozen=True)
-class Page:
-    """One page fetched and parsed: what ``commit`` stores and ingests."""
-
-    account: MailAccount
-    messages: list[tuple[FetchedMessage, ParsedMessage]]
-    cursor: MailboxCursor  # saved once the page is ingested
-    has_more: bool
+SYNC_ERRORS = (
+    MailProviderError,
+    DeadlineExceeded,
+    ConcurrencyConflict,
+    StoreUnavailable,
+    PageRefused,
+)
 
 
 class AccountSyncer:
@@ -111,10 +105,9 @@ class AccountSyncer:
         today: Callable[[], date] = date.today,
     ) -> None:
         self.ctx = ctx
-        self.parser = parser
         self.settings = settings
         self.today = today
-        self._parse_slots = threading.BoundedSemaphore(settings.parse_concurrency)
+        self.ingestion = MailIngestion(ctx, parser, parse_concurrency=settings.parse_concurrency)
 
     def open_session(self, account: MailAccount, deadline: float | None = None) -> MailboxSession:
         """Log in to the account's mailbox (raises ``MailProviderError``); ``deadline``
@@ -178,7 +171,7 @@ class AccountSyncer:
     ) -> None:
         """The watch path: fetch one page after ``cursor`` (the watch's own, None: read it)
         on this thread; ``committer`` ingests it together with other accounts' pages and
-        calls ``done`` (``more`` when another page waits)."""
+        calls ``done`` (``has_more`` when another page waits)."""
         account_id = str(account.id)
         try:
             if cursor is None:
@@ -193,25 +186,31 @@ class AccountSyncer:
         committer.submit(page, done)
 
     def commit_group(self, pages: Sequence[Page]) -> list[SyncOutcome]:
-        """``commit`` for a ``GroupCommitter``: every page gets its outcome, never raises."""
-        try:
-            results = self.commit(pages)
-        except SYNC_ERRORS as error:
-            return [self.failed(str(page.account.id), error) for page in pages]
+        """``store`` for a ``GroupCommitter``: every page gets its outcome, never raises; a
+        page that cannot be stored fails alone (its account records the failure)."""
         outcomes = []
-        for page, result in zip(pages, results, strict=True):
+        for page, result in zip(pages, self.ingestion.store_apart(pages), strict=True):
             account_id = str(page.account.id)
-            if result is None:
+            if isinstance(result, KeyErased):  # the account was deleted meanwhile
                 outcomes.append(SyncOutcome(account_id, skipped=True))
-                continue
-            ingested, duplicates = result
-            if ingested:
-                log.info("sync.ok account_id=%s ingested=%d", account_id, ingested)
-            outcomes.append(
-                SyncOutcome(
-                    account_id, ingested, duplicates, more=page.has_more, cursor=page.cursor
+            elif isinstance(result, Exception):
+                if not isinstance(result, SYNC_ERRORS):  # a bug of ours: keep its traceback
+                    log.error("sync.page_failed account_id=%s", account_id, exc_info=result)
+                outcomes.append(self.failed(account_id, result))
+            elif result.erased:
+                outcomes.append(SyncOutcome(account_id, skipped=True))
+            else:
+                if result.ingested:
+                    log.info("sync.ok account_id=%s ingested=%d", account_id, result.ingested)
+                outcomes.append(
+                    SyncOutcome(
+                        account_id,
+                        result.ingested,
+                        result.duplicates,
+                        has_more=page.has_more,
+                        cursor=page.cursor,
+                    )
                 )
-            )
         return outcomes
 
     def _pages(
@@ -227,10 +226,10 @@ class AccountSyncer:
             if deadline is not None and time.monotonic() > deadline:
                 raise DeadlineExceeded("the account's poll deadline passed")
             page = self.fetch_page(session, account, cursor)
-            [result] = self.commit([page])
-            if result is None:
+            [result] = self.ingestion.store([page])
+            if result.erased:
                 raise _Erased
-            ingested, duplicates = ingested + result[0], duplicates + result[1]
+            ingested, duplicates = ingested + result.ingested, duplicates + result.duplicates
             cursor = page.cursor
             if on_page is not None:
                 on_page(len(page.messages))
@@ -255,103 +254,7 @@ class AccountSyncer:
             log.warning("sync.uidvalidity_changed account_id=%s", account.id)
             self.ctx.mail.state.save_cursor(str(account.id), None)
             batch = session.fetch_since(None, backfill_since=since, limit=limit)
-        parsed = [(fetched, self._parse(fetched)) for fetched in batch.messages]
-        return Page(account, parsed, batch.new_cursor, batch.has_more)
-
-    def commit(self, pages: Sequence[Page]) -> list[tuple[int, int] | None]:
-        """Store the pages' inline bodies (of any accounts) as one pack, ingest their
-        messages in one append, then save their cursors and mark their accounts synced
-        in one write — each step only after the one before is durable. Per page:
-        (ingested, duplicates), or None when its account was deleted (its key shredded)
-        meanwhile."""
-        now = self.ctx.clock.now()
-        bodies = [
-            (BlobOwner(page.account.tenant_id, str(page.account.id)), fetched.raw)
-            for page in pages
-            for fetched, _ in page.messages
-            if fetched.raw is not None
-        ]
-        stored_bodies = self.ctx.mail.blobs.put_packed(bodies) if bodies else []
-        erased = {
-            o.account_id for (o, _), ref in zip(bodies, stored_bodies, strict=True) if not ref
-        }
-        refs = iter(stored_bodies)
-        prepared: list[list[MessageIngested] | None] = []
-        for page in pages:
-            body_refs = [
-                next(refs) if fetched.raw is not None else fetched.blob_ref
-                for fetched, _ in page.messages
-            ]
-            try:
-                if str(page.account.id) in erased:
-                    raise KeyErased(str(page.account.id))
-                incoming = [
-                    self._incoming(page.account, fetched, parsed, ref)
-                    for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
-                ]
-                prepared.append(prepare(self.ctx, page.account, incoming, now))
-            except KeyErased:
-                log.info("sync.account_erased account_id=%s", page.account.id)
-                prepared.append(None)
-        stored = append_new(self.ctx, [e for events in prepared if events for e in events])
-        self.ctx.mail.state.record_synced(
-            {
-                str(page.account.id): page.cursor
-                for page, events in zip(pages, prepared, strict=True)
-                if events is not None
-            },
-            now,
-        )
-        results: list[tuple[int, int] | None] = []
-        for events in prepared:
-            if events is None:
-                results.append(None)
-                continue
-            new = sum(e.originator_id in stored for e in events)
-            results.append((new, len(events) - new))
-        return results
-
-    def _parse(self, fetched: FetchedMessage) -> ParsedMessage:
-        with self._parse_slots:
-            if fetched.raw is not None:
-                return self.parser.parse_bytes(fetched.raw)
-            if fetched.blob_ref is not None:
-                return self.parser.parse_blob(fetched.blob_ref)
-        return ParsedMessage()
-
-    def _incoming(
-        self,
-        account: MailAccount,
-        fetched: FetchedMessage,
-        parsed: ParsedMessage,
-        body_ref: str | None,
-    ) -> IncomingMessage:
-        state: MessageState = "ok"
-        if fetched.state == "too_large":
-            state = "too_large"
-        elif account.trusted_authserv_id and self.parser.dmarc_failed(
-            parsed, account.trusted_authserv_id
-        ):
-            state = "rejected"
-        elif parsed.malformed:
-            state = "malformed"
-        ref = fetched.ref
-        received = ref.internal_date or parsed.date or self.ctx.clock.now()
-        return IncomingMessage(
-            provider_message_id=ref.provider_message_id,
-            received_at=received,
-            size_bytes=ref.size,
-            state=state,
-            message_id_header=parsed.message_id,
-            references=parsed.references or ((parsed.in_reply_to,) if parsed.in_reply_to else ()),
-            sender=parsed.sender,
-            to=parsed.to,
-            cc=parsed.cc,
-            subject=parsed.subject,
-            snippet=parsed.snippet,
-            body_ref=body_ref,
-            defects=parsed.defects,
-        )
+        return self.ingestion.read_page(account, batch)
 
     def failed(self, account_id: str, error: Exception) -> SyncOutcome:
         """The outcome of a sync that raised ``error`` (one of ``SYNC_ERRORS``), by class:
@@ -393,4 +296,6 @@ def _error_kind(error: Exception) -> ErrorKind:
         return ErrorKind.STORE_UNAVAILABLE
     if isinstance(error, MailboxTimeout | DeadlineExceeded):
         return ErrorKind.TIMEOUT
-    return ErrorKind.TRANSIENT  # any other MailProviderError
+    if isinstance(error, MailProviderError):
+        return ErrorKind.TRANSIENT
+    return ErrorKind.INGEST_FAILED  # PageRefused, or a page that could not be stored

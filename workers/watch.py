@@ -234,7 +234,7 @@ class WatchManager:
                 return
             if outcome.ingested:
                 self._hooks.on_mail(watch.account_id, outcome)
-            if outcome.more:
+            if outcome.has_more:
                 self._sync(watch)
                 return
             with self._lock:

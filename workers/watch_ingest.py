@@ -16,6 +16,7 @@ from collections.abc import Callable
 from uuid import UUID
 
 from application.errors import StoreUnavailable
+from application.mail.ingestion import Page
 from application.mail.ports import MailboxCursor, MailboxSession
 from application.mail.state import ErrorKind
 from application.streams import load
@@ -24,7 +25,7 @@ from workers.committer import GroupCommitter
 from workers.metrics import WorkerMetrics
 from workers.news import MailSeen, News, WatchStopped
 from workers.policies.watch_stops import WhyStopped
-from workers.sync import AccountSyncer, Page, SyncOutcome
+from workers.sync import AccountSyncer, SyncOutcome
 
 
 class WatchIngest:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from pydantic import Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
 from application.context import Context
 from application.mail.access import parse_account_id
-from application.mail.ingestion import IncomingMessage, ingest
-from application.mail.parsing import Address
+from application.mail.incoming import MAX_SIZE_BYTES, IncomingMessage
+from application.mail.ingestion import ingest
+from application.mail.parsing import Address, in_date_range
 from application.payloads import Payload as Base
 from application.result import Result, forbidden, not_found
 from application.streams import load
@@ -20,7 +21,22 @@ from domain.message import MessageState
 
 NAME = "ingest-message"
 
-Short = Annotated[str, StringConstraints(max_length=998)]
+
+def _unicode(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("lone surrogates are not allowed") from None
+    return value
+
+
+def _in_range(moment: datetime) -> datetime:
+    if not in_date_range(moment):
+        raise ValueError("must lie within 1970-2200 (UTC), with an offset within ±14 hours")
+    return moment
+
+
+Short = Annotated[str, StringConstraints(max_length=998), AfterValidator(_unicode)]
 
 
 class AddressPayload(Base):
@@ -30,17 +46,21 @@ class AddressPayload(Base):
 
 class Payload(Base):
     account_id: str
-    provider_message_id: Annotated[str, StringConstraints(min_length=1, max_length=512)]
+    provider_message_id: Annotated[
+        str, StringConstraints(min_length=1, max_length=512), AfterValidator(_unicode)
+    ]
     message_id_header: Short | None = None
-    references: list[Short] = Field(default_factory=list)
-    from_: list[AddressPayload] = Field(default_factory=list, alias="from")
-    to: list[AddressPayload] = Field(default_factory=list)
-    cc: list[AddressPayload] = Field(default_factory=list)
-    subject: Annotated[str, StringConstraints(max_length=10_000)] = ""
-    snippet: Annotated[str, StringConstraints(max_length=2_000)] = ""
-    received_at: Annotated[datetime, Field(strict=False)]  # ISO 8601 text on the wire
-    body_ref: Annotated[str, StringConstraints(max_length=200)] | None = None
-    size_bytes: Annotated[int, Field(ge=0)]
+    references: list[Short] = Field(default_factory=list, max_length=1_000)
+    from_: list[AddressPayload] = Field(default_factory=list, alias="from", max_length=1_000)
+    to: list[AddressPayload] = Field(default_factory=list, max_length=1_000)
+    cc: list[AddressPayload] = Field(default_factory=list, max_length=1_000)
+    subject: Annotated[str, StringConstraints(max_length=10_000), AfterValidator(_unicode)] = ""
+    snippet: Annotated[str, StringConstraints(max_length=2_000), AfterValidator(_unicode)] = ""
+    received_at: Annotated[datetime, Field(strict=False), AfterValidator(_in_range)]  # ISO 8601
+    body_ref: Annotated[str, StringConstraints(max_length=200), AfterValidator(_unicode)] | None = (
+        None
+    )
+    size_bytes: Annotated[int, Field(ge=0, le=MAX_SIZE_BYTES)]
     folder: Short = "INBOX"
     state: MessageState = "ok"
     thread_id: Short | None = None

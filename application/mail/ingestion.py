@@ -1,52 +1,278 @@
-"""Ingesting messages: exactly one ``MessageIngested`` per (account, provider id).
+"""Ingesting mail: the one application service that stores what a mailbox holds.
 
-The message's stream id is derived from that pair, so the store's uniqueness decides
-between racing workers, never a read-then-write check. A batch is appended in one
-write; when it collides (another worker, or a UIDVALIDITY reset re-delivering the
-mailbox), the messages already stored are filtered out and the rest appended again.
+Every path goes through here: the reconciliation poll and the watch path store fetched
+pages (``MailIngestion``), ``ingest-message`` stores one described message (``ingest``).
+
+Storing pages, in order, each step only after the one before is durable:
+
+    check each page's cursor (out of range: the page is refused, alone)
+    -> the pages' inline bodies (of any accounts) as one blob pack
+    -> per message: its state (ok / malformed / too_large / rejected) and its values
+       brought into range (what a server sent is data: out of range -> malformed)
+    -> the events of all pages in one append
+    -> every page's cursor and "synced" mark in one write.
+
+Exactly one ``MessageIngested`` per (account, provider id): the message's stream id is
+derived from that pair, so the store's uniqueness decides between racing workers, never
+a read-then-write check. When an append collides (another worker, or a UIDVALIDITY reset
+re-delivering the mailbox), the messages already stored are filtered out and the rest
+appended again. In a group (``store_apart``) a page that cannot be stored fails alone:
+after a failed group write, each page is retried on its own.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from uuid import UUID
 
 from application.context import Context
-from application.errors import ConcurrencyConflict
-from application.mail.parsing import Address
+from application.errors import ConcurrencyConflict, StoreUnavailable
+from application.mail.incoming import (
+    MAX_SIZE_BYTES,
+    IncomingMessage,
+    check_cursor,
+    in_range,
+)
+from application.mail.parsing import Address, MimeParser, ParsedMessage, in_date_range
+from application.mail.ports import BlobOwner, FetchBatch, FetchedMessage, MailboxCursor
+from application.privacy import KeyErased
 from domain.identity import stream_id
 from domain.mail_account import MailAccount
 from domain.message import MessageIngested, MessageState, message_id
 
+log = logging.getLogger("tidings.ingestion")
+
 FILTER_ATTEMPTS = 5
-
-
-@dataclass(frozen=True)
-class IncomingMessage:
-    provider_message_id: str
-    received_at: datetime
-    size_bytes: int
-    state: MessageState = "ok"
-    message_id_header: str | None = None
-    references: tuple[str, ...] = ()
-    sender: tuple[Address, ...] = ()
-    to: tuple[Address, ...] = ()
-    cc: tuple[Address, ...] = ()
-    subject: str = ""
-    snippet: str = ""
-    body_ref: str | None = None
-    folder: str = "INBOX"
-    provider_thread_id: str | None = None
-    defects: tuple[str, ...] = field(default=())
 
 
 @dataclass(frozen=True)
 class IngestOutcome:
     message_id: UUID
     duplicate: bool
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page fetched and parsed: what ``MailIngestion.store`` stores."""
+
+    account: MailAccount
+    messages: list[tuple[FetchedMessage, ParsedMessage]]
+    cursor: MailboxCursor  # saved once the page is ingested
+    has_more: bool
+
+
+@dataclass(frozen=True)
+class PageStored:
+    ingested: int = 0
+    duplicates: int = 0
+    erased: bool = False  # the account was deleted (its key shredded) meanwhile
+
+
+# -- the service -------------------------------------------------------------------------
+
+
+class MailIngestion:
+    """Parse fetched pages (``parse_concurrency`` at a time, never raising) and store them.
+
+    Thread-safe: the poll's pool threads and the watch path's committer share one."""
+
+    def __init__(self, ctx: Context, parser: MimeParser, *, parse_concurrency: int = 4) -> None:
+        self.ctx = ctx
+        self.parser = parser
+        self._parse_slots = threading.BoundedSemaphore(parse_concurrency)
+
+    def read_page(self, account: MailAccount, batch: FetchBatch) -> Page:
+        parsed = [(fetched, self._parse(fetched)) for fetched in batch.messages]
+        return Page(account, parsed, batch.new_cursor, batch.has_more)
+
+    def store(self, pages: Sequence[Page]) -> list[PageStored]:
+        """Store pages of any accounts together (raises ``PageRefused`` for a page out of
+        range, ``StoreUnavailable``, ``ConcurrencyConflict``)."""
+        for page in pages:
+            check_cursor(page.cursor)
+        now = self.ctx.clock.now()
+        bodies = [
+            (BlobOwner(page.account.tenant_id, str(page.account.id)), fetched.raw)
+            for page in pages
+            for fetched, _ in page.messages
+            if fetched.raw is not None
+        ]
+        stored_bodies = self.ctx.mail.blobs.put_packed(bodies) if bodies else []
+        erased = {
+            o.account_id for (o, _), ref in zip(bodies, stored_bodies, strict=True) if not ref
+        }
+        refs = iter(stored_bodies)
+        prepared: list[list[MessageIngested] | None] = []
+        for page in pages:
+            body_refs = [
+                next(refs) if fetched.raw is not None else fetched.blob_ref
+                for fetched, _ in page.messages
+            ]
+            try:
+                if str(page.account.id) in erased:
+                    raise KeyErased(str(page.account.id))
+                incoming = [
+                    self.incoming(page.account, fetched, parsed, ref)
+                    for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
+                ]
+                prepared.append(prepare(self.ctx, page.account, incoming, now))
+            except KeyErased:
+                log.info("ingestion.account_erased account_id=%s", page.account.id)
+                prepared.append(None)
+        stored = append_new(self.ctx, [e for events in prepared if events for e in events])
+        self.ctx.mail.state.record_synced(
+            {
+                str(page.account.id): page.cursor
+                for page, events in zip(pages, prepared, strict=True)
+                if events is not None
+            },
+            now,
+        )
+        results: list[PageStored] = []
+        for events in prepared:
+            if events is None:
+                results.append(PageStored(erased=True))
+                continue
+            new = sum(e.originator_id in stored for e in events)
+            results.append(PageStored(new, len(events) - new))
+        return results
+
+    def store_apart(self, pages: Sequence[Page]) -> list[PageStored | Exception]:
+        """``store`` for a group commit, never raising: when the group cannot be stored,
+        each page is retried on its own, so one bad page fails alone (its exception)."""
+        try:
+            return list(self.store(pages))
+        except StoreUnavailable as error:  # the store is away: one by one cannot help
+            return [error for _ in pages]
+        except Exception as error:  # whatever it is, it must not spread
+            if len(pages) == 1:
+                return [error]
+            log.warning(
+                "ingestion.group_failed pages=%d error=%s: storing each page alone",
+                len(pages),
+                type(error).__name__,
+            )
+        results: list[PageStored | Exception] = []
+        for page in pages:
+            try:
+                [result] = self.store([page])
+            except Exception as error:  # this page's failure, not the group's
+                results.append(error)
+            else:
+                results.append(result)
+        return results
+
+    def incoming(
+        self,
+        account: MailAccount,
+        fetched: FetchedMessage,
+        parsed: ParsedMessage,
+        body_ref: str | None,
+    ) -> IncomingMessage:
+        """The message as stored: its values from server and parser (a server's value out
+        of range is a defect), and its state decided."""
+        ref = fetched.ref
+        defects = list(parsed.defects)
+        size = ref.size
+        if not (isinstance(size, int) and 0 <= size <= MAX_SIZE_BYTES):
+            size = len(fetched.raw) if fetched.raw is not None else 0
+            defects.append("SizeOutOfRange")
+        received = ref.internal_date
+        if received is not None and not in_date_range(received):
+            received = None
+            defects.append("InternalDateOutOfRange")
+        if received is None and parsed.date is not None and in_date_range(parsed.date):
+            received = parsed.date
+        state: MessageState = "ok"
+        if fetched.state == "too_large":
+            state = "too_large"
+        elif account.trusted_authserv_id and self.parser.dmarc_failed(
+            parsed, account.trusted_authserv_id
+        ):
+            state = "rejected"
+        elif defects:
+            state = "malformed"
+        return IncomingMessage(
+            provider_message_id=ref.provider_message_id,
+            received_at=received or self.ctx.clock.now(),
+            size_bytes=size,
+            state=state,
+            message_id_header=parsed.message_id,
+            references=parsed.references or ((parsed.in_reply_to,) if parsed.in_reply_to else ()),
+            sender=parsed.sender,
+            to=parsed.to,
+            cc=parsed.cc,
+            subject=parsed.subject,
+            snippet=parsed.snippet,
+            body_ref=body_ref,
+            defects=tuple(defects),
+        )
+
+    def _parse(self, fetched: FetchedMessage) -> ParsedMessage:
+        with self._parse_slots:
+            try:
+                if fetched.raw is not None:
+                    return self.parser.parse_bytes(fetched.raw)
+                if fetched.blob_ref is not None:
+                    return self.parser.parse_blob(fetched.blob_ref)
+            except Exception as error:  # a message that cannot be read is malformed
+                log.warning(
+                    "ingestion.parse_failed uid=%s error=%s",
+                    fetched.uid,
+                    type(error).__name__,
+                )
+                return ParsedMessage(defects=(f"ParserFailure:{type(error).__name__}",))
+        return ParsedMessage()
+
+
+# -- one message ---------------------------------------------------------------------------
+
+
+def ingest(
+    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage]
+) -> list[IngestOutcome]:
+    """Store described messages (``ingest-message``): the same checks and events as pages."""
+    events = prepare(ctx, account, messages, ctx.clock.now())
+    return outcomes(events, append_new(ctx, events))
+
+
+def prepare(
+    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage], now: datetime
+) -> list[MessageIngested]:
+    """The events for one account's messages, each brought into range first; a batch
+    naming a message twice keeps the first (raises ``KeyErased`` when the account's key
+    is gone)."""
+    events: dict[UUID, MessageIngested] = {}
+    for message in messages:
+        event = _event(ctx, account, in_range(message, now), now)
+        events.setdefault(event.originator_id, event)
+    return list(events.values())
+
+
+def append_new(ctx: Context, events: Sequence[MessageIngested]) -> set[UUID]:
+    """Append in one write what is not stored yet (events of any accounts); the ids
+    this call stored. On a collision the stored ones are filtered out and the rest
+    appended again."""
+    pending = list(events)
+    for _ in range(FILTER_ATTEMPTS):
+        if not pending:
+            return set()
+        try:
+            ctx.store.append(pending)
+        except ConcurrencyConflict:
+            pending = [e for e in pending if not ctx.store.load(e.originator_id)]
+            continue
+        return {e.originator_id for e in pending}
+    raise ConcurrencyConflict("messages kept colliding; the next poll retries")
+
+
+def outcomes(events: Sequence[MessageIngested], stored: set[UUID]) -> list[IngestOutcome]:
+    return [IngestOutcome(e.originator_id, e.originator_id not in stored) for e in events]
 
 
 def thread_key(account_id: str, message: IncomingMessage) -> str:
@@ -67,13 +293,16 @@ def utc_iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+# -- the event -----------------------------------------------------------------------------
+
+
 def _addresses(addresses: Sequence[Address]) -> str:
     return json.dumps(
         [{"name": a.name, "address": a.address} for a in addresses], ensure_ascii=False
     )
 
 
-def build_event(
+def _event(
     ctx: Context, account: MailAccount, message: IncomingMessage, now: datetime
 ) -> MessageIngested:
     tenant, account_id = account.tenant_id, str(account.id)
@@ -102,43 +331,3 @@ def build_event(
         defects=list(message.defects),
         extra={},
     )
-
-
-def prepare(
-    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage], now: datetime
-) -> list[MessageIngested]:
-    """The events for one account's messages; a batch naming a message twice keeps the
-    first (raises ``KeyErased`` when the account's key is gone)."""
-    events: dict[UUID, MessageIngested] = {}
-    for message in messages:
-        event = build_event(ctx, account, message, now)
-        events.setdefault(event.originator_id, event)
-    return list(events.values())
-
-
-def append_new(ctx: Context, events: Sequence[MessageIngested]) -> set[UUID]:
-    """Append in one write what is not stored yet (events of any accounts); the ids
-    this call stored. On a collision the stored ones are filtered out and the rest
-    appended again."""
-    pending = list(events)
-    for _ in range(FILTER_ATTEMPTS):
-        if not pending:
-            return set()
-        try:
-            ctx.store.append(pending)
-        except ConcurrencyConflict:
-            pending = [e for e in pending if not ctx.store.load(e.originator_id)]
-            continue
-        return {e.originator_id for e in pending}
-    raise ConcurrencyConflict("messages kept colliding; the next poll retries")
-
-
-def outcomes(events: Sequence[MessageIngested], stored: set[UUID]) -> list[IngestOutcome]:
-    return [IngestOutcome(e.originator_id, e.originator_id not in stored) for e in events]
-
-
-def ingest(
-    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage]
-) -> list[IngestOutcome]:
-    events = prepare(ctx, account, messages, ctx.clock.now())
-    return outcomes(events, append_new(ctx, events))

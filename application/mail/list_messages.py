@@ -7,12 +7,12 @@ from typing import Annotated
 from pydantic import Field
 
 from application.context import Context
-from application.mail.access import accounts_in_scope
+from application.mail.listing import list_scope
 from application.mail.views import message_view
-from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, take_page
+from application.paging import DEFAULT_LIMIT, MAX_LIMIT, take_page
 from application.payloads import Payload as Base
-from application.result import Result, forbidden, invalid_payload
-from application.users import KNOWN_ROLES, User
+from application.result import Result
+from application.users import User
 from domain.message import MessageState
 
 NAME = "list-messages"
@@ -26,34 +26,17 @@ class Payload(Base):
     cursor: str | None = None
 
 
-def page_after(cursor: str | None) -> tuple[str, str] | Result | None:
-    if cursor is None:
-        return None
-    try:
-        key = decode_cursor(cursor)
-    except BadCursor:
-        key = None
-    if not (isinstance(key, list) and len(key) == 2 and all(isinstance(k, str) for k in key)):
-        return invalid_payload([{"path": "cursor", "message": "not a cursor from this list"}])
-    return (key[0], key[1])
-
-
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
-    if not user.has_any(KNOWN_ROLES):
-        return forbidden()
-    after = page_after(payload.cursor)
-    if isinstance(after, Result):
-        return after
-    visible = accounts_in_scope(ctx, user, payload.account_id)
-    if isinstance(visible, Result):
-        return visible
+    scope = list_scope(ctx, user, payload.account_id, payload.cursor)
+    if isinstance(scope, Result):
+        return scope
     rows = ctx.mail.read_model.messages(
         user.tenant_id,
-        account_ids=visible,
+        account_ids=scope.account_ids,
         thread_key=payload.thread_key,
         state=payload.state,
         limit=payload.limit + 1,
-        after=after,
+        after=scope.after,
     )
     rows, next_cursor = take_page(rows, payload.limit, lambda r: [r["receivedAt"], r["messageId"]])
     return Result.ok({"items": [message_view(ctx, r) for r in rows], "nextCursor": next_cursor})

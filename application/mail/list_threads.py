@@ -7,12 +7,12 @@ from typing import Annotated
 from pydantic import Field
 
 from application.context import Context
-from application.mail.access import accounts_in_scope, reveal
-from application.mail.list_messages import page_after
+from application.mail.access import reveal
+from application.mail.listing import list_scope
 from application.paging import DEFAULT_LIMIT, MAX_LIMIT, take_page
 from application.payloads import Payload as Base
-from application.result import Result, forbidden
-from application.users import KNOWN_ROLES, User
+from application.result import Result
+from application.users import User
 
 NAME = "list-threads"
 
@@ -24,16 +24,11 @@ class Payload(Base):
 
 
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
-    if not user.has_any(KNOWN_ROLES):
-        return forbidden()
-    after = page_after(payload.cursor)
-    if isinstance(after, Result):
-        return after
-    visible = accounts_in_scope(ctx, user, payload.account_id)
-    if isinstance(visible, Result):
-        return visible
+    scope = list_scope(ctx, user, payload.account_id, payload.cursor)
+    if isinstance(scope, Result):
+        return scope
     rows = ctx.mail.read_model.threads(
-        user.tenant_id, account_ids=visible, limit=payload.limit + 1, after=after
+        user.tenant_id, account_ids=scope.account_ids, limit=payload.limit + 1, after=scope.after
     )
     rows, next_cursor = take_page(
         rows, payload.limit, lambda r: [r["lastReceivedAt"], r["threadKey"]]

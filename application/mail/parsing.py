@@ -3,8 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
+
+# Caps on what one message's headers can put in an event (more is a defect, cut off).
+MAX_HEADER_CHARS = 10_000  # one header value; RFC 5322 lines are at most 998 characters
+MAX_HEADER_VALUES = 100  # values kept per header name
+MAX_ADDRESSES = 1_000  # per address field
+MAX_REFERENCES = 1_000
+
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 12, 31, 23, 59, 59, tzinfo=UTC)
+MAX_OFFSET = timedelta(hours=14)  # real UTC offsets lie within -12:00 .. +14:00
+
+
+def in_date_range(moment: datetime) -> bool:
+    """Within 1970-2200 once in UTC, with a real UTC offset (within ±14 hours): the dates a
+    message may carry into an event (``Date``, INTERNALDATE, ``receivedAt``)."""
+    offset = moment.utcoffset()
+    if offset is not None and abs(offset) > MAX_OFFSET:
+        return False
+    try:
+        utc = moment.replace(tzinfo=UTC) if offset is None else moment.astimezone(UTC)
+    except (OverflowError, ValueError):
+        return False
+    return EARLIEST <= utc <= LATEST
 
 
 @dataclass(frozen=True, slots=True)

@@ -289,8 +289,6 @@ class BlobStore(Protocol):
     """Content-addressed storage of raw MIME. Refs are opaque strings: ``sha256:<hex>``
     for unowned blobs; owned ones name their owner and a keyed digest instead."""
 
-    def put_bytes(self, data: bytes, *, owner: BlobOwner | None = None) -> str: ...
-
     def put_stream(self, chunks: Iterable[bytes], *, owner: BlobOwner | None = None) -> str:
         """Store the concatenated chunks without holding them all in memory."""
         ...
@@ -306,12 +304,6 @@ class BlobStore(Protocol):
 
     def open(self, ref: str) -> BinaryIO:
         """A binary file positioned at the start; raise ``BlobNotFound``."""
-        ...
-
-    def exists(self, ref: str) -> bool: ...
-
-    def delete(self, ref: str) -> None:
-        """Idempotent."""
         ...
 
 

@@ -6,8 +6,6 @@ from typing import Any, Protocol
 
 
 class MailReadModel(Protocol):
-    def account(self, account_id: str) -> dict[str, Any] | None: ...
-
     def accounts(
         self,
         tenant_id: str | None,

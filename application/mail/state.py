@@ -24,6 +24,7 @@ class ErrorKind(StrEnum):
     TRANSIENT = "transient"  # network, server or protocol trouble: next tick
     TIMEOUT = "timeout"  # the operation's deadline passed
     INGEST_CONFLICT = "ingest_conflict"  # a concurrent writer won: dedup absorbs it
+    INGEST_FAILED = "ingest_failed"  # a page could not be stored (a value out of range)
     STORE_UNAVAILABLE = "store_unavailable"  # our own database was down
     CRASH = "crash"  # a bug of ours, logged with its traceback
     ERROR = "error"  # a failure with no finer kind

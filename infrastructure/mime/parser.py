@@ -20,32 +20,12 @@ class EmailMimeParser:
         self._head_bytes = head_bytes
 
     def parse_bytes(self, raw: bytes) -> parsing.ParsedMessage:
-        return to_port(mime.parse_message(raw))
+        return mime.parse_message(raw)
 
     def parse_blob(self, ref: str) -> parsing.ParsedMessage:
         with self._blobs.open(ref) as f:
-            return to_port(mime.parse_message_file(f, head_bytes=self._head_bytes))
+            return mime.parse_message_file(f, head_bytes=self._head_bytes)
 
     def dmarc_failed(self, parsed: parsing.ParsedMessage, authserv_id: str) -> bool:
         headers = (parse_authentication_results(v) for v in parsed.authentication_results)
         return dmarc_verdict((h for h in headers if h is not None), authserv_id) == "fail"
-
-
-def to_port(m: mime.ParsedMessage) -> parsing.ParsedMessage:
-    return parsing.ParsedMessage(
-        message_id=m.message_id,
-        in_reply_to=m.in_reply_to[0] if m.in_reply_to else None,
-        references=m.references,
-        sender=_addresses(m.from_),
-        to=_addresses(m.to),
-        cc=_addresses(m.cc),
-        subject=m.subject,
-        date=m.date,
-        snippet=m.snippet,
-        authentication_results=m.auth_values,
-        defects=m.defects,
-    )
-
-
-def _addresses(addresses: tuple[mime.Address, ...]) -> tuple[parsing.Address, ...]:
-    return tuple(parsing.Address(a.name, a.address) for a in addresses)

@@ -23,6 +23,8 @@ import re
 from email.errors import CloseBoundaryNotFoundDefect
 from email.message import Message
 
+from infrastructure.mime.bounded import BoundedMessage
+
 # A header field as the feedparser reads it: a name of printable ASCII but ":", the value
 # from after the colon (leading blanks dropped) up to its last continuation line.
 # Possessive quantifiers keep a failed match on a hostile block linear.
@@ -55,7 +57,7 @@ class _Scanner:
         if head is None:
             return None
         block, body = head
-        msg = Message()
+        msg = BoundedMessage()
         for name, value in _FIELDS.findall(block):
             msg.set_raw(name, value.rstrip("\r\n"))  # as compat32.header_source_parse
         maintype = msg.get_content_maintype()

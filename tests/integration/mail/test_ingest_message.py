@@ -115,3 +115,38 @@ def test_four_threads_racing_on_one_message_make_one_event(
         assert len({d["messageId"] for d in datas}) == 1
     assert count_events(apps[0], INGESTED) == 3
     assert len(messages(apps[1], admin)) == 3
+
+
+HOSTILE: list[tuple[str, Any]] = [
+    ("receivedAt", "9999-12-31T23:59:59-23:59"),
+    ("receivedAt", "0001-01-01T00:00:00+00:00"),
+    ("receivedAt", "1969-12-31T23:59:59+00:00"),
+    ("receivedAt", "2201-01-01T00:00:00+00:00"),
+    ("receivedAt", "2024-05-01T10:00:00+23:00"),
+    ("sizeBytes", 2**63),
+    ("sizeBytes", 2**64 + 1),
+    ("sizeBytes", 2**53 + 1),
+    ("sizeBytes", -1),
+    ("subject", "lone \ud800 surrogate"),
+    ("providerMessageId", "emailid:\udfff"),
+    ("snippet", "\udc80"),
+    ("from", [{"name": "\ud83d", "address": "a@origin.example"}]),
+    ("references", ["<r@x>"] * 1001),
+]
+
+
+def test_values_out_of_range_answer_invalid_payload_naming_the_field(
+    mail: MailApp, admin: User, operator: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    app = mail.app
+    account_id = connect(app, admin, dovecot, mailbox)
+    for name, value in HOSTILE:
+        result = app.write("ingest-message", payload(account_id, **{name: value}), operator)
+        errors = failed(result, "invalid_payload", 400)["errors"]
+        assert any(e["path"].split(".")[0] == name for e in errors), (name, errors)
+    assert count_events(app, INGESTED) == 0
+    edges: list[tuple[str, Any]] = [("receivedAt", "1970-01-01T00:00:00Z"), ("sizeBytes", 2**53)]
+    for n, (name, value) in enumerate(edges):
+        edge = payload(account_id, f"emailid:E{n}", **{name: value})
+        ok(app.write("ingest-message", edge, operator))
+    assert count_events(app, INGESTED) == 2

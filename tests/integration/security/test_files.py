@@ -14,6 +14,7 @@ import pytest
 from application import User
 from application.app import App
 from application.mail.ports import BlobOwner
+from infrastructure.blobs.filesystem import FilesystemBlobStore
 from tests.support.results import ok
 
 
@@ -49,8 +50,8 @@ def test_data_files_are_0600_and_their_directories_0700(
     }
     account_id = ok(app.write("connect-mail-account", connect, admin))["accountId"]
     owner = BlobOwner(admin.tenant_id, account_id)
-    app.ctx.mail.blobs.put_bytes(b"Subject: hi\r\n\r\nbody\r\n", owner=owner)
-    app.ctx.mail.blobs.put_bytes(b"unowned\r\n")
+    filesystem_blobs(app).put_bytes(b"Subject: hi\r\n\r\nbody\r\n", owner=owner)
+    filesystem_blobs(app).put_bytes(b"unowned\r\n")
     app.ctx.mail.blobs.put_packed([(owner, b"Subject: packed\r\n\r\nx\r\n")])
 
     files = [p for p in data.rglob("*") if p.is_file()]
@@ -65,3 +66,9 @@ def test_data_files_are_0600_and_their_directories_0700(
         assert all(p.exists() for p in written)
         assert {p: mode(p) for p in written} == {p: 0o600 for p in written}
         assert mode(db.parent) == mode(db.parent.parent) == 0o700
+
+
+def filesystem_blobs(app: App) -> FilesystemBlobStore:
+    blobs = app.ctx.mail.blobs
+    assert isinstance(blobs, FilesystemBlobStore)
+    return blobs

@@ -9,7 +9,9 @@ from email.parser import BytesParser
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infrastructure.mime.reader import Address, ParsedMessage, parse_message, parse_message_file
+from application.mail.parsing import Address, ParsedMessage
+from infrastructure.mime.authresults import parse_authentication_results
+from infrastructure.mime.reader import parse_message, parse_message_file
 
 SIMPLE = (
     b"Return-Path: <bounce@example.org>\r\n"
@@ -30,9 +32,9 @@ SIMPLE = (
 def test_reads_the_ingestion_fields() -> None:
     m = parse_message(SIMPLE)
     assert m.message_id == "<abc.123@mail.example.org>"
-    assert m.in_reply_to == ("<parent@example.org>",)
+    assert m.in_reply_to == "<parent@example.org>"
     assert m.references == ("<root@example.org>", "<parent@example.org>")
-    assert m.from_ == (Address("Ada Lovelace", "ada@example.org"),)
+    assert m.sender == (Address("Ada Lovelace", "ada@example.org"),)
     assert m.to == (Address("", "bob@example.com"), Address("Zoë", "zoe@example.com"))
     assert m.cc == (Address("Carol", "carol@example.com"),)
     assert m.subject == "Café menu"
@@ -107,7 +109,7 @@ def test_decodes_base64_and_quoted_printable_with_charsets() -> None:
 def test_utf8_headers_are_fine_but_other_8bit_headers_are_a_defect() -> None:
     utf8 = b"From: J\xc3\xbcrgen <j@example.org>\r\nDate: Tue, 02 Jan 2024 10:30:00 +0000\r\n"
     m = parse_message(utf8 + b"Subject: \xc3\xbcber\r\n\r\nx")
-    assert (m.subject, m.from_[0].name, m.malformed) == ("über", "Jürgen", False)
+    assert (m.subject, m.sender[0].name, m.malformed) == ("über", "Jürgen", False)
     m = parse_message(utf8 + b"Subject: \xfcber caf\xe9\r\n\r\nx")
     assert m.subject == "über café"
     assert m.malformed and "NonUtf8HeaderBytes" in m.defects
@@ -120,7 +122,8 @@ def test_auth_results_are_collected_in_header_order() -> None:
         b"From: a@evil.test\r\nDate: Tue, 02 Jan 2024 10:30:00 +0000\r\n\r\nx"
     )
     m = parse_message(raw)
-    assert [(a.authserv_id, a.result("dmarc")) for a in m.authentication_results] == [
+    parsed = [parse_authentication_results(v) for v in m.authentication_results]
+    assert [(a.authserv_id, a.result("dmarc")) for a in parsed if a is not None] == [
         ("mx.example.com", "fail"),
         ("other.example", "pass"),
     ]
@@ -189,7 +192,7 @@ def test_malformed_messages_keep_what_could_be_read() -> None:
     assert m.snippet.startswith("Hello world") and m.malformed
     m = parse_message(MALFORMED["bad_date"])
     assert m.date is None and "UnparseableDate" in m.defects
-    assert m.from_ == (Address("", "a@b"),)
+    assert m.sender == (Address("", "a@b"),)
     m = parse_message(MALFORMED["undeclared_8bit_body"])
     assert m.snippet == "café olé"
     m = parse_message(MALFORMED["bad_encoded_word"])
@@ -240,7 +243,7 @@ def test_file_parse_reads_only_the_head_and_reports_no_cut_defects() -> None:
     m = parse_message_file(f, head_bytes=64 * 1024)
     assert f.bytes_read <= 64 * 1024 + 1
     assert m.snippet == "Plain version"
-    assert m.from_ == (Address("", "a@example.org"),)
+    assert m.sender == (Address("", "a@example.org"),)
     assert not m.malformed, m.defects
 
 
@@ -252,7 +255,7 @@ def test_file_parse_flags_headers_longer_than_the_head() -> None:
     raw = b"From: a@b\r\n" + DATE + (b"X-Pad: " + b"p" * 990 + b"\r\n") * 100 + b"\r\nbody"
     m = parse_message_file(io.BytesIO(raw), head_bytes=10_000)
     assert "HeadersTooLong" in m.defects
-    assert m.from_ == (Address("", "a@b"),)
+    assert m.sender == (Address("", "a@b"),)
 
 
 def test_naive_dates_are_utc() -> None:

@@ -25,6 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from application.mail.parsing import ParsedMessage
 from bench._mail import big_message, corpus, mail
 from infrastructure.mime import reader as mime
 from infrastructure.mime import scan as mime_scan
@@ -58,7 +59,7 @@ def _shape(msg: Message) -> tuple[Any, ...]:
     return (list(msg.raw_items()), msg.get_default_type(), msg.get_unixfrom(), defects, body)
 
 
-def _parse_file(raw: bytes, head_bytes: int) -> mime.ParsedMessage:
+def _parse_file(raw: bytes, head_bytes: int) -> ParsedMessage:
     return mime.parse_message_file(io.BytesIO(raw), head_bytes=head_bytes)
 
 
