@@ -28,7 +28,7 @@ from tests.integration.mail.helpers import (
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.results import failed, ok
 
-TOKEN_PREFIX = "pii1:"
+TOKEN_PREFIX = "pii2:"
 
 
 def dump_database(database_url: str) -> Iterator[tuple[str, str]]:
@@ -207,7 +207,7 @@ def test_deleting_an_account_shreds_it_and_its_messages(
     assert len(doomed_messages) == 3 and len(threads(app, admin)) == 5
     tokens = account_tokens(app, doomed)
     assert len(tokens) >= 3 * 7 + 3
-    assert all(app.ctx.mail.cipher.reveal(t) is not None for t in tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, doomed) is not None for t in tokens)
 
     blob_refs = [
         app.ctx.mail.read_model.message(m["messageId"])["bodyRef"] for m in doomed_messages
@@ -225,14 +225,14 @@ def test_deleting_an_account_shreds_it_and_its_messages(
             app.query("get-message", {"messageId": message["messageId"]}, admin), "not_found", 404
         )
     failed(app.query("list-messages", {"accountId": doomed}, admin), "not_found", 404)
-    assert all(app.ctx.mail.cipher.reveal(t) is None for t in tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, doomed) is None for t in tokens)
     assert app.ctx.mail.secrets.get(doomed) is None
     assert app.ctx.mail.state.cursor(doomed) is None
     # Another process (its own key cache) cannot read them either.
     fresh = make_mail_app().app
-    assert all(fresh.ctx.mail.cipher.reveal(t) is None for t in tokens)
+    assert all(fresh.ctx.mail.cipher.reveal(t, tenant, doomed) is None for t in tokens)
     kept_tokens = account_tokens(app, kept)
-    assert all(app.ctx.mail.cipher.reveal(t) is not None for t in kept_tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, kept) is not None for t in kept_tokens)
     assert sorted(m["subject"] for m in messages(app, admin)) == ["kept 0", "kept 1"]
 
     # Shredding the tenant makes its remaining account unreadable too, nobody else's.
@@ -240,10 +240,11 @@ def test_deleting_an_account_shreds_it_and_its_messages(
     outsider_box = new_mailbox()
     outsider_id = connect(app, outsider, dovecot, outsider_box)
     app.ctx.mail.cipher.shred_tenant(tenant)
-    assert all(app.ctx.mail.cipher.reveal(t) is None for t in kept_tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, kept) is None for t in kept_tokens)
     assert app.ctx.mail.secrets.get(kept) is None
     listed = accounts(app, admin)[kept]
     assert listed["address"] == listed["displayName"] == listed["imap"]["username"] == "[erased]"
     assert all(m["from"] == [] for m in messages(app, admin))
-    assert all(app.ctx.mail.cipher.reveal(t) is not None for t in account_tokens(app, outsider_id))
+    assert all(app.ctx.mail.cipher.reveal(t, outsider.tenant_id, outsider_id) is not None
+        for t in account_tokens(app, outsider_id))
     assert accounts(app, outsider)[outsider_id]["imap"]["username"] == outsider_box.name
