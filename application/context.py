@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from application.custom_fields.ports import CustomFieldsReadModel
 from application.mail.context import MailPorts
 from application.ports import Clock, EventStore
+from application.privacy import PiiCipher
 from application.users import TENANT_ADMIN, TENANT_MEMBER
 
 
@@ -24,6 +25,12 @@ class Context:
     custom_fields: CustomFieldsReadModel
     policy: Policy = field(default_factory=Policy)
     mail_ports: MailPorts | None = None
+    keys: PiiCipher | None = None  # None: the mail ports' key ring
+
+    @property
+    def cipher(self) -> PiiCipher:
+        """Seals tenant data (custom-field values); the same key ring as mail's."""
+        return self.keys if self.keys is not None else self.mail.cipher
 
     @property
     def mail(self) -> MailPorts:

@@ -37,6 +37,7 @@ from application.mail import (
     user_active,
 )
 from application.payloads import Payload
+from application.tenants import shred_tenant
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ WRITES = _table(
     ingest_message,
     sync_account_now,
     user_active,
+    shred_tenant,
 )
 QUERIES = _table(
     list_field_definitions,

@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from infrastructure.cli import demo, events, handlers, projections, worker
+from infrastructure.cli import demo, events, handlers, projections, tenants, worker
 from infrastructure.cli.output import configure_logging, error_line
 from infrastructure.cli.runtime import EXIT_FAILED, EXIT_USAGE, CliError
 
@@ -79,6 +79,7 @@ def build() -> typer.Typer:
     app.command()(demo.demo)
     app.command()(worker.worker)
     app.add_typer(worker.accounts_app)
+    app.add_typer(tenants.app)
     return app
 
 

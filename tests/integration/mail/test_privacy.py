@@ -4,17 +4,14 @@ account (or shredding its tenant) leaves its sealed values unreadable everywhere
 from __future__ import annotations
 
 import logging
-import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from application import User
 from application.app import App
-from infrastructure.sql.database import DatabaseUrl
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import (
     RECENT,
@@ -26,49 +23,10 @@ from tests.integration.mail.helpers import (
     threads,
 )
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.dump import dump_database
 from tests.support.results import failed, ok
 
 TOKEN_PREFIX = "pii2:"
-
-
-def dump_database(database_url: str) -> Iterator[tuple[str, str]]:
-    """(table, text of one row) for every row of every table of the test's database."""
-    url = DatabaseUrl.parse(database_url)
-    if url.dialect == "sqlite":
-        assert url.sqlite_path is not None
-        conn = sqlite3.connect(url.sqlite_path)
-        try:
-            tables = [
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            ]
-            for table in tables:
-                for row in conn.execute(f'SELECT * FROM "{table}"'):
-                    yield table, _text(row)
-        finally:
-            conn.close()
-        return
-    with psycopg.connect(url.conninfo) as pg:
-        tables = [
-            r[0]
-            for r in pg.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-                (url.schema,),
-            )
-        ]
-        for table in tables:
-            for row in pg.execute(f'SELECT * FROM "{url.schema}"."{table}"'):  # type: ignore[arg-type]
-                yield table, _text(row)
-
-
-def _text(row: tuple[Any, ...]) -> str:
-    parts = []
-    for value in row:
-        if isinstance(value, bytes | bytearray | memoryview):
-            raw = bytes(value)
-            parts.append(raw.decode("utf-8", "replace") + raw.decode("latin-1"))
-        else:
-            parts.append(str(value))
-    return "\x1f".join(parts)
 
 
 def sealed_tokens(value: Any) -> Iterator[str]:

@@ -24,6 +24,7 @@ from domain.field_definition import (
 )
 from tests.support.results import failed
 from tests.unit.application.fakes import (
+    FakeCipher,
     FakeEventStore,
     FakeProjections,
     FakeReadModel,
@@ -46,10 +47,15 @@ class Harness:
     store: FakeEventStore = field(default_factory=FakeEventStore)
     read_model: FakeReadModel = field(default_factory=FakeReadModel)
     projections: FakeProjections = field(default_factory=FakeProjections)
+    cipher: FakeCipher = field(default_factory=FakeCipher)
 
     def __post_init__(self) -> None:
         ctx = Context(
-            store=self.store, clock=FixedClock(), custom_fields=self.read_model, policy=self.policy
+            store=self.store,
+            clock=FixedClock(),
+            custom_fields=self.read_model,
+            policy=self.policy,
+            keys=self.cipher,
         )
         self.app = App(ctx, self.projections, project_inline=self.project_inline)
 
@@ -423,7 +429,10 @@ def test_set_records_the_canonical_value_with_definition_and_generation(h: Harne
     assert isinstance(value_set, CustomFieldValueSet)
     assert value_set.definition_id == str(definition_id(T1, "contact", "tier"))
     assert value_set.generation == 1
-    assert value_set.value == {"amount": "12.5", "currency": "EUR"}
+    purpose = '["field", "contact", "c1", "tier"]'
+    opened = h.cipher.reveal(value_set.sealed, T1, None, purpose)
+    assert opened == '{"amount":"12.5","currency":"EUR"}'
+    assert "12.5" not in value_set.digest
 
 
 def test_set_and_clear_without_an_active_definition_are_404(h: Harness) -> None:
