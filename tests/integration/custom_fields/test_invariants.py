@@ -1,4 +1,4 @@
-"""The six invariants of SPEC §5, each a named test, on both backends."""
+"""The six custom-field invariants, each a named test, on both backends."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The projection runner (SPEC §8) on both backends: no event skipped or applied twice
+"""The projection runner on both backends: no event skipped or applied twice
 under concurrent writers and runners, atomic batches, rebuild while serving, status."""
 
 from __future__ import annotations
