@@ -3,6 +3,7 @@ package (STYLE convention 5)."""
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections import defaultdict
@@ -110,7 +111,8 @@ def _matches(cell: Any, match: Any) -> bool:
 
 class FakeCipher:
     """Implements ``PiiCipher`` with reversible, owner-bound tokens (no cryptography):
-    ``fake:`` + JSON of (tenant, account, purpose, plaintext); digests are plain hashes.
+    ``fake:`` + base64 of the JSON of (tenant, account, purpose, plaintext); digests are
+    plain hashes.
     ``shredded`` tenants seal nothing and reveal nothing."""
 
     def __init__(self) -> None:
@@ -121,7 +123,8 @@ class FakeCipher:
     ) -> str:
         if tenant_id in self.shredded:
             raise KeyErased(tenant_id)
-        return "fake:" + json.dumps([tenant_id, account_id, purpose, plaintext])
+        sealed = json.dumps([tenant_id, account_id, purpose, plaintext]).encode()
+        return "fake:" + base64.b64encode(sealed).decode()
 
     def sealer(
         self, tenant_id: str, account_id: str | None, purpose: str = "pii"
@@ -133,7 +136,7 @@ class FakeCipher:
     ) -> str | None:
         if not token.startswith("fake:") or tenant_id in self.shredded:
             return None
-        tenant, account, sealed_for, plaintext = json.loads(token[5:])
+        tenant, account, sealed_for, plaintext = json.loads(base64.b64decode(token[5:]))
         if (tenant, account, sealed_for) != (tenant_id, account_id, purpose):
             return None
         return str(plaintext)
