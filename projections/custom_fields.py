@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from application.custom_fields.ports import Match
@@ -37,6 +38,12 @@ TABLES = {"definitions": "cf_definitions", "entity_values": "cf_entity_values"}
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _cell(sealed: str, digest: str) -> str:
+    # The JSON text of {"s": sealed, "d": digest}, built from two string encodings: a
+    # rebuild writes one per value event.
+    return f'{{"s":{encode_basestring(sealed)},"d":{encode_basestring(digest)}}}'
 
 
 def _path(key: str) -> str:
@@ -194,7 +201,7 @@ class CustomFieldsProjection:
             if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
                 writes.flush()  # a definition event comes after every earlier value
             if isinstance(event, CustomFieldValueSet):
-                value = _dumps({"s": event.sealed, "d": event.digest})
+                value = _cell(event.sealed, event.digest)
                 params = [
                     event.tenant_id,
                     event.entity_name,
