@@ -11,6 +11,9 @@ from typing import Any
 
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
+from application.streams import commit
+from domain.custom_field_values import CustomFieldValueSet, EntityCustomFields, entity_stream_id
+from domain.field_definition import definition_id
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import accounts, connect, messages, raw_mail
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -156,6 +159,38 @@ def test_a_value_token_copied_to_another_entity_or_tenant_reads_as_erased(
     assert _entity(app, other, "c9") == {"nick": "[erased]"}  # another tenant's token
     assert _entity(app, admin, "c2") == {"nick": "[erased]"}  # another entity's token
     assert _entity(app, admin, "c1") == {"nick": "the victim's value"}
+
+    # The same through the log: an event of the other tenant carrying the victim's token
+    # (and digest) projects, and reads as erased; its filter does not find it either.
+    [victim_event] = [
+        e for e in _value_events(app) if e.tenant_id == admin.tenant_id and e.entity_id == "c1"
+    ]
+    stream = entity_stream_id(other.tenant_id, "contact", "c7")
+    forged = EntityCustomFields(stream)
+    forged.set_value(
+        tenant_id=other.tenant_id,
+        entity_name="contact",
+        entity_id="c7",
+        field_key="nick",
+        definition_id=definition_id(other.tenant_id, "contact", "nick"),
+        generation=1,
+        sealed=victim_event.sealed,
+        digest=victim_event.digest,
+        now=victim_event.timestamp,
+    )
+    commit(app.ctx.store, forged)
+    app.projections.catch_up()
+    assert _entity(app, other, "c7") == {"nick": "[erased]"}
+
+
+def _value_events(app: App) -> list[CustomFieldValueSet]:
+    store: Any = app.ctx.store
+    found: list[CustomFieldValueSet] = []
+    position = 0
+    while batch := store.read(position, 1000):
+        found += [r.event for r in batch if isinstance(r.event, CustomFieldValueSet)]
+        position = batch[-1].position
+    return found
 
 
 def test_shredding_a_tenant_leaves_no_plaintext_and_reads_as_erased(
