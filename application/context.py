@@ -48,6 +48,12 @@ class Context:
     policy: Policy = field(default_factory=Policy)
     mail_ports: MailPorts | None = None
     feed_model: FeedReadModel | None = None
+    keys: PiiCipher | None = None  # None: the mail ports' key ring
+
+    @property
+    def cipher(self) -> PiiCipher:
+        """Seals tenant data (custom-field values); the same key ring as mail's."""
+        return self.keys if self.keys is not None else self.mail.cipher
 
     @property
     def mail(self) -> MailPorts:

@@ -39,6 +39,7 @@ from application.mail import (
     user_active,
 )
 from application.payloads import Payload
+from application.tenants import shred_tenant
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ WRITES = _table(
     user_active,
     create_api_key,
     revoke_api_key,
+    shred_tenant,
 )
 QUERIES = _table(
     list_field_definitions,

@@ -21,20 +21,40 @@ class KeyErased(ApplicationError):
 
 
 class PiiCipher(Protocol):
-    def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:
+    """Tokens are bound to their owner and purpose: ``reveal`` answers None for a token
+    sealed for another tenant, account or purpose, as for one whose key was shredded."""
+
+    def seal(
+        self, tenant_id: str, account_id: str | None, plaintext: str, purpose: str = "pii"
+    ) -> str:
         """An opaque token naming its key; never contains the plaintext.
 
         Raises ``KeyErased`` once the account's or tenant's key was shredded."""
         ...
 
-    def sealer(self, tenant_id: str, account_id: str | None) -> Callable[[str], str]:
+    def sealer(
+        self, tenant_id: str, account_id: str | None, purpose: str = "pii"
+    ) -> Callable[[str], str]:
         """``seal`` with the key looked up once: for the many fields of a batch of events.
 
         Raises ``KeyErased`` once the account's or tenant's key was shredded."""
         ...
 
-    def reveal(self, token: str) -> str | None:
-        """The plaintext, or None when its key was shredded."""
+    def reveal(
+        self, token: str, tenant_id: str, account_id: str | None, purpose: str = "pii"
+    ) -> str | None:
+        """The plaintext, or None when its key was shredded or the token was sealed for
+        another owner or purpose."""
+        ...
+
+    def digest(self, tenant_id: str, purpose: str, text: str) -> str:
+        """A keyed digest under the tenant's key, for equality over sealed values.
+
+        Raises ``KeyErased`` once the tenant's key was shredded (or never existed)."""
+        ...
+
+    def digester(self, tenant_id: str, purpose: str) -> Callable[[str], str]:
+        """``digest`` with the key looked up once (created when missing), for writes."""
         ...
 
     def shred_account(self, tenant_id: str, account_id: str) -> None: ...

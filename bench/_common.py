@@ -29,6 +29,7 @@ import psycopg
 from rich.console import Console
 from rich.table import Table
 
+from application.custom_fields.sealing import seal_value
 from application.users import User
 from domain.custom_field_values import (
     CustomFieldValueCleared,
@@ -212,8 +213,11 @@ class ValueSeeder:
     seeder only needs each key's current generation, which the caller passes in.
     """
 
-    def __init__(self, store: Any, chunk: int = 500, start: datetime | None = None) -> None:
+    def __init__(
+        self, store: Any, chunk: int = 500, start: datetime | None = None, ctx: Any = None
+    ) -> None:
         self.store = store
+        self.ctx = ctx  # an app's Context: values are sealed as set-custom-field seals them
         self.chunk = chunk
         self.versions: dict[uuid.UUID, int] = {}
         self.held: dict[uuid.UUID, set[str]] = {}
@@ -267,9 +271,19 @@ class ValueSeeder:
                 field_key=key,
                 definition_id=self._definition(owner or tenant, entity, key),
                 generation=generation,
-                value=value,
+                **self._sealed(tenant, entity, entity_id, key, value),
             )
         )
+
+    def _sealed(
+        self, tenant: str, entity: str, entity_id: str, key: str, value: Any
+    ) -> dict[str, str]:
+        if self.ctx is None:
+            raise ValueError("ValueSeeder needs the app's ctx to seal values")
+        sealed, digest = seal_value(
+            self.ctx, tenant, entity_name=entity, entity_id=entity_id, field_key=key, value=value
+        )
+        return {"sealed": sealed, "digest": digest}
 
     def clear(
         self,

@@ -134,7 +134,7 @@ def seed_mixed_log(app: Any, target: int, tenants: int = 4, seed: int = 7) -> di
                 ]
     values = target - event_store(app).head()
     pool = max(100, target // 40)  # entities per (tenant, entity name): ~5 events each
-    seeder = ValueSeeder(app.ctx.store, chunk=500)
+    seeder = ValueSeeder(app.ctx.store, chunk=500, ctx=app.ctx)
     victim = (names[0], "contact", "tier")
     counts = {"sets": 0, "clears": 0}
     while seeder.appended + len(seeder.pending) < values:
@@ -231,7 +231,7 @@ def _raw_rebuild(scratch: Scratch) -> int:
                             data["entity_name"],
                             data["entity_id"],
                             data["field_key"],
-                            json.dumps(data["value"]),
+                            json.dumps({"s": data["sealed"], "d": data["digest"]}),
                         )
                     )
                 if upserts:
@@ -304,7 +304,7 @@ def bench_cascade(backend: Backend, entities: int) -> Row:
             generation = _define(app, admin, entity, "doomed", "text")
             other = _define(app, admin, entity, "kept", "number")
             say(f"[{backend}] cascade: seeding {entities:,} entities")
-            seeder = ValueSeeder(app.ctx.store, chunk=500)
+            seeder = ValueSeeder(app.ctx.store, chunk=500, ctx=app.ctx)
             rng = random.Random(11)
             for i in range(entities):
                 entity_id = f"e{i:07d}"

@@ -3,10 +3,17 @@
 Each value remembers the definition generation it was validated against; a value
 whose generation is not the definition's current one is dead (its definition was
 deleted since), whatever order the events reach a reader in.
+
+Values are sealed before they reach an event (version 2): ``sealed`` is a token under the
+tenant's key, bound to the entity and the key, and ``digest`` a keyed digest of the
+value's ``digest_form`` for equality filters. Version 1 events carried the plaintext
+``value``; the upcaster keeps it readable as ``plain:`` text in both fields (what a
+``plain:`` cell holds was already in the stored event, so nothing is revealed by it).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
@@ -15,10 +22,25 @@ from uuid import UUID
 from domain.events import Aggregate, DomainEvent
 from domain.identity import stream_id
 
+PLAIN = "plain:"  # a version 1 value, upcast: not sealed
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def digest_form(value: Any) -> str:
+    """The text equal values share: numbers as floats (``1`` equals ``1.0``, as in the
+    stored JSON's own comparison; integers are bounded to +-(2^53 - 1), so exactly)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(float(value))
+    return canonical_json(value)
+
 
 @dataclass(frozen=True, kw_only=True)
 class CustomFieldValueSet(DomainEvent):
     TOPIC: ClassVar[str] = "tidings.fields.CustomFieldValueSet"
+    CLASS_VERSION: ClassVar[int] = 2
 
     tenant_id: str
     entity_name: str
@@ -26,7 +48,15 @@ class CustomFieldValueSet(DomainEvent):
     field_key: str
     definition_id: str
     generation: int
-    value: Any
+    sealed: str
+    digest: str
+
+    @staticmethod
+    def upcast_v1(state: dict[str, Any]) -> dict[str, Any]:
+        value = state.pop("value")
+        state["sealed"] = PLAIN + canonical_json(value)
+        state["digest"] = PLAIN + digest_form(value)
+        return state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,7 +78,7 @@ def entity_stream_id(tenant_id: str, entity_name: str, entity_id: str) -> UUID:
 class EntityCustomFields(Aggregate):
     def __init__(self, aggregate_id: UUID) -> None:
         super().__init__(aggregate_id)
-        # (field key, definition id, generation) -> value. Keyed by generation too: a
+        # (field key, definition id, generation) -> sealed value. Keyed by generation too: a
         # racing writer's value of a dead generation, stored after the live one, must not
         # hide the live value from a later clear.
         self.values: dict[tuple[str, str, int], Any] = {}
@@ -62,7 +92,8 @@ class EntityCustomFields(Aggregate):
         field_key: str,
         definition_id: UUID,
         generation: int,
-        value: Any,
+        sealed: str,
+        digest: str,
         now: datetime,
     ) -> None:
         self._trigger(
@@ -74,7 +105,8 @@ class EntityCustomFields(Aggregate):
             field_key=field_key,
             definition_id=str(definition_id),
             generation=generation,
-            value=value,
+            sealed=sealed,
+            digest=digest,
         )
 
     def clear_value(
@@ -105,7 +137,7 @@ class EntityCustomFields(Aggregate):
 
     def mutate(self, event: DomainEvent) -> None:
         if isinstance(event, CustomFieldValueSet):
-            self.values[event.field_key, event.definition_id, event.generation] = event.value
+            self.values[event.field_key, event.definition_id, event.generation] = event.sealed
         elif isinstance(event, CustomFieldValueCleared):
             self.values.pop((event.field_key, event.definition_id, event.generation), None)
 

@@ -5,7 +5,9 @@ Tables (names via ``tables`` so a rebuild can build them under shadow names):
 - ``definitions``: one row per (tenant or ``system``, entity, key) with its current
   generation and whether it is active; ``body`` is the definition as queries show it.
 - ``entity_values``: one row per (tenant, entity name, entity id); ``fields`` is a JSON
-  object key -> value (jsonb on PostgreSQL).
+  object key -> cell (jsonb on PostgreSQL). A cell is ``{"s": sealed value, "d": keyed
+  digest}`` as the event carries them: the read model holds no plaintext, and equality
+  filters compare digests (``application.custom_fields.sealing``).
 
 A value event lands only if its definition is active at the value's generation — a
 check inside the same statement as the write. A delete removes the key from every
@@ -16,8 +18,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
+from application.custom_fields.ports import Match
 from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
 from application.users import SYSTEM_TENANT_ID
 from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
@@ -34,6 +38,12 @@ TABLES = {"definitions": "cf_definitions", "entity_values": "cf_entity_values"}
 
 def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _cell(sealed: str, digest: str) -> str:
+    # The JSON text of {"s": sealed, "d": digest}, built from two string encodings: a
+    # rebuild writes one per value event.
+    return f'{{"s":{encode_basestring(sealed)},"d":{encode_basestring(digest)}}}'
 
 
 def _path(key: str) -> str:
@@ -191,7 +201,7 @@ class CustomFieldsProjection:
             if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
                 writes.flush()  # a definition event comes after every earlier value
             if isinstance(event, CustomFieldValueSet):
-                value = _dumps(event.value)
+                value = _cell(event.sealed, event.digest)
                 params = [
                     event.tenant_id,
                     event.entity_name,
@@ -324,22 +334,30 @@ class CustomFieldsReader:
         self,
         tenant_id: str,
         entity_name: str,
-        where: Mapping[str, Any],
+        where: Mapping[str, Match],
         limit: int,
         after: str | None,
     ) -> list[dict[str, Any]]:
         pg = self.db.dialect == "postgresql"
         sql = f"SELECT entity_id, fields FROM {self.values} WHERE tenant_id = ? AND entity_name = ?"
         params: list[Any] = [tenant_id, entity_name]
-        for key, value in sorted(where.items()):
+        for key, match in sorted(where.items()):
+            # A sealed cell matches by digest; a cell from before sealing by its value.
             # SQLite: json_extract gives SQL values for scalars (1 = 1.0, true = 1) and
             # minified JSON text for objects and lists, the same on both sides.
-            sql += (
-                " AND fields -> ?::text = ?::jsonb"
-                if pg
-                else " AND json_extract(fields, ?) = json_extract(?, '$')"
-            )
-            params += [key if pg else _path(key), _dumps(value)]
+            marks = ", ".join("?" * len(match.digests))
+            if pg:
+                sql += (
+                    f" AND (fields -> ?::text ->> 'd' IN ({marks})"
+                    " OR fields -> ?::text = ?::jsonb)"
+                )
+                params += [key, *match.digests, key, _dumps(match.value)]
+            else:
+                sql += (
+                    f" AND (json_extract(fields, ?) IN ({marks})"
+                    " OR json_extract(fields, ?) = json_extract(?, '$'))"
+                )
+                params += [f"{_path(key)}.d", *match.digests, _path(key), _dumps(match.value)]
         if after is not None:
             sql += " AND entity_id > ?"
             params.append(after)

@@ -120,7 +120,8 @@ class AccountSyncer:
             host=account.imap["host"],
             port=int(account.imap["port"]),
             security=account.imap["security"],
-            username=reveal(self.ctx, account.imap["username"]) or "",
+            username=reveal(self.ctx, account.imap["username"], account.tenant_id, account_id)
+            or "",
         )
         return self.ctx.mail.provider.open(
             endpoint,

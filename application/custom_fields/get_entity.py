@@ -2,6 +2,7 @@
 
 from application.context import Context
 from application.custom_fields.definitions import EntityId, Key, check_reader
+from application.custom_fields.sealing import opener
 from application.payloads import Payload as Base
 from application.result import Result, not_found
 from application.users import User
@@ -21,4 +22,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     entity = ctx.custom_fields.get_entity(user.tenant_id, payload.entity_name, payload.entity_id)
     if entity is None:
         return not_found(f"{payload.entity_name} {payload.entity_id}")
-    return Result.ok(entity)
+    open_cells = opener(ctx, user.tenant_id, payload.entity_name)
+    return Result.ok(
+        {**entity, "customFields": open_cells(payload.entity_id, entity["customFields"])}
+    )

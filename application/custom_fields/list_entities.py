@@ -8,6 +8,7 @@ from pydantic import Field
 
 from application.context import Context
 from application.custom_fields.definitions import Key, check_reader
+from application.custom_fields.sealing import matches, opener
 from application.paging import DEFAULT_LIMIT, MAX_LIMIT, BadCursor, decode_cursor, take_page
 from application.payloads import Payload as Base
 from application.result import Result, invalid_payload
@@ -72,7 +73,16 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     if where is None:
         return Result.ok({"items": [], "nextCursor": None})
     items = ctx.custom_fields.list_entities(
-        user.tenant_id, payload.entity_name, where, payload.limit + 1, after
+        user.tenant_id,
+        payload.entity_name,
+        matches(ctx, user.tenant_id, payload.entity_name, where),
+        payload.limit + 1,
+        after,
     )
     items, next_cursor = take_page(items, payload.limit, lambda item: item["entityId"])
-    return Result.ok({"items": items, "nextCursor": next_cursor})
+    open_cells = opener(ctx, user.tenant_id, payload.entity_name)
+    opened = [
+        {**item, "customFields": open_cells(item["entityId"], item["customFields"])}
+        for item in items
+    ]
+    return Result.ok({"items": opened, "nextCursor": next_cursor})

@@ -140,9 +140,11 @@ def _value(kind: str) -> Callable[[Any], Built]:
             "entityId": e.entity_id,
             "fieldKey": e.field_key,
         }
+        sealed: tuple[str, ...] = ()
         if isinstance(e, CustomFieldValueSet):
-            data["value"] = e.value
-        return f"custom_field_value.{kind}", None, data, ()
+            data["value"] = {"s": e.sealed, "d": e.digest}  # a read-model cell, opened when served
+            sealed = ("value",)
+        return f"custom_field_value.{kind}", None, data, sealed
 
     return build
 

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from application.context import Context
+from application.custom_fields.sealing import opener
 from application.feed.items import JSON_KEYS
 from application.payloads import Payload as Base
 from application.privacy import KeyErased
@@ -44,8 +45,14 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
 
 def _served(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
     data = dict(row["data"])
-    for key in row["sealed"]:
-        data[key] = _reveal(ctx, data.get(key), json_value=key in JSON_KEYS)
+    if row["type"] == "custom_field_value.set":
+        cells = {data["fieldKey"]: data["value"]}
+        opened = opener(ctx, row["tenantId"], data["entityName"])(data["entityId"], cells)
+        data["value"] = opened[data["fieldKey"]]
+    else:
+        owner = (row["tenantId"], row["accountId"])
+        for key in row["sealed"]:
+            data[key] = _reveal(ctx, data.get(key), owner, json_value=key in JSON_KEYS)
     return {
         "id": row["id"],
         "sequence": row["sequence"],
@@ -56,11 +63,11 @@ def _served(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _reveal(ctx: Context, token: Any, *, json_value: bool) -> Any:
+def _reveal(ctx: Context, token: Any, owner: tuple[str, str | None], *, json_value: bool) -> Any:
     if not isinstance(token, str):
         return None
     try:
-        plain = ctx.mail.cipher.reveal(token)
+        plain = ctx.mail.cipher.reveal(token, *owner)
     except KeyErased:
         return None
     if plain is None or not json_value:

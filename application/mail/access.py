@@ -70,10 +70,13 @@ def accounts_in_scope(ctx: Context, user: User, account_id: str | None) -> list[
     return [account_id]
 
 
-def reveal(ctx: Context, token: str | None) -> str | None:
-    return None if token is None else ctx.mail.cipher.reveal(token)
+def reveal(ctx: Context, token: str | None, tenant_id: str, account_id: str) -> str | None:
+    """A value sealed for the account (of the tenant); None for one sealed for anyone else."""
+    return None if token is None else ctx.mail.cipher.reveal(token, tenant_id, account_id)
 
 
-def reveal_json(ctx: Context, token: str | None, default: Any) -> Any:
-    plain = reveal(ctx, token)
+def reveal_json(
+    ctx: Context, token: str | None, tenant_id: str, account_id: str, default: Any
+) -> Any:
+    plain = reveal(ctx, token, tenant_id, account_id)
     return default if plain is None else json.loads(plain)

@@ -2,6 +2,8 @@
 
 Every stored body is returned, whatever its size: bodies over ``max_message_mb`` are
 never stored, so that setting bounds this answer too. ``includeRaw: false`` skips it.
+Only the message's own body is read: the blob store opens the ``bodyRef`` only as a blob
+of the message's own account and tenant, so a ref naming anyone else's blob gives no raw.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import base64
 
 from application.context import Context
 from application.mail.access import visible_account_ids
-from application.mail.ports import BlobStoreError
+from application.mail.ports import BlobOwner, BlobStoreError
 from application.mail.views import message_view
 from application.payloads import Payload as Base
 from application.result import Result, forbidden, not_found
@@ -38,7 +40,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     view["raw"] = None
     if payload.include_raw and row["bodyRef"]:
         try:
-            with ctx.mail.blobs.open(row["bodyRef"]) as blob:
+            owner = BlobOwner(row["tenantId"], row["accountId"])
+            with ctx.mail.blobs.open(row["bodyRef"], owner=owner) as blob:
                 view["raw"] = base64.b64encode(blob.read()).decode()
         except BlobStoreError:
             view["raw"] = None

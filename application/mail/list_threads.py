@@ -39,7 +39,9 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
             "accountId": r["accountId"],
             "messageCount": r["messageCount"],
             "lastReceivedAt": r["lastReceivedAt"],
-            "subject": (reveal(ctx, r["subject"]) or "") if r["subject"] else "",
+            "subject": (reveal(ctx, r["subject"], user.tenant_id, r["accountId"]) or "")
+            if r["subject"]
+            else "",
         }
         for r in rows
     ]

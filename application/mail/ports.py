@@ -302,8 +302,9 @@ class BlobStore(Protocol):
         """Remove every blob of the owner (idempotent)."""
         ...
 
-    def open(self, ref: str) -> BinaryIO:
-        """A binary file positioned at the start; raise ``BlobNotFound``."""
+    def open(self, ref: str, *, owner: BlobOwner | None = None) -> BinaryIO:
+        """A binary file positioned at the start; raise ``BlobNotFound``. With ``owner``:
+        ``BlobNotFound`` too unless the ref is a blob of that owner."""
         ...
 
 

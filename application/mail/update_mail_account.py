@@ -23,7 +23,7 @@ from application.result import Result, invalid_payload
 from application.signals import Signal
 from application.streams import commit, retrying
 from application.users import User
-from domain.mail_account import AccountDisconnected
+from domain.mail_account import AccountDisconnected, MailAccount
 
 NAME = "update-mail-account"
 
@@ -37,8 +37,9 @@ class Payload(Base):
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
 
 
-def _endpoint(ctx: Context, imap: dict[str, Any]) -> tuple[Any, Any, str | None]:
-    return imap.get("host"), imap.get("port"), reveal(ctx, imap.get("username"))
+def _endpoint(ctx: Context, account: MailAccount) -> tuple[Any, Any, str | None]:
+    imap, owner = account.imap, (account.tenant_id, str(account.id))
+    return imap.get("host"), imap.get("port"), reveal(ctx, imap.get("username"), *owner)
 
 
 def _secret_required() -> Result:
@@ -69,7 +70,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         if payload.imap is not None:
             new = (payload.imap.host, payload.imap.port, payload.imap.username)
             repointed = (
-                _endpoint(ctx, account.imap) != new
+                _endpoint(ctx, account) != new
                 or account.imap.get("security") != payload.imap.security
             )
             if repointed and payload.secret is None:
@@ -79,7 +80,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         tenant, account_id = account.tenant_id, str(account.id)
         seal = ctx.mail.cipher.seal
         changes: dict[str, Any] = {}
-        moved = payload.imap is not None and _endpoint(ctx, account.imap) != (
+        moved = payload.imap is not None and _endpoint(ctx, account) != (
             payload.imap.host,
             payload.imap.port,
             payload.imap.username,

@@ -11,14 +11,15 @@ from application.privacy import ERASED
 
 
 def account_view(ctx: Context, row: dict[str, Any], health: MailboxHealth | None) -> dict[str, Any]:
+    owner = row["tenantId"], row["accountId"]
     imap = dict(row["imap"])
-    imap["username"] = reveal(ctx, imap.get("username")) or ERASED
+    imap["username"] = reveal(ctx, imap.get("username"), *owner) or ERASED
     health = health or MailboxHealth(row["accountId"])
     return {
         "accountId": row["accountId"],
         "provider": row["provider"],
-        "displayName": reveal(ctx, row["displayName"]) or ERASED,
-        "address": reveal(ctx, row["address"]) or ERASED,
+        "displayName": reveal(ctx, row["displayName"], *owner) or ERASED,
+        "address": reveal(ctx, row["address"], *owner) or ERASED,
         "scope": row["scope"],
         "ownerUserId": row["ownerUserId"],
         "authMethod": row["authMethod"],
@@ -37,17 +38,18 @@ def account_view(ctx: Context, row: dict[str, Any], health: MailboxHealth | None
 
 
 def message_view(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
+    owner = row["tenantId"], row["accountId"]
     return {
         "messageId": row["messageId"],
         "accountId": row["accountId"],
         "threadKey": row["threadKey"],
         "providerMessageId": row["providerMessageId"],
-        "messageIdHeader": reveal(ctx, row["messageIdHeader"]) or None,
-        "from": reveal_json(ctx, row["sender"], []),
-        "to": reveal_json(ctx, row["to"], []),
-        "cc": reveal_json(ctx, row["cc"], []),
-        "subject": reveal(ctx, row["subject"]) if row["subject"] else "",
-        "snippet": reveal(ctx, row["snippet"]) if row["snippet"] else "",
+        "messageIdHeader": reveal(ctx, row["messageIdHeader"], *owner) or None,
+        "from": reveal_json(ctx, row["sender"], *owner, []),
+        "to": reveal_json(ctx, row["to"], *owner, []),
+        "cc": reveal_json(ctx, row["cc"], *owner, []),
+        "subject": reveal(ctx, row["subject"], *owner) if row["subject"] else "",
+        "snippet": reveal(ctx, row["snippet"], *owner) if row["snippet"] else "",
         "receivedAt": row["receivedAt"],
         "sizeBytes": row["sizeBytes"],
         "folder": row["folder"],

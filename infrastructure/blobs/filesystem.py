@@ -7,10 +7,13 @@ either absent or complete, also after a crash. Puts are idempotent: the same
 content yields the same ref, and a concurrent writer of the same content only
 replaces identical bytes. Files are created 0600: raw MIME is personal data.
 
-Owned blobs (an account's mail, the normal case) are sealed under the account's key
-(``infrastructure.crypto.sealed_blobs``) and live under ``<root>/accounts/<account id>/``;
-their ref is ``acct1:<base64url tenant id>:<account id>:<keyed digest>``. Shredding the
-account's key makes them unreadable; ``delete_owner`` removes the folder.
+Owned blobs (an account's mail, the normal case) are sealed under the account's key, bound
+to their owner (``infrastructure.crypto.sealed_blobs``), and live under
+``<root>/accounts/<account id>/``; their ref is
+``acct1:<base64url tenant id>:<account id>:<keyed digest>``. ``open(ref, owner=…)``
+refuses a ref that names anyone but the expected owner (an unowned ref included), so a
+forged ref reads as not found. Shredding the account's key makes them unreadable;
+``delete_owner`` removes the folder.
 
 Packs: ``put_packed`` stores many small owned blobs, of any accounts, as one file in
 ``<root>/packs/<ab>/<pack id>``: each blob sealed on its own under its account's key,
@@ -47,7 +50,7 @@ from application.mail.ports import BlobNotFound, BlobOwner, BlobStoreError
 from application.privacy import KeyErased
 from infrastructure.crypto.randomness import random_bytes
 from infrastructure.crypto.sealed_blobs import (
-    MAGIC,
+    MAGICS,
     AccountKey,
     SealedBlobCorrupt,
     SealedReader,
@@ -141,7 +144,7 @@ class FilesystemBlobStore:
         if owner is None:
             return self._write(lambda f: "sha256:" + _copy_hashing(chunks, f))
         key = self._key(owner, sealing=True)
-        return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key)))
+        return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key, owner)))
 
     def put_packed(self, items: Sequence[tuple[BlobOwner, bytes]]) -> list[str | None]:
         """Store owned blobs of any accounts durably, as one pack with one sync; their
@@ -166,7 +169,7 @@ class FilesystemBlobStore:
                     refs.append(None)
                     continue
                 offset = pack.written
-                seal_to(pack, [data], key)
+                seal_to(pack, [data], key, owner)
                 refs.append(
                     f"pack2:{_b64(owner.tenant_id)}:{owner.account_id}:{pack_id}:"
                     f"{offset}:{pack.written - offset}"
@@ -200,22 +203,26 @@ class FilesystemBlobStore:
                 os.unlink(tmp_name)
             raise
 
-    def open(self, ref: str) -> BinaryIO:
+    def open(self, ref: str, *, owner: BlobOwner | None = None) -> BinaryIO:
         path = self.path_of(ref)
         owned = _OWNED.match(ref) or _PACKED.match(ref)
+        named: BlobOwner | None = None
+        if owned is not None and owned.re is _PACKED:
+            named = BlobOwner(_unb64(owned.group(2)), owned.group(3))
+        elif owned is not None:
+            named = BlobOwner(_unb64(owned.group(1)), owned.group(2))
+        if owner is not None and named != owner:
+            raise BlobNotFound(f"{ref} (not the owner's)")  # never opened for anyone else
         try:
             file = open(path, "rb")  # noqa: SIM115 - the caller closes it
         except FileNotFoundError:
             raise BlobNotFound(ref) from None
-        if owned is None:
+        if owned is None or named is None:
             return file
         if owned.re is _PACKED:
             file.seek(int(owned.group(5)))
-            owner = BlobOwner(_unb64(owned.group(2)), owned.group(3))
-        else:
-            owner = BlobOwner(_unb64(owned.group(1)), owned.group(2))
         try:
-            reader = SealedReader(file, self._key(owner))
+            reader = SealedReader(file, self._key(named), named)
         except KeyErased:
             file.close()
             raise BlobNotFound(f"{ref} (erased)") from None
@@ -243,7 +250,7 @@ class FilesystemBlobStore:
         try:
             with open(self.path_of(ref), "rb") as f:
                 f.seek(int(packed.group(5)))
-                return f.read(len(MAGIC)) == MAGIC
+                return f.read(4) in MAGICS
         except FileNotFoundError:
             return False
 

@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from infrastructure.cli import commands, demo, events, projections, serve, worker
+from infrastructure.cli import commands, demo, events, projections, serve, tenants, worker
 from infrastructure.cli.output import configure_logging, error_line
 from infrastructure.cli.runtime import EXIT_FAILED, EXIT_USAGE, CliError
 
@@ -80,6 +80,7 @@ def build() -> typer.Typer:
     app.command()(worker.worker)
     app.command()(serve.serve)
     app.add_typer(worker.accounts_app)
+    app.add_typer(tenants.app)
     return app
 
 

@@ -2,7 +2,22 @@
 
 Key hierarchy: master key (never stored in the database) wraps one key per tenant;
 a tenant key wraps one key per mail account. Tokens name the key that sealed them:
-``pii1:<key id>:<base64 nonce+ciphertext>``, the key id being the additional data.
+``pii2:<key id>:<base64 nonce+ciphertext>``. The additional data is the format tag, the
+key id (which names the tenant, and the account for account keys) and the purpose (what
+the value is: ``pii``, ``secret``, a custom field's entity and key), so a token opens only
+where it was sealed for: ``reveal`` takes the owner the reader expects, and a token
+copied into another tenant's event or row, or into another field, answers None.
+
+``pii1:`` tokens (additional data: the key id alone) are still opened, for stores written
+before the purpose was bound. Reading them stays safe because ``reveal`` refuses a token
+whose key id is not the expected owner's before decrypting: a ``pii1`` token moved to
+another tenant or account names a key that is not the reader's, and answers None. Only a
+move between purposes of the same owner goes unnoticed for them, which shows that owner
+its own data.
+
+Keyed digests (``digest``) are HMACs under a key derived from the tenant key: equal
+values of one field give equal digests (equality filters over sealed values), and
+shredding the tenant key makes them meaningless.
 
 Shredding replaces a key's wrapped bytes with a tombstone in one statement: every
 token under it, in events, read models and blobs, is unreadable from then on, and a
@@ -16,6 +31,8 @@ cost a key lookup per account).
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import logging
 import threading
 import time
@@ -30,7 +47,9 @@ from infrastructure.crypto.randomness import random_bytes
 
 log = logging.getLogger("tidings.crypto")
 
-TOKEN_PREFIX = "pii1"  # noqa: S105 - a format tag, not a secret
+TOKEN_PREFIX = "pii2"  # noqa: S105 - a format tag, not a secret
+LEGACY_PREFIX = "pii1"
+PII = "pii"  # the purpose of mail and account personal data
 KEYS_TABLE = "crypto_keys"
 
 
@@ -46,6 +65,26 @@ def _seal(key: bytes | AESGCM, aad: str, plaintext: bytes) -> bytes:
 
 def _open(key: bytes, aad: str, sealed: bytes) -> bytes:
     return AESGCM(key).decrypt(sealed[:12], sealed[12:], aad.encode())
+
+
+def _token_aad(key_id: str, purpose: str) -> str:
+    return f"{TOKEN_PREFIX}\x00{key_id}\x00{purpose}"
+
+
+def _key_id(tenant_id: str, account_id: str | None) -> str:
+    if account_id is None:
+        return f"t.{tenant_id}"
+    return f"a.{account_id}@{tenant_id}"
+
+
+def _split(token: str) -> tuple[str, str, str] | None:
+    """(format tag, key id, sealed text) of a token, or None when it is not one."""
+    try:
+        prefix, rest = token.split(":", 1)
+        key_id, sealed = rest.rsplit(":", 1)
+    except ValueError:
+        return None
+    return prefix, key_id, sealed
 
 
 class KeyRing:
@@ -107,22 +146,14 @@ class KeyRing:
                 self._cache[key_id] = (now, key)
         return key
 
-    @staticmethod
-    def _tenant_key_id(tenant_id: str) -> str:
-        return f"t.{tenant_id}"
-
-    @staticmethod
-    def _account_key_id(account_id: str) -> str:
-        return f"a.{account_id}"
-
     def _chain(self, tenant_id: str, account_id: str | None, create: bool) -> tuple[str, bytes]:
-        tenant_key_id = self._tenant_key_id(tenant_id)
+        tenant_key_id = _key_id(tenant_id, None)
         tenant_key = self._key(tenant_key_id, None, create)
         if tenant_key is None:
             raise KeyShredded(tenant_key_id)
         if account_id is None:
             return tenant_key_id, tenant_key
-        account_key_id = f"{self._account_key_id(account_id)}@{tenant_id}"
+        account_key_id = _key_id(tenant_id, account_id)
         account_key = self._key(account_key_id, (tenant_key_id, tenant_key), create)
         if account_key is None:
             raise KeyShredded(account_key_id)
@@ -135,36 +166,71 @@ class KeyRing:
 
     # --- PiiCipher ----------------------------------------------------------------
 
-    def seal(self, tenant_id: str, account_id: str | None, plaintext: str) -> str:
-        return self.sealer(tenant_id, account_id)(plaintext)
+    def seal(
+        self, tenant_id: str, account_id: str | None, plaintext: str, purpose: str = PII
+    ) -> str:
+        return self.sealer(tenant_id, account_id, purpose)(plaintext)
 
-    def sealer(self, tenant_id: str, account_id: str | None) -> Callable[[str], str]:
+    def sealer(
+        self, tenant_id: str, account_id: str | None, purpose: str = PII
+    ) -> Callable[[str], str]:
         key_id, key = self._chain(tenant_id, account_id, create=True)
-        aead, prefix = AESGCM(key), f"{TOKEN_PREFIX}:{key_id}:"
+        aead, prefix, aad = AESGCM(key), f"{TOKEN_PREFIX}:{key_id}:", _token_aad(key_id, purpose)
 
         def seal(plaintext: str) -> str:
-            return prefix + base64.b64encode(_seal(aead, key_id, plaintext.encode())).decode()
+            return prefix + base64.b64encode(_seal(aead, aad, plaintext.encode())).decode()
 
         return seal
 
-    def reveal(self, token: str) -> str | None:
-        try:
-            prefix, rest = token.split(":", 1)
-            key_id, sealed = rest.rsplit(":", 1)
-        except ValueError:
+    def reveal(
+        self, token: str, tenant_id: str, account_id: str | None, purpose: str = PII
+    ) -> str | None:
+        parts = _split(token)
+        if parts is None:
             return None
-        if prefix != TOKEN_PREFIX:
-            return None
-        if key_id.startswith("a."):
-            account_part, _, tenant_id = key_id.partition("@")
-            account_id: str | None = account_part[2:]
+        prefix, key_id, sealed = parts
+        if key_id != _key_id(tenant_id, account_id):
+            return None  # sealed for another owner: never decrypted here
+        if prefix == TOKEN_PREFIX:
+            aad = _token_aad(key_id, purpose)
+        elif prefix == LEGACY_PREFIX:
+            aad = key_id
         else:
-            tenant_id, account_id = key_id[2:], None
+            return None
         try:
             _, key = self._chain(tenant_id, account_id, create=False)
-            return _open(key, key_id, base64.b64decode(sealed)).decode()
+            return _open(key, aad, base64.b64decode(sealed)).decode()
         except (KeyShredded, InvalidTag, ValueError):
             return None
+
+    def account_named_by(self, token: str) -> tuple[str, str] | None:
+        """(tenant id, account id) of the account key a token names, or None: for a store
+        whose rows are keyed by account id alone (secrets)."""
+        parts = _split(token)
+        if parts is None or not parts[1].startswith("a."):
+            return None
+        account_id, at, tenant_id = parts[1][2:].partition("@")
+        return (tenant_id, account_id) if at else None
+
+    def digest(self, tenant_id: str, purpose: str, text: str) -> str:
+        """A keyed digest of ``text`` for ``purpose`` under the tenant's key; raises
+        ``KeyErased`` once the tenant is shredded, or when it never sealed anything."""
+        _, key = self._chain(tenant_id, None, create=False)
+        mac = hmac.new(_digest_key(key), purpose.encode() + b"\x00", hashlib.sha256)
+        mac.update(text.encode())
+        return _short(mac)
+
+    def digester(self, tenant_id: str, purpose: str) -> Callable[[str], str]:
+        """``digest`` with the key looked up once, created when missing (for writes)."""
+        _, key = self._chain(tenant_id, None, create=True)
+        base = hmac.new(_digest_key(key), purpose.encode() + b"\x00", hashlib.sha256)
+
+        def digest(text: str) -> str:
+            mac = base.copy()
+            mac.update(text.encode())
+            return _short(mac)
+
+        return digest
 
     def _shred(self, key_id: str) -> None:
         with self.db.transaction() as cur:
@@ -177,7 +243,17 @@ class KeyRing:
             self._cache[key_id] = (float("inf"), None)  # shredded here: for good
 
     def shred_account(self, tenant_id: str, account_id: str) -> None:
-        self._shred(f"{self._account_key_id(account_id)}@{tenant_id}")
+        self._shred(_key_id(tenant_id, account_id))
 
     def shred_tenant(self, tenant_id: str) -> None:
-        self._shred(self._tenant_key_id(tenant_id))
+        self._shred(_key_id(tenant_id, None))
+
+
+def _short(mac: hmac.HMAC) -> str:
+    # 128 bits (base64url, 22 characters): no accidental equality between values, and a
+    # small read-model cell, rewritten with its row on every set.
+    return base64.urlsafe_b64encode(mac.digest()[:16]).decode().rstrip("=")
+
+
+def _digest_key(tenant_key: bytes) -> bytes:
+    return hashlib.sha256(b"tidings-digest\x00" + tenant_key).digest()

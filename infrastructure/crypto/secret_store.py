@@ -1,9 +1,13 @@
-"""Mailbox passwords and OAuth tokens at rest: sealed under the account's own key."""
+"""Mailbox passwords and OAuth tokens at rest: sealed under the account's own key, for
+the purpose ``secret``. A row opens only for the account it is keyed by: a token naming
+another account's key reads as no secret."""
 
 from __future__ import annotations
 
 from application.ports import SqlDatabase
 from infrastructure.crypto.keyring import KeyRing
+
+PURPOSE = "secret"
 
 SECRETS_TABLE = "mail_secrets"
 
@@ -23,7 +27,7 @@ class SqlSecretStore:
             )
 
     def put(self, tenant_id: str, account_id: str, secret: str) -> None:
-        sealed = self.keys.seal(tenant_id, account_id, secret)
+        sealed = self.keys.seal(tenant_id, account_id, secret, PURPOSE)
         with self.db.transaction() as cur:
             cur.execute(
                 f"INSERT INTO {SECRETS_TABLE} (account_id, sealed) VALUES (?, ?)"
@@ -35,7 +39,12 @@ class SqlSecretStore:
         with self.db.reading() as cur:
             cur.execute(f"SELECT sealed FROM {SECRETS_TABLE} WHERE account_id = ?", (account_id,))
             row = cur.fetchone()
-        return None if row is None else self.keys.reveal(row[0])
+        if row is None:
+            return None
+        owner = self.keys.account_named_by(row[0])
+        if owner is None or owner[1] != account_id:
+            return None
+        return self.keys.reveal(row[0], owner[0], account_id, PURPOSE)
 
     def delete(self, account_id: str) -> None:
         with self.db.transaction() as cur:

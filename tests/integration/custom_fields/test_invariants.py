@@ -12,6 +12,7 @@ from typing import Any
 
 from application import Result, User
 from application.app import App
+from application.custom_fields.sealing import seal_value
 from application.ports import SqlCursor, SqlDatabase
 from application.streams import commit, load
 from domain.custom_field_values import EntityCustomFields, entity_stream_id
@@ -144,6 +145,14 @@ def race_a_stale_value(
     """What a writer that validated against ``generation`` and committed late appends."""
     stream = entity_stream_id(user.tenant_id, "contact", entity_id)
     entity = load(app.ctx.store, EntityCustomFields, stream)
+    sealed, digest = seal_value(
+        app.ctx,
+        user.tenant_id,
+        entity_name="contact",
+        entity_id=entity_id,
+        field_key=key,
+        value=value,
+    )
     entity.set_value(
         tenant_id=user.tenant_id,
         entity_name="contact",
@@ -151,7 +160,8 @@ def race_a_stale_value(
         field_key=key,
         definition_id=definition_id(user.tenant_id, "contact", key),
         generation=generation,
-        value=value,
+        sealed=sealed,
+        digest=digest,
         now=datetime.now(UTC),
     )
     commit(app.ctx.store, entity)
@@ -426,6 +436,14 @@ def test_invariant_6_cascade_is_one_set_based_statement_per_table(app: App, admi
     for i in range(entities):
         entity = EntityCustomFields(entity_stream_id(admin.tenant_id, "contact", f"c{i:04}"))
         for key in ("tier", "keep"):
+            sealed, digest = seal_value(
+                app.ctx,
+                admin.tenant_id,
+                entity_name="contact",
+                entity_id=f"c{i:04}",
+                field_key=key,
+                value="v",
+            )
             entity.set_value(
                 tenant_id=admin.tenant_id,
                 entity_name="contact",
@@ -433,7 +451,8 @@ def test_invariant_6_cascade_is_one_set_based_statement_per_table(app: App, admi
                 field_key=key,
                 definition_id=definition_id(admin.tenant_id, "contact", key),
                 generation=1,
-                value="v",
+                sealed=sealed,
+                digest=digest,
                 now=now,
             )
         pending += entity.collect()

@@ -4,18 +4,15 @@ account (or shredding its tenant) leaves its sealed values unreadable everywhere
 from __future__ import annotations
 
 import logging
-import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from application import User
 from application.app import App
 from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.sql.database import DatabaseUrl
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import (
     RECENT,
@@ -27,49 +24,10 @@ from tests.integration.mail.helpers import (
     threads,
 )
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.dump import dump_database
 from tests.support.results import failed, ok
 
-TOKEN_PREFIX = "pii1:"
-
-
-def dump_database(database_url: str) -> Iterator[tuple[str, str]]:
-    """(table, text of one row) for every row of every table of the test's database."""
-    url = DatabaseUrl.parse(database_url)
-    if url.dialect == "sqlite":
-        assert url.sqlite_path is not None
-        conn = sqlite3.connect(url.sqlite_path)
-        try:
-            tables = [
-                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-            ]
-            for table in tables:
-                for row in conn.execute(f'SELECT * FROM "{table}"'):
-                    yield table, _text(row)
-        finally:
-            conn.close()
-        return
-    with psycopg.connect(url.conninfo) as pg:
-        tables = [
-            r[0]
-            for r in pg.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
-                (url.schema,),
-            )
-        ]
-        for table in tables:
-            for row in pg.execute(f'SELECT * FROM "{url.schema}"."{table}"'):
-                yield table, _text(row)
-
-
-def _text(row: tuple[Any, ...]) -> str:
-    parts = []
-    for value in row:
-        if isinstance(value, bytes | bytearray | memoryview):
-            raw = bytes(value)
-            parts.append(raw.decode("utf-8", "replace") + raw.decode("latin-1"))
-        else:
-            parts.append(str(value))
-    return "\x1f".join(parts)
+TOKEN_PREFIX = "pii2:"
 
 
 def sealed_tokens(value: Any) -> Iterator[str]:
@@ -208,7 +166,7 @@ def test_deleting_an_account_shreds_it_and_its_messages(
     assert len(doomed_messages) == 3 and len(threads(app, admin)) == 5
     tokens = account_tokens(app, doomed)
     assert len(tokens) >= 3 * 7 + 3
-    assert all(app.ctx.mail.cipher.reveal(t) is not None for t in tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, doomed) is not None for t in tokens)
 
     stored = [app.ctx.mail.read_model.message(m["messageId"]) for m in doomed_messages]
     blob_refs = [row["bodyRef"] for row in stored if row is not None]
@@ -226,14 +184,14 @@ def test_deleting_an_account_shreds_it_and_its_messages(
             app.query("get-message", {"messageId": message["messageId"]}, admin), "not_found", 404
         )
     failed(app.query("list-messages", {"accountId": doomed}, admin), "not_found", 404)
-    assert all(app.ctx.mail.cipher.reveal(t) is None for t in tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, doomed) is None for t in tokens)
     assert app.ctx.mail.secrets.get(doomed) is None
     assert app.ctx.mail.state.cursor(doomed) is None
     # Another process (its own key cache) cannot read them either.
     fresh = make_mail_app().app
-    assert all(fresh.ctx.mail.cipher.reveal(t) is None for t in tokens)
+    assert all(fresh.ctx.mail.cipher.reveal(t, tenant, doomed) is None for t in tokens)
     kept_tokens = account_tokens(app, kept)
-    assert all(app.ctx.mail.cipher.reveal(t) is not None for t in kept_tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, kept) is not None for t in kept_tokens)
     assert sorted(m["subject"] for m in messages(app, admin)) == ["kept 0", "kept 1"]
 
     # Shredding the tenant makes its remaining account unreadable too, nobody else's.
@@ -241,12 +199,13 @@ def test_deleting_an_account_shreds_it_and_its_messages(
     outsider_box = new_mailbox()
     outsider_id = connect(app, outsider, dovecot, outsider_box)
     app.ctx.mail.cipher.shred_tenant(tenant)
-    assert all(app.ctx.mail.cipher.reveal(t) is None for t in kept_tokens)
+    assert all(app.ctx.mail.cipher.reveal(t, tenant, kept) is None for t in kept_tokens)
     assert app.ctx.mail.secrets.get(kept) is None
     listed = accounts(app, admin)[kept]
     assert listed["address"] == listed["displayName"] == listed["imap"]["username"] == "[erased]"
     assert all(m["from"] == [] for m in messages(app, admin))
-    assert all(app.ctx.mail.cipher.reveal(t) is not None for t in account_tokens(app, outsider_id))
+    assert all(app.ctx.mail.cipher.reveal(t, outsider.tenant_id, outsider_id) is not None
+        for t in account_tokens(app, outsider_id))
     assert accounts(app, outsider)[outsider_id]["imap"]["username"] == outsider_box.name
 
 

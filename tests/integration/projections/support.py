@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from application.app import App
+from application.custom_fields.sealing import seal_value
 from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
 from domain.custom_field_values import EntityCustomFields, entity_stream_id
 from domain.field_definition import definition_id
@@ -123,6 +124,9 @@ def bulk_values(
     for i in range(count):
         entity_id = f"{prefix}{i}"
         entity = EntityCustomFields(entity_stream_id(tenant_id, "contact", entity_id))
+        sealed, digest = seal_value(
+            app.ctx, tenant_id, entity_name="contact", entity_id=entity_id, field_key=key, value=i
+        )
         entity.set_value(
             tenant_id=tenant_id,
             entity_name="contact",
@@ -130,7 +134,8 @@ def bulk_values(
             field_key=key,
             definition_id=definition_id(tenant_id, "contact", key),
             generation=generation,
-            value=i,
+            sealed=sealed,
+            digest=digest,
             now=now,
         )
         pending += entity.collect()

@@ -3,14 +3,18 @@ package (STYLE convention 5)."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.ports import ProjectionStatus
+from application.privacy import KeyErased
 from domain.events import DomainEvent
 
 
@@ -95,8 +99,61 @@ class FakeReadModel:
             {"entityId": entity_id, "customFields": dict(fields)}
             for entity_id, fields in rows
             if (after is None or entity_id > after)
-            and all(fields.get(k) == v for k, v in where.items())
+            and all(_matches(fields.get(k), m) for k, m in where.items())
         ][:limit]
+
+
+def _matches(cell: Any, match: Any) -> bool:
+    if isinstance(cell, dict) and cell.keys() == {"s", "d"}:
+        return bool(cell["d"] in match.digests)
+    return bool(cell == match.value)
+
+
+class FakeCipher:
+    """Implements ``PiiCipher`` with reversible, owner-bound tokens (no cryptography):
+    ``fake:`` + base64 of the JSON of (tenant, account, purpose, plaintext); digests are
+    plain hashes.
+    ``shredded`` tenants seal nothing and reveal nothing."""
+
+    def __init__(self) -> None:
+        self.shredded: set[str] = set()
+
+    def seal(
+        self, tenant_id: str, account_id: str | None, plaintext: str, purpose: str = "pii"
+    ) -> str:
+        if tenant_id in self.shredded:
+            raise KeyErased(tenant_id)
+        sealed = json.dumps([tenant_id, account_id, purpose, plaintext]).encode()
+        return "fake:" + base64.b64encode(sealed).decode()
+
+    def sealer(
+        self, tenant_id: str, account_id: str | None, purpose: str = "pii"
+    ) -> Callable[[str], str]:
+        return lambda plaintext: self.seal(tenant_id, account_id, plaintext, purpose)
+
+    def reveal(
+        self, token: str, tenant_id: str, account_id: str | None, purpose: str = "pii"
+    ) -> str | None:
+        if not token.startswith("fake:") or tenant_id in self.shredded:
+            return None
+        tenant, account, sealed_for, plaintext = json.loads(base64.b64decode(token[5:]))
+        if (tenant, account, sealed_for) != (tenant_id, account_id, purpose):
+            return None
+        return str(plaintext)
+
+    def digest(self, tenant_id: str, purpose: str, text: str) -> str:
+        if tenant_id in self.shredded:
+            raise KeyErased(tenant_id)
+        return hashlib.sha256(json.dumps([tenant_id, purpose, text]).encode()).hexdigest()
+
+    def digester(self, tenant_id: str, purpose: str) -> Callable[[str], str]:
+        return lambda text: self.digest(tenant_id, purpose, text)
+
+    def shred_account(self, tenant_id: str, account_id: str) -> None:
+        raise NotImplementedError
+
+    def shred_tenant(self, tenant_id: str) -> None:
+        self.shredded.add(tenant_id)
 
 
 class FakeProjections:

@@ -24,7 +24,12 @@ WHERE = {"tenant_id": "t1", "entity_name": "contact", "entity_id": "c1", "field_
 
 def set_value(value: Any, generation: int = 1, definition: UUID = TIER) -> Command:
     return lambda e: e.set_value(
-        **WHERE, definition_id=definition, generation=generation, value=value, now=NOW
+        **WHERE,
+        definition_id=definition,
+        generation=generation,
+        sealed=value,
+        digest="d-" + value,
+        now=NOW,
     )
 
 
@@ -40,7 +45,13 @@ def test_set_records_definition_and_generation() -> None:
         (
             "CustomFieldValueSet",
             1,
-            {**WHERE, "definition_id": str(TIER), "generation": 3, "value": "gold"},
+            {
+                **WHERE,
+                "definition_id": str(TIER),
+                "generation": 3,
+                "sealed": "gold",
+                "digest": "d-gold",
+            },
         )
     ]
 

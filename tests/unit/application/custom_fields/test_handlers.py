@@ -24,6 +24,7 @@ from domain.field_definition import (
 )
 from tests.support.results import failed
 from tests.unit.application.fakes import (
+    FakeCipher,
     FakeEventStore,
     FakeProjections,
     FakeReadModel,
@@ -46,10 +47,15 @@ class Harness:
     store: FakeEventStore = field(default_factory=FakeEventStore)
     read_model: FakeReadModel = field(default_factory=FakeReadModel)
     projections: FakeProjections = field(default_factory=FakeProjections)
+    cipher: FakeCipher = field(default_factory=FakeCipher)
 
     def __post_init__(self) -> None:
         ctx = Context(
-            store=self.store, clock=FixedClock(), custom_fields=self.read_model, policy=self.policy
+            store=self.store,
+            clock=FixedClock(),
+            custom_fields=self.read_model,
+            policy=self.policy,
+            keys=self.cipher,
         )
         self.app = App(ctx, self.projections, project_inline=self.project_inline)
 
@@ -102,6 +108,7 @@ def h() -> Harness:
 
 
 REF = {"entityName": "contact", "fieldKey": "tier"}
+REF_C1 = {**REF, "entityId": "c1"}
 
 
 # --- define-tenant-field ------------------------------------------------------------
@@ -423,7 +430,10 @@ def test_set_records_the_canonical_value_with_definition_and_generation(h: Harne
     assert isinstance(value_set, CustomFieldValueSet)
     assert value_set.definition_id == str(definition_id(T1, "contact", "tier"))
     assert value_set.generation == 1
-    assert value_set.value == {"amount": "12.5", "currency": "EUR"}
+    purpose = '["field", "contact", "c1", "tier"]'
+    opened = h.cipher.reveal(value_set.sealed, T1, None, purpose)
+    assert opened == '{"amount":"12.5","currency":"EUR"}'
+    assert "12.5" not in value_set.digest
 
 
 def test_set_and_clear_without_an_active_definition_are_404(h: Harness) -> None:
@@ -714,3 +724,62 @@ def test_list_entities_where_needs_searchable_fields(h: Harness) -> None:
         "items": [{"entityId": "c1", "customFields": {"tier": "gold"}}],
         "nextCursor": None,
     }
+
+
+# --- sealed values and shred-tenant ---------------------------------------------------
+
+
+def test_values_are_sealed_for_their_entity_and_key_and_filters_use_digests(h: Harness) -> None:
+    h.define(type="text")
+    h.ok("set-custom-field", {**REF_C1, "value": "gold"}, MEMBER)
+    value_set = event_at(h, -1, CustomFieldValueSet)
+    assert "gold" not in value_set.sealed and "gold" not in value_set.digest
+    assert h.cipher.reveal(value_set.sealed, T1, None, '["field", "contact", "c1", "tier"]')
+    assert not h.cipher.reveal(value_set.sealed, T1, None, '["field", "contact", "c2", "tier"]')
+    # The read model holds the event's cell; queries open it and match its digest.
+    h.read_model.entities[T1, "contact"]["c1"] = {
+        "tier": {"s": value_set.sealed, "d": value_set.digest}
+    }
+    h.read_model.definitions.append(
+        {
+            "tenantId": T1,
+            "entityName": "contact",
+            "fieldKey": "tier",
+            "scope": "tenant",
+            "field": {"type": "text"},
+            "searchable": True,
+        }
+    )
+    got = h.app.query("get-entity", {"entityName": "contact", "entityId": "c1"}, MEMBER)
+    assert got.data == {"entityName": "contact", "entityId": "c1", "customFields": {"tier": "gold"}}
+    where = {"entityName": "contact", "where": {"tier": "gold"}}
+    found = h.app.query("list-entities", where, MEMBER).data
+    assert found is not None and [i["entityId"] for i in found["items"]] == ["c1"]
+    # The same cell under another entity id opens nowhere.
+    h.read_model.entities[T1, "contact"]["c2"] = h.read_model.entities[T1, "contact"]["c1"]
+    moved = h.app.query("get-entity", {"entityName": "contact", "entityId": "c2"}, MEMBER)
+    assert moved.data is not None and moved.data["customFields"] == {"tier": "[erased]"}
+
+    # After shred-tenant: erased reads, no matches, writes 410; others unaffected.
+    failed(h.write("shred-tenant", {"tenantId": T1}, ADMIN), "forbidden", 403)
+    assert h.ok("shred-tenant", {"tenantId": T1}, OPERATOR) == {"tenantId": T1, "shredded": True}
+    got = h.app.query("get-entity", {"entityName": "contact", "entityId": "c1"}, MEMBER)
+    assert got.data is not None and got.data["customFields"] == {"tier": "[erased]"}
+    found = h.app.query("list-entities", where, MEMBER).data
+    assert found == {"items": [], "nextCursor": None}
+    failed(h.write("set-custom-field", {**REF_C1, "value": "x"}, MEMBER), "erased", 410)
+    assert h.cipher.shredded == {T1}
+
+
+@pytest.mark.parametrize("payload", [{}, {"tenantId": ""}, {"tenantId": "t" * 201}, {"x": 1}])
+def test_shred_tenant_payloads_are_validated(h: Harness, payload: dict[str, Any]) -> None:
+    failed(h.write("shred-tenant", payload, OPERATOR), "invalid_payload", 400)
+    assert h.cipher.shredded == set()
+
+
+def test_shred_tenant_refuses_the_system_tenant_and_system_admins_elsewhere(h: Harness) -> None:
+    payload = {"tenantId": SYSTEM_TENANT_ID}
+    failed(h.write("shred-tenant", payload, OPERATOR), "system_tenant_not_allowed", 422)
+    misplaced = User("op2", T2, frozenset({"SystemAdmin"}))
+    failed(h.write("shred-tenant", {"tenantId": T1}, misplaced), "forbidden", 403)
+    assert h.cipher.shredded == set()

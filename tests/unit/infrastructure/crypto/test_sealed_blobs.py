@@ -11,7 +11,7 @@ import pytest
 from application.mail.ports import BlobNotFound, BlobOwner
 from application.privacy import KeyErased
 from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.crypto.sealed_blobs import SEGMENT, SealedBlobCorrupt
+from infrastructure.crypto.sealed_blobs import SEGMENT, SealedBlobCorrupt, SealedReader
 
 OWNER = BlobOwner("tenant/one", "0b5c9a64-6f5e-4c38-9d1f-111111111111")
 OTHER = BlobOwner("tenant/one", "0b5c9a64-6f5e-4c38-9d1f-222222222222")
@@ -127,3 +127,27 @@ def test_deleting_one_pack_member_leaves_the_others(store: FilesystemBlobStore) 
         store.open(first)
     with store.open(second) as f:
         assert f.read() == b"two"
+
+
+def test_a_blob_opens_only_as_its_owners(store: FilesystemBlobStore, keys: Keys) -> None:
+    ref = store.put_bytes(b"mine alone", owner=OWNER)
+    with store.open(ref, owner=OWNER) as blob:
+        assert blob.read() == b"mine alone"
+    with pytest.raises(BlobNotFound):
+        store.open(ref, owner=OTHER)
+    with pytest.raises(BlobNotFound):  # an unowned ref is no message body of anyone's
+        store.open(store.put_bytes(b"plain"), owner=OWNER)
+
+
+def test_a_tdb2_file_does_not_authenticate_for_another_owner(
+    store: FilesystemBlobStore, keys: Keys
+) -> None:
+    ref = store.put_bytes(b"bound to its owner", owner=OWNER)
+    path = store.path_of(ref)
+    assert path.read_bytes().startswith(b"TDB2")
+    key = keys(OWNER.tenant_id, OWNER.account_id)
+    elsewhere = BlobOwner("tenant/two", OWNER.account_id)  # same key, another tenant
+    with open(path, "rb") as file, pytest.raises(SealedBlobCorrupt):
+        SealedReader(file, key, elsewhere).read()
+    with open(path, "rb") as file:
+        assert SealedReader(file, key, OWNER).read() == b"bound to its owner"

@@ -51,7 +51,8 @@ SAMPLES: list[DomainEvent] = [
         entity_id="c-1",
         definition_id=str(uuid4()),
         generation=2,
-        value={"amount": "12.50", "currency": "EUR"},
+        sealed="pii2:t.t1:bm9uY2UgYW5kIGNpcGhlcnRleHQ=",
+        digest="ab" * 32,
     ),
     CustomFieldValueSet(
         **envelope(),
@@ -59,7 +60,8 @@ SAMPLES: list[DomainEvent] = [
         entity_id="c-1",
         definition_id=str(uuid4()),
         generation=1,
-        value=["a", "ü", None, 1.5, True],
+        sealed="plain:[\"a\",\"ü\",null,1.5,true]",
+        digest="plain:[\"a\",\"ü\",null,1.5,true]",
     ),
     CustomFieldValueCleared(
         **envelope(5), **REF, entity_id="c-1", definition_id=str(uuid4()), generation=2
@@ -202,3 +204,23 @@ def test_a_state_not_of_the_class_shape_is_refused_not_half_read() -> None:
         # named, so that the projections quarantine it and a load answers a failed Result
         with pytest.raises(UnreadableEvent):
             codec.decode(stream, 3, CustomFieldValueCleared.TOPIC, json.dumps(broken).encode())
+
+
+# A CustomFieldValueSet as version 1 wrote it: the plaintext value, no seal, no digest.
+V1_VALUE_SET = (
+    b'{"_v":1,"timestamp":"2023-01-02T03:04:05+00:00","tenant_id":"t1","entity_name":"contact",'
+    b'"entity_id":"c-1","field_key":"tier","definition_id":"d1","generation":1,'
+    b'"value":{"currency":"EUR","amount":"12.50"}}'
+)
+
+
+def test_v1_custom_field_value_set_is_upcast_to_plain_cells(codec: EventCodec) -> None:
+    event = codec.decode(uuid4(), 1, CustomFieldValueSet.TOPIC, V1_VALUE_SET)
+    assert isinstance(event, CustomFieldValueSet)
+    assert event.sealed == 'plain:{"amount":"12.50","currency":"EUR"}'
+    assert event.digest == event.sealed
+    number = V1_VALUE_SET.replace(b'{"currency":"EUR","amount":"12.50"}', b"3")
+    upcast = codec.decode(uuid4(), 1, CustomFieldValueSet.TOPIC, number)
+    assert isinstance(upcast, CustomFieldValueSet)
+    assert (upcast.sealed, upcast.digest) == ("plain:3", "plain:3.0")
+    assert b'"_v":2' in codec.state_of(upcast)

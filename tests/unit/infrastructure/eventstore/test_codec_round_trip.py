@@ -17,6 +17,7 @@ from application.errors import EventNotStorable, UnreadableEvent
 from domain.all_events import EVENT_CLASSES
 from domain.custom_field_values import CustomFieldValueSet
 from domain.events import DomainEvent
+from domain.field_definition import FieldDefinitionDefined
 from infrastructure.eventstore.codec import EventCodec
 
 TEXTS = ["", 'ž\U0001f600\u2028\u2029"\\/\t\n\x7f\ufeff', "x" * 70_000]
@@ -102,18 +103,23 @@ def test_every_event_class_round_trips_exactly_with_extreme_values(
         assert json.loads(stored.state)["_v"] == cls.CLASS_VERSION  # plain JSON for jsonl
 
 
-def value_event(value: Any) -> CustomFieldValueSet:
-    return CustomFieldValueSet(
+def value_event(value: Any) -> FieldDefinitionDefined:
+    """An event carrying ``value`` where a caller's JSON lands (a field spec's bound)."""
+    return FieldDefinitionDefined(
         originator_id=uuid4(),
         originator_version=1,
         timestamp=datetime(2026, 1, 1, tzinfo=UTC),
         tenant_id="t",
         entity_name="contact",
-        entity_id="e",
         field_key="k",
-        definition_id="d",
+        scope="tenant",
         generation=1,
-        value=value,
+        field={"type": "number", "max": value},
+        field_access=None,
+        required=False,
+        searchable=False,
+        display_order=0,
+        label="k",
     )
 
 
@@ -143,7 +149,7 @@ def test_a_value_that_would_not_read_back_is_refused_before_writing(value: Any) 
 @pytest.mark.parametrize("literal", [b"1" + b"0" * 400, b"1e999", b"NaN", b'"\\ud800"', b"-1e400"])
 def test_a_state_an_older_encoder_wrote_is_unreadable_not_a_crash(literal: bytes) -> None:
     event = value_event(1)
-    state = EventCodec.state_of(event).replace(b'"value":1', b'"value":' + literal)
+    state = EventCodec.state_of(event).replace(b'"max":1', b'"max":' + literal)
     with pytest.raises(UnreadableEvent):
         EventCodec(EVENT_CLASSES).decode(event.originator_id, 1, event.TOPIC, state)
 

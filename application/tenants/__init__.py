@@ -1,0 +1,1 @@
+"""Use cases about a tenant as a whole."""
