@@ -33,7 +33,10 @@ def digest_form(value: Any) -> str:
     """The text equal values share: numbers as floats (``1`` equals ``1.0``, as in the
     stored JSON's own comparison; integers are bounded to +-(2^53 - 1), so exactly)."""
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return repr(float(value))
+        try:
+            return repr(float(value))
+        except OverflowError:  # an integer past any float: only an old event holds one
+            return canonical_json(value)
     return canonical_json(value)
 
 

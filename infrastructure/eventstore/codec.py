@@ -116,7 +116,9 @@ class EventCodec:
             data["originator_id"] = (
                 originator_id if isinstance(originator_id, UUID) else UUID(originator_id)
             )
-        except (LookupError, TypeError, ValueError, AttributeError) as error:
+        except (LookupError, TypeError, ValueError, AttributeError, ArithmeticError) as error:
+            # An upcaster is code run on stored data: whatever it trips on, the event is
+            # unreadable (quarantined), never a crash of the reader.
             raise UnreadableEvent(f"{topic}: {type(error).__name__}: {error}") from None
         data["originator_version"] = version
         if data.keys() != self._fields[cls]:
