@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from application.mail.activity import UserActivity
 from application.mail.ports import BlobStore, MailProvider
 from application.mail.read_model import MailReadModel
 from application.mail.state import MailboxStateStore
@@ -20,3 +21,4 @@ class MailPorts:
     state: MailboxStateStore
     read_model: MailReadModel
     signals: SignalBus
+    activity: UserActivity
