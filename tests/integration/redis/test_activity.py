@@ -31,7 +31,7 @@ class CountingRedis(redis.Redis):
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
         self.round_trips += 1
-        return super().execute_command(*args, **options)
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Any:
         pipe = super().pipeline(transaction, shard_hint)
@@ -47,7 +47,9 @@ class CountingRedis(redis.Redis):
 
 @pytest.fixture
 def counting_client(client: redis.Redis) -> Iterator[CountingRedis]:
-    counting = CountingRedis.from_url(REDIS_URL, decode_responses=True)
+    counting = CountingRedis(
+        connection_pool=redis.ConnectionPool.from_url(REDIS_URL, decode_responses=True)
+    )
     yield counting  # ``client`` (same server) removes the test's keys afterwards
     counting.close()
 
