@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from application.custom_fields.ports import CustomFieldsReadModel
 from application.feed.ports import FeedReadModel
+from application.mail.activity import UserActivity
 from application.mail.destinations import DestinationPolicy
 from application.mail.ports import BlobStore, MailProvider
 from application.mail.read_model import MailReadModel
@@ -30,6 +31,7 @@ class MailPorts:
     read_model: MailReadModel
     signals: SignalBus
     destinations: DestinationPolicy
+    activity: UserActivity
 
 
 @dataclass(frozen=True)

@@ -16,3 +16,6 @@ PER_HOST_CONN_CAP = 2000
 BACKFILL_WINDOW_DAYS = 30
 MAX_MESSAGES_PER_POLL = 200
 PARSE_CONCURRENCY = 4
+USER_ACTIVE_WINDOW = 1800.0  # a user-active keeps the user's accounts hot this long
+RECENT_MAIL_WINDOW = 3600.0  # mail that arrived this recently keeps its account hot
+WARM_WINDOW = 86400.0  # activity this recent keeps an account warm (older: cold)

@@ -21,11 +21,13 @@ from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
 from infrastructure.imap.settings import ImapAdapterSettings
+from infrastructure.in_process.activity import InProcessActivity
 from infrastructure.in_process.lease import InProcessLease
 from infrastructure.in_process.registry import LocalRegistry
 from infrastructure.in_process.signals import InProcessSignals
 from infrastructure.mime.parser import EmailMimeParser
 from infrastructure.net_policy import DestinationCheckedProvider, ResolvingDestinationPolicy
+from infrastructure.redis.activity import RedisActivity
 from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
@@ -48,6 +50,7 @@ from workers.metrics import CountingProvider, WorkerMetrics
 from workers.news import Inbox
 from workers.parking import ParkedSessions
 from workers.poll import Poller
+from workers.shared_tiers import SharedTierState
 from workers.supervisor import Supervisor, SupervisorSettings
 from workers.sync import AccountSyncer, SyncSettings
 from workers.watch import WatchManager
@@ -79,6 +82,8 @@ def build_projections(
         batch_size=batch_size,
     )
     runner.setup()
+    with db.transaction() as cur:  # read-model columns added since the tables were made
+        MailProjection().upgrade(cur, db.dialect)
     return runner
 
 
@@ -120,6 +125,9 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         if settings.redis_url
         else InProcessSignals(),
         destinations=destinations,
+        activity=RedisActivity.from_url(settings.redis_url, defaults.USER_ACTIVE_WINDOW)
+        if settings.redis_url
+        else InProcessActivity(defaults.USER_ACTIVE_WINDOW),
     )
 
 
@@ -282,7 +290,11 @@ def _supervisor(
         registry=registry,
         owner=WatchOwner(lease, watches, parking, metrics, ttl=settings.lease_ttl),
         directory=directory,
-        reader=DirectoryReader(directory, inbox.tell),
+        reader=DirectoryReader(
+            directory,
+            inbox.tell,
+            shared=SharedTierState(app.ctx.mail.activity, app.ctx.mail.read_model).read,
+        ),
         ingest=ingest,
         poller=Poller(
             syncer.sync,

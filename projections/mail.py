@@ -1,6 +1,9 @@
 """Mail read models: accounts, messages and threads (personal fields stay sealed).
 
-- ``accounts``: one row per account with its status and message count.
+- ``accounts``: one row per account with its status, message count and ``last_mail_at``
+  (unix seconds: the newest message's arrival, never later than when it was recorded —
+  what keeps an account hot across a fleet restart; ``recent_mail`` reads it for all
+  accounts at once).
 - ``messages``: one row per ingested message; deleted accounts' rows are removed with
   one set-based DELETE, and messages recorded after their account's delete are passed
   over.
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
@@ -78,7 +82,8 @@ class MailProjection:
             " tenant_id TEXT NOT NULL, owner_user_id TEXT, scope TEXT NOT NULL,"
             " provider TEXT NOT NULL, auth_method TEXT NOT NULL, display_name TEXT NOT NULL,"
             " address TEXT NOT NULL, imap TEXT NOT NULL, trusted_authserv_id TEXT,"
-            " status TEXT NOT NULL, message_count INTEGER NOT NULL DEFAULT 0)"
+            " status TEXT NOT NULL, message_count INTEGER NOT NULL DEFAULT 0,"
+            " last_mail_at DOUBLE PRECISION)"
         )
         cur.execute(f"CREATE INDEX {index_name(accounts, 'tenant')} ON {accounts} (tenant_id)")
         cur.execute(
@@ -101,6 +106,18 @@ class MailProjection:
             " message_count INTEGER NOT NULL, last_received_at TEXT NOT NULL,"
             " PRIMARY KEY (account_id, thread_key))"
         )
+
+    def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
+        """Tables created before ``last_mail_at`` was kept gain it (idempotent)."""
+        accounts = self._tables["accounts"]
+        if dialect == "postgresql":
+            cur.execute(
+                f"ALTER TABLE {accounts} ADD COLUMN IF NOT EXISTS last_mail_at DOUBLE PRECISION"
+            )
+            return
+        cur.execute(f"PRAGMA table_info({accounts})")
+        if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
+            cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
@@ -206,16 +223,23 @@ class MailProjection:
             ],
         )
         per_account: dict[str, int] = {}
+        latest: dict[str, float] = {}
         per_thread: dict[tuple[str, str], tuple[str, str, int, str]] = {}
         for e in fresh.values():
             per_account[e.account_id] = per_account.get(e.account_id, 0) + 1
+            latest[e.account_id] = max(latest.get(e.account_id, NO_MAIL), _arrived(e))
             key = (e.account_id, e.thread_key)
             tenant, subject, count, last = per_thread.get(key, (e.tenant_id, e.subject, 0, ""))
             # A new thread row takes its first message's subject, as one by one would.
             per_thread[key] = (tenant, subject, count + 1, max(last, e.received_at))
         cur.executemany(
-            f"UPDATE {accounts} SET message_count = message_count + ? WHERE account_id = ?",
-            [(count, account_id) for account_id, count in per_account.items()],
+            f"UPDATE {accounts} SET message_count = message_count + ?,"
+            " last_mail_at = CASE WHEN last_mail_at IS NULL OR last_mail_at < ? THEN ?"
+            " ELSE last_mail_at END WHERE account_id = ?",
+            [
+                (count, latest[account_id], latest[account_id], account_id)
+                for account_id, count in per_account.items()
+            ],
         )
         cur.executemany(
             f"INSERT INTO {threads} (account_id, thread_key, tenant_id, subject,"
@@ -242,6 +266,22 @@ class MailProjection:
                 f"UPDATE {accounts} SET imap = ? WHERE account_id = ?",
                 (json.dumps(changes["imap"]), account_id),
             )
+
+
+NO_MAIL = float("-inf")
+
+
+def _arrived(event: MessageIngested) -> float:
+    """When the message arrived (its ``received_at``), but never later than when it was
+    recorded: a Date header in the future must not keep an account hot for days."""
+    recorded = event.timestamp.timestamp()
+    try:
+        received = datetime.fromisoformat(event.received_at)
+    except (TypeError, ValueError):
+        return recorded
+    if received.tzinfo is None:
+        received = received.replace(tzinfo=UTC)
+    return min(received.timestamp(), recorded)
 
 
 def _account_row(row: Sequence[Any]) -> dict[str, Any]:
@@ -381,6 +421,17 @@ class MailReader:
             )
             row = cur.fetchone()
         return None if row is None else dict(zip(_MESSAGE_KEYS, row, strict=True))
+
+    def recent_mail(self, since: float) -> dict[str, float]:
+        """Active accounts whose newest mail arrived at or after ``since`` (unix seconds)
+        -> that time: one statement for all of them."""
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT account_id, last_mail_at FROM {self.t['accounts']}"
+                " WHERE status = 'active' AND last_mail_at >= ?",
+                (since,),
+            )
+            return {str(account_id): float(at) for account_id, at in cur.fetchall()}
 
     def threads(
         self,

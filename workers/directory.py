@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from application.app import App
@@ -30,6 +30,9 @@ from application.errors import StoreUnavailable
 from application.streams import load
 from domain.mail_account import MailAccount
 from workers.news import AccountLookedUp, DirectoryFetched, News
+
+if TYPE_CHECKING:  # built on the directory's AccountInfo
+    from workers.shared_tiers import SharedActivity
 
 log = logging.getLogger("tidings.directory")
 
@@ -130,9 +133,15 @@ class DirectoryReader:
     lookup answers after the disconnect's. A failed lookup is dropped (signals are best
     effort: the next refresh catches up)."""
 
-    def __init__(self, directory: AccountDirectory, tell: Callable[[News], None]) -> None:
+    def __init__(
+        self,
+        directory: AccountDirectory,
+        tell: Callable[[News], None],
+        shared: Callable[[dict[str, AccountInfo]], SharedActivity] | None = None,
+    ) -> None:
         self._directory = directory
         self._tell = tell
+        self._shared = shared  # the fleet's tier state, read with every refresh
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="directory")
         self._refreshing = False
 
@@ -156,13 +165,19 @@ class DirectoryReader:
 
     def _fetch(self) -> None:
         fresh: dict[str, AccountInfo] | None = None
+        activity: SharedActivity | None = None
         try:
             fresh = self._directory.fetch()
         except StoreUnavailable:
             log.warning("directory.unavailable")
         except Exception as error:  # a bug must not stop the refreshes for good
             log.exception("directory.failed error=%s", type(error).__name__)
-        self._tell(DirectoryFetched(fresh))
+        if fresh is not None and self._shared is not None:
+            try:
+                activity = self._shared(fresh)
+            except Exception as error:  # the accounts still count without it
+                log.exception("directory.tiers_failed error=%s", type(error).__name__)
+        self._tell(DirectoryFetched(fresh, activity))
 
     def _lookup(self, account_id: str) -> None:
         try:

@@ -19,6 +19,7 @@ from workers.sync import SyncOutcome
 
 if TYPE_CHECKING:  # the directory hands its answers over as news
     from workers.directory import AccountInfo
+    from workers.shared_tiers import SharedActivity
 
 
 @dataclass(frozen=True)
@@ -48,9 +49,11 @@ class PollDone:
 
 @dataclass(frozen=True)
 class DirectoryFetched:
-    """A refresh from the read model; ``None`` when it could not be read."""
+    """A refresh from the read model; ``None`` when it could not be read. ``activity``:
+    the fleet's shared tier state for those accounts, read right after them."""
 
     accounts: dict[str, AccountInfo] | None
+    activity: SharedActivity | None = None
 
 
 @dataclass(frozen=True)

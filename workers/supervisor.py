@@ -19,10 +19,11 @@ Each turn:
 2. leases: stop watches whose lease expired; renew held leases when due
    ("not yours" -> stop that watch now);
 3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
-   refresh, heartbeat, classify tiers, plan claims/releases, acquire leases and start
-   watches for claims, stop watches and release leases for releases; park sessions for
-   a dead worker's accounts this worker will claim once their leases lapse; report
-   watch states and tiers;
+   refresh (with the fleet's shared tier state: ``workers.shared_tiers``), heartbeat,
+   classify tiers, plan claims/releases, acquire leases and start watches for claims,
+   stop watches and release leases for releases; park sessions for a dead worker's
+   accounts this worker will claim once their leases lapse; report watch states and
+   tiers;
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns (``fleet.owns_poll``).
 """
@@ -49,6 +50,7 @@ from workers.policies import failover, fleet, watch_report
 from workers.policies.scheduling import DueScheduler, first_poll_at
 from workers.policies.tiers import NEVER, RecentUsers, Tier, TierPolicy, TierSettings
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped
+from workers.shared_tiers import SharedActivity
 from workers.sync import SyncOutcome
 from workers.watch_owner import WatchOwner
 
@@ -184,8 +186,10 @@ class Supervisor:
                     self._on_ingested()
                 case news.PollDone(outcome):
                     self._polled(outcome)
-                case news.DirectoryFetched(accounts):
+                case news.DirectoryFetched(accounts, activity):
                     self._directory_fetched(accounts, now)
+                    if accounts is not None and activity is not None:
+                        self._shared_tiers(activity, now)
                 case news.AccountLookedUp(account_id, info):
                     self._looked_up(account_id, info, now)
                 case news.Wake():
@@ -237,6 +241,12 @@ class Supervisor:
             self.polls.schedule(account_id, first_poll_at(account_id, wall))
         if new:
             self._fleet_soon(now)  # claim the new hot ones now
+
+    def _shared_tiers(self, activity: SharedActivity, now: float) -> None:
+        """The fleet's shared tier state (user activity, recent mail), read with the
+        directory: a restarted worker knows at once which accounts were hot."""
+        if self.tiers.learn(activity.user_active, activity.mail, time.time()):
+            self._fleet_soon(now)  # claim what became hot now, not a tick later
 
     def _watch_stopped(self, stopped: WatchStopped, now: float) -> None:
         decision, started = self.owner.stopped(stopped, now)

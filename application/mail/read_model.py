@@ -29,6 +29,11 @@ class MailReadModel(Protocol):
 
     def message(self, message_id: str) -> dict[str, Any] | None: ...
 
+    def recent_mail(self, since: float) -> dict[str, float]:
+        """Active accounts whose newest mail arrived at or after ``since`` (unix seconds)
+        -> that time (every tenant; workers)."""
+        ...
+
     def threads(
         self,
         tenant_id: str,

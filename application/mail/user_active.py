@@ -1,4 +1,7 @@
-"""user-active: the caller is active now; its accounts become hot (cheap: one signal)."""
+"""user-active: the caller is active now; its accounts become hot.
+
+Cheap: one write to the shared activity store (every worker reads it each fleet tick, a
+restarted fleet included) and one signal (the owning worker acts within seconds)."""
 
 from application.context import Context
 from application.payloads import EmptyPayload as Payload
@@ -12,5 +15,6 @@ NAME = "user-active"
 def handle(payload: Payload, user: User, ctx: Context) -> Result:
     if not user.has_any(KNOWN_ROLES):
         return forbidden()
+    ctx.mail.activity.record(user.tenant_id, user.id, ctx.clock.now().timestamp())
     ctx.mail.signals.publish(Signal("user_active", user.tenant_id, user_id=user.id))
     return Result.ok({"userId": user.id})

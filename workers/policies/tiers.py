@@ -16,14 +16,14 @@ Invariants: classification is a pure function of the remembered times, ``now`` a
 budget (deterministic; ties by account id); at most ``hot_budget`` accounts are hot and
 the ones shed are the least recently active; times after ``now`` count as ``now``; a
 newly tracked account is warm, not cold, for a warm window (a restarted worker knows no
-history: seed ``on_mail`` from the read model to do better). Times are seconds on one
-clock of the caller's choosing (wall time, if mail times come from the read model).
+history of its own: ``learn`` seeds it from the fleet's shared state, ``workers.shared_tiers``).
+Times are unix seconds (wall time: the shared state's times come from other processes).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,9 +35,9 @@ NEVER = float("-inf")
 
 @dataclass(frozen=True)
 class TierSettings:
-    user_active_window: float = 1800.0
-    recent_mail_window: float = 3600.0
-    warm_window: float = 86400.0
+    user_active_window: float = defaults.USER_ACTIVE_WINDOW
+    recent_mail_window: float = defaults.RECENT_MAIL_WINDOW
+    warm_window: float = defaults.WARM_WINDOW
     poll_warm: float = defaults.POLL_INTERVAL
     poll_cold: float = defaults.POLL_COLD
 
@@ -75,6 +75,22 @@ class TierPolicy:
         self.track(account_id, now)
         activity = self._accounts[account_id]
         activity.mail = max(activity.mail, min(at, now))
+
+    def learn(
+        self, user_active: Mapping[str, float], mail: Mapping[str, float], now: float
+    ) -> bool:
+        """Times read from the fleet's shared state, for tracked accounts only (others are
+        not this worker's to know). Times only rise; True when one did, i.e. when the
+        classification may have changed."""
+        rose = False
+        for times, attribute in ((user_active, "user_active"), (mail, "mail")):
+            for account_id, at in times.items():
+                activity = self._accounts.get(account_id)
+                seen = min(at, now)
+                if activity is not None and seen > getattr(activity, attribute):
+                    setattr(activity, attribute, seen)
+                    rose = True
+        return rose
 
     def classify(self, now: float, hot_budget: int) -> dict[str, Tier]:
         s = self.settings

@@ -111,3 +111,21 @@ def test_budget_is_respected_and_the_hot_are_the_most_recently_active(
     if shed:
         assert len(hot) == budget
         assert all(recency(s) <= recency(h) for s in shed for h in hot)
+
+
+def test_learn_takes_shared_times_for_tracked_accounts_only_and_says_when_they_rose() -> None:
+    NOW = 10 * DAY
+    tiers = TierPolicy()
+    tiers.track("a", NOW - 7200)
+    tiers.track("b", NOW - 7200)
+    assert tiers.classify(NOW, 10) == {"a": "warm", "b": "warm"}
+    assert tiers.learn({"a": NOW - 60, "stranger": NOW}, {"b": NOW - 30}, NOW) is True
+    assert tiers.tracked() == {"a", "b"}, "an account not tracked is not learnt"
+    assert tiers.classify(NOW, 10) == {"a": "hot", "b": "hot"}
+    assert tiers.classify(NOW, 1) == {"a": "warm", "b": "hot"}, "the least recent is shed"
+    # Older or equal times change nothing (the signal's own times stay).
+    assert tiers.learn({"a": NOW - 600}, {"b": NOW - 30}, NOW) is False
+    # A time after now counts as now: it cannot keep an account hot beyond its window.
+    assert tiers.learn({}, {"a": NOW + 86400}, NOW) is True
+    later = NOW + 3600 + 1
+    assert tiers.classify(later, 10) == {"a": "warm", "b": "warm"}

@@ -1,0 +1,123 @@
+"""The fleet's shared tier state, with fakes for the activity store and the read model:
+what ``SharedTierState`` reads for a tick's accounts (one call to each source for all of
+them; shared accounts by their tenant, user accounts by their owner; a failing source
+leaves only its own part empty), and what a supervisor that knows no history does with
+it: the accounts that were hot are claimed and watched in its first ticks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from typing import Any
+
+from application.mail.activity import ActiveTimes, ActivityUnavailable, UserKey
+from tests.unit.workers import fakes
+from tests.unit.workers.test_supervisor_leases import owner
+from workers.directory import AccountDirectory, AccountInfo
+from workers.metrics import WorkerMetrics
+from workers.news import DirectoryFetched, Inbox
+from workers.policies.watch_report import WatchStatus
+from workers.shared_tiers import SharedActivity, SharedTierState
+from workers.supervisor import FLEET_COALESCE, Supervisor, SupervisorSettings
+
+NOW = 1_800_000_000.0
+
+
+class FakeActivity:
+    def __init__(self, times: ActiveTimes, *, down: bool = False) -> None:
+        self.times = times
+        self.down = down
+        self.calls: list[tuple[set[UserKey], set[str]]] = []
+
+    @property
+    def window(self) -> float:
+        return 1800.0
+
+    def record(self, tenant_id: str, user_id: str, at: float) -> None:
+        raise AssertionError("workers only read")
+
+    def last_active(
+        self, users: Collection[UserKey], tenants: Collection[str], now: float
+    ) -> ActiveTimes:
+        self.calls.append((set(users), set(tenants)))
+        if self.down:
+            raise ActivityUnavailable("down")
+        return self.times
+
+
+class FakeMail:
+    def __init__(self, recent: dict[str, float], *, down: bool = False) -> None:
+        self.recent = recent
+        self.down = down
+        self.since: list[float] = []
+
+    def recent_mail(self, since: float) -> dict[str, float]:
+        self.since.append(since)
+        if self.down:
+            raise ConnectionError("database down")
+        return {a: t for a, t in self.recent.items() if t >= since}
+
+
+ACCOUNTS = {
+    "mine": AccountInfo("mine", "t1", "u1", "user", "imap.example"),
+    "theirs": AccountInfo("theirs", "t1", "u2", "user", "imap.example"),
+    "team": AccountInfo("team", "t1", None, "shared", "imap.example"),
+    "other": AccountInfo("other", "t2", None, "shared", "imap.example"),
+    "mailed": AccountInfo("mailed", "t3", "u3", "user", "imap.example"),
+}
+
+
+def state(activity: FakeActivity, mail: FakeMail) -> SharedTierState:
+    model: Any = mail  # only recent_mail is asked for
+    return SharedTierState(activity, model, recent_mail_window=3600.0, clock=lambda: NOW)
+
+
+def test_one_read_of_each_source_for_all_accounts_mapped_back_to_accounts() -> None:
+    activity = FakeActivity(ActiveTimes(users={("t1", "u1"): NOW - 10}, tenants={"t1": NOW - 5}))
+    mail = FakeMail({"mailed": NOW - 60, "gone": NOW - 1, "theirs": NOW - 7200})
+    shared = state(activity, mail).read(ACCOUNTS)
+    assert activity.calls == [({("t1", "u1"), ("t1", "u2"), ("t3", "u3")}, {"t1", "t2"})]
+    assert mail.since == [NOW - 3600.0]
+    assert shared.user_active == {"mine": NOW - 10, "team": NOW - 5}
+    assert shared.mail == {"mailed": NOW - 60}, "accounts not of this directory are dropped"
+
+
+def test_a_failing_source_leaves_only_its_own_part_empty() -> None:
+    times = ActiveTimes(users={("t1", "u1"): NOW - 10})
+    no_redis = state(FakeActivity(times, down=True), FakeMail({"mailed": NOW - 60}))
+    assert no_redis.read(ACCOUNTS) == SharedActivity({}, {"mailed": NOW - 60})
+    no_db = state(FakeActivity(times), FakeMail({}, down=True))
+    assert no_db.read(ACCOUNTS) == SharedActivity({"mine": NOW - 10}, {})
+
+
+def test_a_restarted_supervisor_claims_what_was_hot_and_only_that() -> None:
+    """No signal, no poll, no memory: the first directory answer carries the shared
+    state, and the hot accounts are watched in the tick right after it."""
+    watches, report = fakes.Watches(), fakes.Report()
+    app: Any = object()
+    sup = Supervisor(
+        SupervisorSettings(worker_id="w1", lease_ttl=30.0, fleet_tick=60.0),
+        inbox=Inbox(),
+        registry=fakes.Registry("w1"),
+        owner=owner(watches),
+        directory=AccountDirectory(app),
+        reader=fakes.Reader(),
+        ingest=fakes.Ingest(),
+        poller=fakes.Polls(),
+        status=report,
+        metrics=WorkerMetrics(),
+    )
+    sup.turn()  # the first tick: nothing known yet
+    wall = time.time()
+    accounts = {a: ACCOUNTS[a] for a in ("mine", "theirs", "mailed")}
+    activity = SharedActivity(user_active={"mine": wall - 60}, mail={"mailed": wall - 120})
+    sup.inbox.tell(DirectoryFetched(accounts, activity))
+    time.sleep(FLEET_COALESCE * 2)
+    sup.turn()  # the answer is drained; the tick it asks for waits out the coalescing
+    sup.turn()
+    assert sorted(watches.started) == ["mailed", "mine"]
+    assert report.reports[-1] == {
+        "mine": WatchStatus("watching", "hot"),
+        "mailed": WatchStatus("watching", "hot"),
+        "theirs": WatchStatus("idle", "warm"),
+    }

@@ -1,0 +1,83 @@
+"""The tier state every worker of the fleet shares: when each account's users were last
+active (``user-active``, from the ``UserActivity`` store) and when its newest mail
+arrived (the mail read model). Nothing of it lives only in a worker's memory, so a
+worker started after a whole fleet restarted classifies the accounts as the old fleet
+did, within one fleet tick.
+
+``read`` runs on the directory reader's thread, right after a directory refresh, for all
+the refreshed accounts at once: one read-model statement and one pipelined Redis round
+trip, never one per account. Either source failing leaves its part empty (the
+supervisor keeps what it knew) and is logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from application import worker_defaults as defaults
+from application.mail.activity import ActivityUnavailable, UserActivity, UserKey
+from application.mail.read_model import MailReadModel
+from workers.directory import AccountInfo
+
+log = logging.getLogger("tidings.tiers")
+
+
+@dataclass(frozen=True)
+class SharedActivity:
+    """Per account (unix seconds): the last activity of a user who promotes it, and the
+    arrival of its newest recent mail; accounts without either are absent."""
+
+    user_active: dict[str, float] = field(default_factory=dict)
+    mail: dict[str, float] = field(default_factory=dict)
+
+
+class SharedTierState:
+    def __init__(
+        self,
+        activity: UserActivity,
+        read_model: MailReadModel,
+        *,
+        recent_mail_window: float = defaults.RECENT_MAIL_WINDOW,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._activity = activity
+        self._read_model = read_model
+        self._recent_mail_window = recent_mail_window
+        self._clock = clock
+
+    def read(self, accounts: Mapping[str, AccountInfo]) -> SharedActivity:
+        now = self._clock()
+        return SharedActivity(self._user_active(accounts, now), self._mail(accounts, now))
+
+    def _user_active(self, accounts: Mapping[str, AccountInfo], now: float) -> dict[str, float]:
+        users: set[UserKey] = set()
+        tenants: set[str] = set()
+        for info in accounts.values():
+            if info.scope == "shared":
+                tenants.add(info.tenant_id)
+            elif info.owner_user_id is not None:
+                users.add((info.tenant_id, info.owner_user_id))
+        if not users and not tenants:
+            return {}
+        try:
+            times = self._activity.last_active(users, tenants, now)
+        except ActivityUnavailable:
+            log.warning("tiers.activity_unavailable")
+            return {}
+        found: dict[str, float] = {}
+        for account_id, info in accounts.items():
+            at = times.of_account(info.tenant_id, info.owner_user_id, info.scope == "shared")
+            if at is not None:
+                found[account_id] = at
+        return found
+
+    def _mail(self, accounts: Mapping[str, AccountInfo], now: float) -> dict[str, float]:
+        try:
+            recent = self._read_model.recent_mail(now - self._recent_mail_window)
+        except Exception as error:  # an outage (or a bug): the tiers keep what they knew
+            log.warning("tiers.mail_unreadable error=%s", type(error).__name__)
+            return {}
+        return {a: at for a, at in recent.items() if a in accounts}
