@@ -2,7 +2,9 @@
 sends, no answer is a 5xx, and every error is problem+json.
 
 connect-mail-account and update-mail-account are left out: with ``verify`` they dial the
-host they are given, and a fuzzer's hosts are not ours to dial.
+host they are given, and a fuzzer's hosts are not ours to dial. So is the feed over HTTP:
+its long poll and its event stream hold a request open by design (test_api.py covers
+their parameters and answers).
 """
 
 from __future__ import annotations
