@@ -54,7 +54,7 @@ class App:
     def query(self, name: str, payload: Any, user: User) -> Result:
         return self._dispatch(QUERIES, "query", name, payload, user)
 
-    def _dispatch(
+    def _dispatch(  # noqa: PLR0911
         self, table: dict[str, UseCase], kind: str, name: str, payload: Any, user: User
     ) -> Result:
         use_case = table.get(name)

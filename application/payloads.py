@@ -92,7 +92,7 @@ def _join(base: str, key: Any) -> str:
     return f"{base}.{key}" if base else str(key)
 
 
-def boundary_errors(raw: Any) -> list[dict[str, str]]:
+def boundary_errors(raw: Any) -> list[dict[str, str]]:  # noqa: C901
     """Every offence against the generic rules, each with its path. The walk is
     iterative and stops at the first level past ``MAX_DEPTH`` and as soon as the size
     passes the bound, so a deep or a huge payload costs no more than the bounds."""

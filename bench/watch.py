@@ -595,7 +595,7 @@ def login_floor(server: DovecotServer, boxes: list[DovecotUser], clients: int) -
 # --- 4. the server's own share of a burst -------------------------------------------------
 
 
-def bench_burst_floor(server: DovecotServer, boxes: list[DovecotUser]) -> list[Line]:
+def bench_burst_floor(server: DovecotServer, boxes: list[DovecotUser]) -> list[Line]:  # noqa: C901
     """What Dovecot alone needs for the burst: bare sessions (raw sockets, one thread, no
     parsing) in IDLE on the same mailboxes, one message delivered to each, and on EXISTS
     the exchange a watch sends (DONE, the new mail's metadata, its body, IDLE) in one

@@ -117,7 +117,7 @@ _ALLOWED_OPTIONS: dict[str, frozenset[str]] = {
 }
 
 
-def check_field_spec(field_type: str, options: Mapping[str, Any]) -> FieldSpec:
+def check_field_spec(field_type: str, options: Mapping[str, Any]) -> FieldSpec:  # noqa: C901, PLR0912
     """Validate a definition's type options; raise ``Invalid`` with every issue found."""
     if field_type not in _ALLOWED_OPTIONS:
         raise Invalid([f"unknown field type {field_type!r}; expected one of {list(FIELD_TYPES)}"])
@@ -237,9 +237,9 @@ def _money(spec: FieldSpec, value: Any, max_bytes: int) -> Any:
     parsed: Decimal | None = None
     # Strings must be plain decimals: Decimal() alone would also take " 1_000 " or "1e3".
     # The length check first: a regex or Decimal over a megabyte of digits costs.
-    if (
-        isinstance(amount, str) and len(amount) <= 64 and _AMOUNT.fullmatch(amount)
-    ) or _is_number(amount):
+    if (isinstance(amount, str) and len(amount) <= 64 and _AMOUNT.fullmatch(amount)) or _is_number(
+        amount
+    ):
         try:
             parsed = Decimal(str(amount))
         except InvalidOperation:

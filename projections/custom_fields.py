@@ -348,8 +348,7 @@ class CustomFieldsReader:
             marks = ", ".join("?" * len(match.digests))
             if pg:
                 sql += (
-                    f" AND (fields -> ?::text ->> 'd' IN ({marks})"
-                    " OR fields -> ?::text = ?::jsonb)"
+                    f" AND (fields -> ?::text ->> 'd' IN ({marks}) OR fields -> ?::text = ?::jsonb)"
                 )
                 params += [key, *match.digests, key, _dumps(match.value)]
             else:

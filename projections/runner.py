@@ -64,6 +64,7 @@ def is_outage(error: BaseException) -> bool:
         word in str(error).lower() for word in _SQLITE_OUTAGES
     )
 
+
 TRACKING_TABLE = "projection_tracking"
 
 

@@ -286,7 +286,7 @@ class _Erased(Exception):
     """The account was deleted (its key shredded) mid-sync: nothing left to do or record."""
 
 
-def _error_kind(error: Exception) -> ErrorKind:
+def _error_kind(error: Exception) -> ErrorKind:  # noqa: PLR0911
     if isinstance(error, MailboxAuthError):
         return ErrorKind.AUTH
     if isinstance(error, MailboxThrottled):

@@ -22,9 +22,7 @@ class CustomFieldsReadModel(Protocol):
         """Active tenant and system definitions, each with ``scope``."""
         ...
 
-    def get_entity(
-        self, tenant_id: str, entity_name: str, entity_id: str
-    ) -> dict[str, Any] | None:
+    def get_entity(self, tenant_id: str, entity_name: str, entity_id: str) -> dict[str, Any] | None:
         """``customFields`` holds the sealed cells (``application.custom_fields.sealing``)."""
         ...
 

@@ -50,7 +50,7 @@ def _secret_required() -> Result:
     )
 
 
-def handle(payload: Payload, user: User, ctx: Context) -> Result:
+def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
     given = payload.model_fields_set - {"account_id", "reason"}
     if not given:
         return invalid_payload(
@@ -63,7 +63,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
             ]
         )
 
-    def attempt() -> Result:
+    def attempt() -> Result:  # noqa: C901
         account = load_managed(ctx, user, payload.account_id)
         if isinstance(account, Result):
             return account

@@ -203,7 +203,7 @@ class FilesystemBlobStore:
                 os.unlink(tmp_name)
             raise
 
-    def open(self, ref: str, *, owner: BlobOwner | None = None) -> BinaryIO:
+    def open(self, ref: str, *, owner: BlobOwner | None = None) -> BinaryIO:  # noqa: C901
         path = self.path_of(ref)
         owned = _OWNED.match(ref) or _PACKED.match(ref)
         named: BlobOwner | None = None

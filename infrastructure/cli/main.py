@@ -84,7 +84,7 @@ def build() -> typer.Typer:
     return app
 
 
-def run(argv: Sequence[str] | None = None) -> int:
+def run(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911
     """Run the command line; answer the exit code (never raises for expected failures)."""
     configure_logging()
     command = typer.main.get_command(build())

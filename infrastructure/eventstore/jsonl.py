@@ -152,7 +152,7 @@ class _Checker:
         self.types = EventTypes(store.codec.classes)
         self.tenants = StreamTenants()
 
-    def row(self, number: int, text: str, *, validate: bool) -> tuple[StoredRow, int | None]:
+    def row(self, number: int, text: str, *, validate: bool) -> tuple[StoredRow, int | None]:  # noqa: C901
         if len(text) > MAX_LINE_CHARS:
             raise BadRecord(number, f"longer than {MAX_LINE_CHARS} characters")
         try:

@@ -152,5 +152,3 @@ def _check_key_id(path: str, key_id: str, tenant: Any, accounts: set[str]) -> No
         if at and owner == tenant and account in accounts:
             return
     raise InvalidEvent(f"{path}: a sealed token of another tenant or account")
-
-

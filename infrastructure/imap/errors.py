@@ -74,7 +74,7 @@ _UNREACHABLE_ERRNOS = {
 }
 
 
-def classify(exc: BaseException, *, phase: Phase = "command") -> MailProviderError:
+def classify(exc: BaseException, *, phase: Phase = "command") -> MailProviderError:  # noqa: PLR0911
     """Map a low-level failure to the port's error (to be raised ``from None``)."""
     if isinstance(exc, MailProviderError):
         return exc

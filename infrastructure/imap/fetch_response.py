@@ -83,7 +83,7 @@ def parse_fetch(data: list[Any], *, normalise_times: bool) -> FetchData:
     return dict(parse_fetch_response(data, normalise_times, True))
 
 
-def _parse(data: list[Any], normalise_times: bool) -> FetchData:
+def _parse(data: list[Any], normalise_times: bool) -> FetchData:  # noqa: C901, PLR0912
     """imaplib's lines hold ``<number> (<name> <value> ...)`` for each message; a line
     ends only after a literal's ``{size}`` (the literal comes with it). The result is
     built by the rules of imapclient's ``parse_fetch_response``."""

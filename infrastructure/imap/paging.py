@@ -262,7 +262,7 @@ class Pager:
                 refs.append(ref)
         return refs
 
-    def _fetch_bodies(
+    def _fetch_bodies(  # noqa: C901
         self,
         refs: Sequence[MessageRef],
         inline_groups: Sequence[Sequence[int]],

@@ -120,7 +120,7 @@ def parse_message_file(
     return _parse(data, snippet_chars=snippet_chars, truncated=truncated)
 
 
-def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:
+def _parse(raw: bytes, *, snippet_chars: int, truncated: bool) -> ParsedMessage:  # noqa: C901
     defects: list[str] = []
     try:
         msg = _fast_tree(raw)

@@ -236,7 +236,7 @@ class _Conversation:
             if not self.answer(tag, verb, args):
                 return
 
-    def answer(self, tag: bytes, verb: bytes, args: bytes) -> bool:
+    def answer(self, tag: bytes, verb: bytes, args: bytes) -> bool:  # noqa: C901
         script = self.script
         if verb == b"CAPABILITY":
             self.send(b"* CAPABILITY " + script.capabilities.encode() + b"\r\n")

@@ -162,7 +162,7 @@ def test_replay_from_any_sequence_gives_the_same_items(app: App, admin: User) ->
     assert pages == everything
 
 
-def test_exactly_once_under_concurrent_writers_and_a_tailing_reader(
+def test_exactly_once_under_concurrent_writers_and_a_tailing_reader(  # noqa: C901
     make_app: Callable[..., App],
 ) -> None:
     tenants = [admin_of("t-" + uuid.uuid4().hex[:8]) for _ in range(3)]

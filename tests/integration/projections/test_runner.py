@@ -198,7 +198,7 @@ def test_follow_applies_new_events_until_stopped(app: App, admin: User) -> None:
     assert sum(rounds) >= 3
 
 
-def test_rebuild_while_writing_and_querying(make_app: Callable[..., App], admin: User) -> None:
+def test_rebuild_while_writing_and_querying(make_app: Callable[..., App], admin: User) -> None:  # noqa: C901
     app = make_app()
     ok(define(app, admin, "n", "number", searchable=True))
     seeded = [f"s{i:02}" for i in range(20)]

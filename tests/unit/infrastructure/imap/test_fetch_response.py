@@ -303,7 +303,7 @@ _quoted = st.binary(max_size=12).map(
 
 
 @st.composite
-def _responses(draw: Any) -> list[Any]:
+def _responses(draw: Any) -> list[Any]:  # noqa: C901
     """imaplib data for a few messages, built token by token and cut into lines after each
     literal; about half of them odd somewhere (imapclient's turn)."""
     odd = draw(st.booleans())

@@ -210,7 +210,7 @@ def _boundary(draw: st.DrawFn) -> tuple[str, str]:
     return param, draw(st.sampled_from([token, token, token, "OTHER", token + "x"]))
 
 
-def _entity(draw: st.DrawFn, eol: bytes, depth: int) -> list[bytes]:
+def _entity(draw: st.DrawFn, eol: bytes, depth: int) -> list[bytes]:  # noqa: C901
     """The lines of a message or part: headers, blank line, body."""
     kind = draw(st.sampled_from(["leaf"] * 3 + ["multipart"] * (depth < 3) + ["message"]))
     head: list[bytes] = []
