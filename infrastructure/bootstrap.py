@@ -150,16 +150,15 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     )
 
 
-def bootstrap(
-    settings: Settings | None = None,
-    *,
-    projections: Sequence[Projection] = (),
-    **overrides: Any,
-) -> App:
+def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
     """Build the app from ``TIDINGS_*`` settings; keyword arguments override them.
 
-    ``projections`` are the host's own read models (docs/host-projections.md), run
-    beside the built-in ones, with those named by ``TIDINGS_HOST_PROJECTIONS``."""
+    ``projections=[...]`` (the one keyword that is not a setting) are the host's own
+    read models (docs/host-projections.md), run beside the built-in ones with those
+    named by ``TIDINGS_HOST_PROJECTIONS``."""
+    projections: Sequence[Projection] = overrides.pop("projections", ())
+    if not isinstance(projections, list | tuple):
+        raise TypeError("projections= takes a list of Projection objects")
     settings = settings or Settings(**overrides)
     url = DatabaseUrl.parse(settings.database_url)
     db = open_database(url)

@@ -67,7 +67,7 @@ class HostCustomFieldsColumn:
         if not isinstance(entity_name, str) or not entity_name:
             raise InvalidProjection(f"entity_name must be a non-empty string: {entity_name!r}")
         self.entity_name = entity_name
-        self._name = check_name(name or f"host_{table}_{column}".lower())
+        self._name = check_name(f"host_{table}_{column}".lower() if name is None else name)
         self._tables = {"definitions": identifier(f"{self._name}_definitions", "name")}
         self._cipher: PiiCipher | None = None
 
