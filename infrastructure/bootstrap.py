@@ -93,7 +93,10 @@ def load_projections(specs: Sequence[str]) -> list[Projection]:
         module_name, _, attribute = spec.partition(":")
         if not module_name or not attribute:
             raise ValueError(f"a host projection is named module:attribute, got {spec!r}")
-        target: Any = getattr(importlib.import_module(module_name), attribute)
+        try:
+            target: Any = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as error:
+            raise ValueError(f"host projection {spec!r} cannot be loaded: {error}") from None
         if callable(target) and not hasattr(target, "apply"):
             target = target()
         found.extend(target if isinstance(target, list | tuple) else [target])
