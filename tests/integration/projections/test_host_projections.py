@@ -7,6 +7,7 @@ shows in the status; bad or taken names and table names are refused at bootstrap
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -300,3 +301,36 @@ def test_a_missing_host_table_or_a_text_column_fails_bootstrap_loudly(
             )
         with pytest.raises(InvalidProjection, match="jsonb"):
             make_app(projections=[contacts_column()])
+
+
+def documented_example() -> dict[str, Any]:
+    """The module that docs/host-projections.md shows as its complete example, run."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "host-projections.md").read_text()
+    section = text[text.index("## A complete example") :]
+    code = section[section.index("```python\n") + len("```python\n") :]
+    module: dict[str, Any] = {"__name__": "myapp_read_models"}
+    exec(compile(code[: code.index("```")], "host-projections.md", "exec"), module)
+    return module
+
+
+def test_the_documented_example_runs_and_rebuilds(
+    make_app: Callable[..., App], admin: User
+) -> None:
+    example = documented_example()
+    app = make_app(projections=example["projections"]())
+    ok(define(app, admin, "tier"))
+    for cid in ("c1", "c2", "c3"):
+        ok(set_value(app, admin, cid, "tier", "gold"))
+    ok(clear(app, admin, "c2", "tier"))
+    app.projections.catch_up()
+    db = db_of(app)
+
+    def activity() -> list[tuple[Any, ...]]:
+        with db.reading() as cur:
+            cur.execute("SELECT tenant_id, entity_name, sets, clears FROM myapp_field_activity")
+            return [tuple(row) for row in cur.fetchall()]
+
+    assert activity() == [(admin.tenant_id, "contact", 3, 1)]
+    assert "myapp_field_activity" in [s.name for s in app.projections.status()]
+    app.projections.rebuild("myapp_field_activity")
+    assert activity() == [(admin.tenant_id, "contact", 3, 1)]
