@@ -128,6 +128,7 @@ class ProjectionRunner:
                 if table in owned or table.endswith(SHADOW_SUFFIX):
                     raise InvalidProjection(
                         f"table {table!r} of projection {name!r} is another projection's"
+                        f" (or ends in {SHADOW_SUFFIX!r}, which shadows use)"
                     )
                 owned.add(table)
         with self.db.transaction() as cur:

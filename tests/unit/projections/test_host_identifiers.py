@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from infrastructure.bootstrap import load_projections
+from infrastructure.runtime.settings import Settings
 from projections.base import InvalidProjection, check_name
 from projections.host_custom_fields import HostCustomFieldsColumn
+from tests.support.host_tables import NAME
 
 
 @pytest.mark.parametrize(
@@ -53,3 +56,17 @@ def test_plain_identifiers_pass_and_name_the_projection() -> None:
         "host_contacts_2_custom_fields",
         {"definitions": "host_contacts_2_custom_fields_definitions"},
     )
+
+
+@pytest.mark.parametrize("spec", ["no_colon", ":attr", "module:", "no_such_module_x:f"])
+def test_a_host_projection_setting_that_names_nothing_is_a_configuration_error(
+    spec: str,
+) -> None:
+    with pytest.raises(ValueError, match="host projection"):
+        load_projections([spec])
+
+
+def test_a_host_projection_setting_names_a_factory_or_an_object() -> None:
+    (made,) = load_projections(["tests.support.host_tables:contacts_column"])
+    assert isinstance(made, HostCustomFieldsColumn) and made.name == NAME
+    assert Settings(host_projections=" a:b , c:d ,").host_projections == ("a:b", "c:d")
