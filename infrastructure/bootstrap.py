@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -40,6 +41,7 @@ from infrastructure.sql.database import (
     create_sqlite_file,
 )
 from infrastructure.sql.mailbox_state import SqlMailboxState
+from projections.base import OpensSealedValues, Projection
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.feed import FeedProjection, FeedReader
 from projections.mail import MailProjection, MailReader
@@ -87,6 +89,34 @@ def build_projections(
     return runner
 
 
+def load_projections(specs: Sequence[str]) -> list[Projection]:
+    """Host projections named ``module:attribute`` in the operator's settings, so that
+    ``tidings projections status|run|rebuild`` and workers run them too; the attribute is
+    a projection, a list of them, or a callable answering either."""
+    found: list[Projection] = []
+    for spec in specs:
+        module_name, _, attribute = spec.partition(":")
+        if not module_name or not attribute:
+            raise ValueError(f"a host projection is named module:attribute, got {spec!r}")
+        try:
+            target: Any = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as error:
+            raise ValueError(f"host projection {spec!r} cannot be loaded: {error}") from None
+        if callable(target) and not hasattr(target, "apply"):
+            target = target()
+        found.extend(target if isinstance(target, list | tuple) else [target])
+    return found
+
+
+def register_host_projections(
+    runner: ProjectionRunner, mail: MailPorts, projections: Sequence[Projection]
+) -> None:
+    for projection in projections:
+        if isinstance(projection, OpensSealedValues):
+            projection.use_cipher(mail.cipher)
+    runner.register(projections)
+
+
 def imap_settings(settings: Settings) -> ImapAdapterSettings:
     mib = 1024 * 1024
     return ImapAdapterSettings(
@@ -132,7 +162,14 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
 
 
 def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
-    """Build the app from ``TIDINGS_*`` settings; keyword arguments override them."""
+    """Build the app from ``TIDINGS_*`` settings; keyword arguments override them.
+
+    ``projections=[...]`` (the one keyword that is not a setting) are the host's own
+    read models (docs/host-projections.md), run beside the built-in ones with those
+    named by ``TIDINGS_HOST_PROJECTIONS``."""
+    projections: Sequence[Projection] = overrides.pop("projections", ())
+    if not isinstance(projections, list | tuple):
+        raise TypeError("projections= takes a list of Projection objects")
     settings = settings or Settings(**overrides)
     url = DatabaseUrl.parse(settings.database_url)
     db = open_database(url)
@@ -143,6 +180,9 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         try:
             runner = build_projections(db, store, settings.projection_batch_size)
             mail = build_mail_ports(settings, db)
+            register_host_projections(
+                runner, mail, [*projections, *load_projections(settings.host_projections)]
+            )
         except BaseException:  # e.g. a refused master key: leave no pool behind
             db.close()
             datastore.close()

@@ -45,7 +45,14 @@ from application.ports import (
     Unreadable,
 )
 from projections import quarantine
-from projections.base import Projection
+from projections.base import (
+    SHADOW_SUFFIX,
+    InvalidProjection,
+    Projection,
+    RebuildsInPlace,
+    check_name,
+    identifier,
+)
 from projections.quarantine import QuarantineCollector, Quarantined
 
 log = logging.getLogger("tidings.projections")
@@ -101,6 +108,35 @@ class ProjectionRunner:
             quarantine.create(cur)
             for projection in self.projections.values():
                 self._ensure(cur, projection)
+
+    def register(self, projections: Sequence[Projection]) -> None:
+        """Add the host's projections beside the built-in ones (after ``setup``).
+
+        Refused with ``InvalidProjection``, before anything is written: a name that is
+        not a lower-case identifier, ends in the shadow suffix, or is taken (a built-in
+        projection's, or another host projection's); a table name that is not a plain
+        identifier or is another projection's table (a rebuild drops and renames them).
+        """
+        taken = set(self.projections)
+        owned = {table for p in self.projections.values() for table in p.tables.values()}
+        for projection in projections:
+            name = check_name(projection.name)
+            if name in taken:
+                raise InvalidProjection(f"projection name {name!r} is already taken")
+            taken.add(name)
+            for table in projection.tables.values():
+                identifier(table, f"table of projection {name!r}")
+                if table in owned or table.endswith(SHADOW_SUFFIX):
+                    raise InvalidProjection(
+                        f"table {table!r} of projection {name!r} is another projection's"
+                        f" (or ends in {SHADOW_SUFFIX!r}, which shadows use)"
+                    )
+                owned.add(table)
+        with self.db.transaction() as cur:
+            for projection in projections:
+                self._ensure(cur, projection)
+        for projection in projections:
+            self.projections[projection.name] = projection
 
     def _ensure(self, cur: SqlCursor, projection: Projection) -> None:
         cur.execute(
@@ -273,6 +309,11 @@ class ProjectionRunner:
         if name is not None and name not in self.projections:
             raise UnknownProjection(name)
         chosen = [p for p in self.projections.values() if name in (None, p.name)]
+        for in_place in [p for p in chosen if isinstance(p, RebuildsInPlace)]:
+            self._rebuild_in_place(in_place, progress)
+        chosen = [p for p in chosen if not isinstance(p, RebuildsInPlace)]
+        if not chosen:
+            return
         shadows = [self._fresh_shadow(projection) for projection in chosen]
         total = self.log.head()
         done = 0
@@ -290,6 +331,26 @@ class ProjectionRunner:
             self._swap(projection, shadow)
         if progress is not None:
             progress(max(done, total), max(done, total))
+
+    def _rebuild_in_place(self, projection: Projection, progress: Progress | None) -> None:
+        """Reset and replay the whole log in one transaction holding the tracking row:
+        readers see the old state until it commits, and its quarantine is replaced."""
+        assert isinstance(projection, RebuildsInPlace)
+        total = self.log.head()
+        with self.db.transaction() as cur:
+            self._locked_position(cur, projection.name)
+            projection.reset(cur, self.db.dialect)
+            quarantine.forget(cur, projection.name)
+            cur.execute(
+                f"UPDATE {TRACKING_TABLE} SET position = 0 WHERE name = ?", (projection.name,)
+            )
+            position, done = 0, 0
+            while count := self._advance(cur, projection, position):
+                done += count
+                position = self._locked_position(cur, projection.name)
+                if progress is not None:
+                    total = max(total, done)
+                    progress(done, total)
 
     def _fresh_shadow(self, projection: Projection) -> Projection:
         shadow = projection.shadow()

@@ -16,7 +16,7 @@ from typing import Any
 
 from application.context import Context
 from application.custom_fields.ports import Match
-from application.privacy import ERASED, KeyErased
+from application.privacy import ERASED, KeyErased, PiiCipher
 from domain.custom_field_values import PLAIN, canonical_json, digest_form
 
 
@@ -82,3 +82,21 @@ def opener(
         return values
 
     return open_cells
+
+
+def open_value(
+    cipher: PiiCipher,
+    token: str,
+    tenant_id: str,
+    *,
+    entity_name: str,
+    entity_id: str,
+    field_key: str,
+) -> str:
+    """The canonical JSON text of one event's sealed value, or of ``[erased]`` where the
+    token does not open for this tenant, entity and key (for projections that write
+    plaintext, e.g. ``HostCustomFieldsColumn``)."""
+    if token.startswith(PLAIN):
+        return token[len(PLAIN) :]
+    plain = cipher.reveal(token, tenant_id, None, _purpose(entity_name, entity_id, field_key))
+    return json.dumps(ERASED) if plain is None else plain

@@ -76,6 +76,16 @@ class Settings(BaseSettings):
     api_rate_per_second: Annotated[float, Field(gt=0)] = 20.0
     api_rate_burst: Annotated[int, Field(ge=1)] = 40
 
+    # The host's own projections, "module:attribute" comma-separated (docs/host-projections.md).
+    host_projections: Annotated[tuple[str, ...], NoDecode] = ()
+
+    @field_validator("host_projections", mode="before")
+    @classmethod
+    def _host_projections(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(part.strip() for part in value.split(",") if part.strip())
+        return value
+
     @field_validator("field_definition_write_roles", "value_write_roles", mode="before")
     @classmethod
     def _roles(cls, value: Any) -> Any:
