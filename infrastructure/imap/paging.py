@@ -156,7 +156,9 @@ class Pager:
             last = max(cursor.last_uid, backfill or 0)
             cursor = MailboxCursor(status.uidvalidity, last, cursor.highestmodseq)
             backfill = None
-            pushed = self._pushed(after_idle, last)
+            # Past the budget, no body is fetched ahead with the new mail's metadata.
+            spent = self._meter is not None and self._meter.allowance() <= 0
+            pushed = None if spent else self._pushed(after_idle, last)
             if pushed is not None:
                 known, bodies, more_windows = pushed.known, pushed.bodies, pushed.more
                 self._oversized = pushed.oversized
