@@ -11,6 +11,8 @@ from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, MailPorts, Policy
 from application.leases import LeaseBackend, WorkerRegistry
+from application.mail.budget import ProviderBudgets
+from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
@@ -40,6 +42,7 @@ from infrastructure.sql.database import (
     SqliteDatabase,
     create_sqlite_file,
 )
+from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from projections.base import OpensSealedValues, Projection
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
@@ -127,6 +130,21 @@ def imap_settings(settings: Settings) -> ImapAdapterSettings:
     )
 
 
+def provider_table(settings: Settings) -> ProviderTable:
+    """The built-in providers with the operator's ``provider_limits`` in front."""
+    return ProviderTable(
+        ProviderLimits(
+            entry.name,
+            (host,),
+            conn_cap=entry.conn_cap,
+            daily_budget_bytes=None
+            if entry.daily_budget_mb is None
+            else max(1, int(entry.daily_budget_mb * MB)),
+        )
+        for host, entry in settings.provider_limits.items()
+    )
+
+
 def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     keys = KeyRing(
         db,
@@ -143,7 +161,10 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
-    imap = ImapMailProvider(blob_store=blobs, settings=imap_settings(settings))
+    ledger = SqlDownloadLedger(db)
+    ledger.setup()
+    budgets = ProviderBudgets(provider_table(settings), ledger, SystemClock().now)
+    imap = ImapMailProvider(blob_store=blobs, settings=imap_settings(settings), budgets=budgets)
     return MailPorts(
         cipher=keys,
         secrets=secrets,
@@ -255,7 +276,7 @@ def build_supervisor(
     # free, so they claim all of them at once instead of only their fair share.
     # Heartbeats are written every fleet tick (at most ttl/6): three ticks of margin.
     heartbeat_ttl = ttl / 2
-    caps = ConnectionCaps(per_host=settings.per_host_conn_cap)
+    caps = ConnectionCaps(per_host=settings.per_host_conn_cap, providers=provider_table(settings))
     metrics = WorkerMetrics()
     if isinstance(app.projections, ProjectionRunner):
         metrics.registry.register(app.projections.metrics_collector())

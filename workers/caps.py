@@ -1,5 +1,7 @@
-"""Connection caps: at most ``per_account`` sockets per account and
-``per_host`` per IMAP host in this worker, each slot held for its socket's lifetime.
+"""Connection caps: at most ``per_account`` sockets per account and, per IMAP host in
+this worker, the cap of the host's provider (``application.mail.providers``: Gmail 15,
+Outlook 15, Yahoo 10) or ``per_host`` for a host no provider matches; each slot held for
+its socket's lifetime.
 
 ``CappedProvider`` wraps any ``MailProvider``: ``open`` takes both slots or raises
 ``MailboxThrottled`` at once (the caller's backoff / next tick retries), and the
@@ -22,16 +24,21 @@ from application.mail.ports import (
     MailboxThrottled,
     MailProvider,
 )
+from application.mail.providers import ProviderTable, normalise_host
 
 PER_ACCOUNT = 4  # IDLE, a poll, and room for a reconnect overlapping either
 
 
 class ConnectionCaps:
     def __init__(
-        self, per_account: int = PER_ACCOUNT, per_host: int = defaults.PER_HOST_CONN_CAP
+        self,
+        per_account: int = PER_ACCOUNT,
+        per_host: int = defaults.PER_HOST_CONN_CAP,
+        providers: ProviderTable | None = None,
     ) -> None:
         self.per_account = per_account
         self.per_host = per_host
+        self.providers = providers or ProviderTable()
         self._accounts: Counter[str] = Counter()
         self._hosts: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -40,11 +47,15 @@ class ConnectionCaps:
         with self._lock:
             if self._accounts[account_id] >= self.per_account:
                 return False
-            if self._hosts[host] >= self.per_host:
+            if self._hosts[host] >= self.host_cap(host):
                 return False
             self._accounts[account_id] += 1
             self._hosts[host] += 1
             return True
+
+    def host_cap(self, host: str) -> int:
+        """The host's provider's cap (``per_host`` for a host no provider matches)."""
+        return self.providers.conn_cap(host, self.per_host)
 
     def give(self, account_id: str, host: str) -> None:
         with self._lock:
@@ -103,7 +114,7 @@ class CappedProvider:
         blob_owner: BlobOwner | None = None,
         deadline: float | None = None,
     ) -> MailboxSession:
-        host = endpoint.host.lower()
+        host = normalise_host(endpoint.host)
         if not self.caps.take(account_id, host):
             raise MailboxThrottled("local connection cap reached", retry_after=5.0)
         try:

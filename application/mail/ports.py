@@ -312,3 +312,22 @@ class TokenProvider(Protocol):
     def get_access_token(self, account_id: str) -> str:
         """A currently valid OAuth2 access token for the account's mailbox."""
         ...
+
+
+class DownloadMeter(Protocol):
+    """One account's daily download budget, as a session spends it."""
+
+    def allowance(self) -> int:
+        """Bytes of bodies that may still be fetched today before bodies are deferred
+        (zero or less: defer every body not already downloaded)."""
+        ...
+
+    def spend(self, nbytes: int) -> None:
+        """Count ``nbytes`` just downloaded against today's budget."""
+        ...
+
+
+class DownloadBudgets(Protocol):
+    def meter(self, account_id: str, host: str) -> DownloadMeter | None:
+        """The account's meter when its host's provider sets a budget, else None."""
+        ...

@@ -36,6 +36,7 @@ from typing import Any
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
+    DownloadMeter,
     FetchBatch,
     FetchedMessage,
     MailboxCursor,
@@ -87,7 +88,9 @@ class Pager:
         blob_store: BlobStore,
         blob_owner: BlobOwner | None,
         leave_idle: Callable[[], None],
+        meter: DownloadMeter | None = None,
     ) -> None:
+        self._meter = meter  # the account's daily download budget, if its provider has one
         self._conn = conn
         self._settings = conn.settings
         self._items = metadata_items
@@ -153,7 +156,9 @@ class Pager:
             last = max(cursor.last_uid, backfill or 0)
             cursor = MailboxCursor(status.uidvalidity, last, cursor.highestmodseq)
             backfill = None
-            pushed = self._pushed(after_idle, last)
+            # Past the budget, no body is fetched ahead with the new mail's metadata.
+            spent = self._meter is not None and self._meter.allowance() <= 0
+            pushed = None if spent else self._pushed(after_idle, last)
             if pushed is not None:
                 known, bodies, more_windows = pushed.known, pushed.bodies, pushed.more
                 self._oversized = pushed.oversized
@@ -166,15 +171,27 @@ class Pager:
             new = MailboxCursor(status.uidvalidity, last, status.highestmodseq)
             return FetchBatch((), new, has_more=more_windows)
         refs = [known[uid] for uid in page] if known else self._fetch_metadata(page)
+        deferred = False
+        if self._meter is not None:
+            self._meter.spend(sum(len(body) for body in bodies.values()))  # pushed with IDLE
+            affordable = self._affordable(refs, bodies, self._meter.allowance())
+            deferred = affordable < len(refs)
+            refs = refs[:affordable]
+            if deferred and not refs:  # the budget is spent: the cursor stays before these messages
+                log.info("imap.bodies_deferred account_id=%s", self._conn.account_id)
+                return FetchBatch((), cursor, has_more=False)
         plan = plan_page(refs, self._settings)
         messages = self._fetch_bodies(plan.included, plan.inline_groups, bodies)
-        # The page ends at its last UID, including UIDs that vanished meanwhile.
-        last_uid = plan.included[-1].uid if plan.cut else page[-1]
-        has_more = plan.cut or len(uids) > limit or more_windows
-        if backfill is not None and not has_more:
+        # The page ends at its last UID, including UIDs that vanished meanwhile; a page
+        # cut for the budget ends at its last message, the rest waits for the next day.
+        last_uid = plan.included[-1].uid if plan.cut or deferred else page[-1]
+        has_more = (plan.cut or len(uids) > limit or more_windows) and not deferred
+        if backfill is not None and not has_more and not deferred:
             # The backfill is done: the older mail below its bound is skipped for good.
             last_uid, backfill = max(last_uid, backfill), None
-        modseq = cursor.highestmodseq if has_more else status.highestmodseq
+        if deferred:
+            log.info("imap.bodies_deferred account_id=%s", self._conn.account_id)
+        modseq = cursor.highestmodseq if has_more or deferred else status.highestmodseq
         log.debug(
             "imap.batch account_id=%s messages=%d streamed=%d too_large=%d has_more=%s",
             self._conn.account_id,
@@ -184,9 +201,28 @@ class Pager:
             has_more,
         )
         new_cursor = MailboxCursor(
-            status.uidvalidity, last_uid, modseq, backfill_until=backfill if has_more else None
+            status.uidvalidity,
+            last_uid,
+            modseq,
+            backfill_until=backfill if has_more or deferred else None,
         )
         return FetchBatch(tuple(messages), new_cursor, has_more)
+
+    def _affordable(
+        self, refs: Sequence[MessageRef], pushed: dict[int, bytes], allowance: int
+    ) -> int:
+        """How many of ``refs`` (in UID order) to take under the budget's ``allowance``:
+        bodies are fetched while the bytes spent stay under it; a body already here
+        (pushed with IDLE) or never fetched (over the size cap) costs nothing."""
+        spent = 0
+        for i, ref in enumerate(refs):
+            free = ref.uid in pushed or ref.size > self._settings.max_message_bytes
+            if free:
+                continue
+            if spent >= allowance:
+                return i
+            spent += max(0, ref.size)
+        return len(refs)
 
     def _pushed(self, after_idle: Callable[[int], Pushed] | None, last: int) -> Pushed | None:
         if after_idle is None:
@@ -285,6 +321,8 @@ class Pager:
                     self._oversized.add(uid)  # its literal was refused: metadata only
                 else:
                     inline[uid] = body
+            if self._meter is not None:
+                self._meter.spend(sum(len(inline.get(uid, b"")) for uid in group))
         out: list[FetchedMessage] = []
         for ref in refs:
             if ref.size > self._settings.max_message_bytes or ref.uid in self._oversized:
@@ -322,6 +360,8 @@ class Pager:
                 raise _Vanished
             data = resp[uid].get(f"BODY[]<{offset}>".encode())
             data = data if isinstance(data, bytes) else b""
+            if self._meter is not None:
+                self._meter.spend(len(data))
             if data:
                 yield data
             offset += len(data)

@@ -29,6 +29,7 @@ from application.mail.ports import (
     BlobOwner,
     BlobStore,
     Credentials,
+    DownloadBudgets,
     ImapEndpoint,
     MailboxAuthError,
     MailboxUnreachable,
@@ -52,7 +53,9 @@ class ImapMailProvider:
         blob_store: BlobStore,
         token_provider: TokenProvider | None = None,
         settings: ImapAdapterSettings | None = None,
+        budgets: DownloadBudgets | None = None,
     ) -> None:
+        self._budgets = budgets  # the daily download budget of accounts whose provider has one
         self._blobs = blob_store
         self._tokens = token_provider
         self._settings = settings or ImapAdapterSettings()
@@ -92,6 +95,7 @@ class ImapMailProvider:
             blob_store=self._blobs,
             blob_owner=blob_owner,
             wire=wire,
+            meter=self._budgets.meter(account_id, endpoint.host) if self._budgets else None,
         )
 
     # -- steps -------------------------------------------------------------

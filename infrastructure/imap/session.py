@@ -25,6 +25,7 @@ from typing import Any, Self
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
+    DownloadMeter,
     FetchBatch,
     IdleNews,
     MailboxCursor,
@@ -50,6 +51,7 @@ class ImapMailboxSession:
         blob_store: BlobStore,
         blob_owner: BlobOwner | None = None,
         wire: Wire | None = None,
+        meter: DownloadMeter | None = None,
     ) -> None:
         self._client = client
         self._caps = capabilities
@@ -67,6 +69,7 @@ class ImapMailboxSession:
             blob_store=blob_store,
             blob_owner=blob_owner,
             leave_idle=self._idle.done,
+            meter=meter,
         )
         # The EXAMINE status the next page of a pass reuses, and the last EXAMINE's.
         self._pass: MailboxStatus | None = None

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from application import worker_defaults as worker
@@ -16,6 +16,17 @@ from application.users import TENANT_ADMIN, TENANT_MEMBER
 log = logging.getLogger("tidings.settings")
 
 Roles = Annotated[frozenset[str], NoDecode]
+
+
+class ProviderLimitSetting(BaseModel):
+    """An operator's entry of the provider table (``provider_limits``, keyed by host or
+    ``*.domain``); it takes precedence over the built-in entries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: Annotated[str, Field(min_length=1, max_length=64)] = "custom"
+    conn_cap: Annotated[int, Field(ge=1)] | None = None
+    daily_budget_mb: Annotated[float, Field(gt=0)] | None = None
 
 
 class Settings(BaseSettings):
@@ -57,6 +68,11 @@ class Settings(BaseSettings):
     max_accounts_per_worker: Annotated[int, Field(ge=1)] = worker.MAX_ACCOUNTS_PER_WORKER
     hot_budget_per_worker: Annotated[int, Field(ge=0)] = worker.HOT_BUDGET_PER_WORKER
     per_host_conn_cap: Annotated[int, Field(ge=1)] = worker.PER_HOST_CONN_CAP
+    # Provider table entries added to the built-in ones (JSON in the environment), e.g.
+    # {"imap.example.com": {"conn_cap": 8, "daily_budget_mb": 1000}}; docs/workers.md.
+    provider_limits: dict[
+        Annotated[str, Field(min_length=1, max_length=253)], ProviderLimitSetting
+    ] = {}
 
     @model_validator(mode="before")
     @classmethod
