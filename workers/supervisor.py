@@ -358,6 +358,8 @@ class Supervisor:
             states[state] = states.get(state, 0) + 1
         for state in ("opening", "parked", "idling", "fetching", "refreshing"):
             self.metrics.watchers.labels(state).set(states.get(state, 0))
+        for outcome, count in self.owner.watches.take_probe_counts().items():
+            self.metrics.watch_probes.labels(outcome).inc(count)
 
     def shutdown(self) -> None:
         """Graceful stop: watches closed, leases released, heartbeat withdrawn, the watch

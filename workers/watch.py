@@ -111,8 +111,9 @@ class WatchManager:
     ) -> None:
         self._hooks = hooks
         self._liveness = Liveness(probe_after, probe_timeout, reidle_after)
-        self._rng = rng or random.Random()
+        self._rng = rng or random.Random()  # noqa: S311 (a spread, not a secret)
         self._clock = clock
+        self._probes = {"sent": 0, "answered": 0, "unanswered": 0}  # since the last take
         self._watches: dict[str, Watch] = {}
         self._generation = 0
         self._lock = threading.Lock()
@@ -169,6 +170,16 @@ class WatchManager:
     def watching(self) -> dict[str, State]:
         with self._lock:
             return {a: w.state for a, w in self._watches.items()}
+
+    def take_probe_counts(self) -> dict[str, int]:
+        """Liveness probes since the last call, by outcome (for the metrics)."""
+        with self._lock:
+            counts, self._probes = self._probes, dict.fromkeys(self._probes, 0)
+        return counts
+
+    def _count_probe(self, outcome: str) -> None:
+        with self._lock:
+            self._probes[outcome] += 1
 
     def is_watching(self, account_id: str) -> bool:
         with self._lock:
@@ -361,6 +372,7 @@ class WatchManager:
         if news.heard:
             watch.heard_at = now
         if news.answered:
+            self._count_probe("answered")
             self._fresh_idle(watch, now)  # the probe's IDLE runs: a fresh one
         if news.closed:
             self._unregister(watch)
@@ -409,6 +421,8 @@ class WatchManager:
                 draw=watch.draw,
             )
             if verdict is Verdict.DEAD:
+                self._count_probe("unanswered")
+                log.info("watch.unanswered account_id=%s", watch.account_id)
                 self._unregister(watch)
                 watch.state = "stopped"
                 self._pool.submit(self._finish, watch, StopReason.SILENT, None)
@@ -427,4 +441,5 @@ class WatchManager:
             self._pool.submit(self._finish, watch, StopReason.ERROR, error)
             return
         watch.probe_sent_at = now
+        self._count_probe("sent")
         log.debug("watch.probe account_id=%s", watch.account_id)

@@ -149,7 +149,11 @@ def test_an_answered_probe_keeps_the_session_across_many_probe_periods() -> None
         session = hooks.sessions["a"]
         for period in range(1, 11):  # ten silent probe periods
             clock.now += 3.0
-            wait_for(lambda period=period: session.probes == period)
+
+            def probed(period: int = period) -> bool:
+                return session.probes == period
+
+            wait_for(probed)
         assert watches.watching() == {"a": "idling"}
         assert hooks.sessions["a"] is session  # one session throughout
         assert hooks.stopped == []
