@@ -28,6 +28,7 @@ import secrets
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: make the repository importable
@@ -84,6 +85,19 @@ def logins(log: Path, offset: int) -> dict[str, int]:
     return found
 
 
+def probes(port: int) -> dict[str, float]:
+    """The worker's ``tidings_watch_probes_total`` by outcome (its /metrics)."""
+    url = f"http://127.0.0.1:{port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        text = response.read().decode()
+    found = dict.fromkeys(("sent", "answered", "unanswered"), 0.0)
+    for outcome, value in re.findall(
+        r'^tidings_watch_probes_total\{outcome="(\w+)"\} (\S+)$', text, re.M
+    ):
+        found[outcome] = float(value)
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--accounts", type=int, help="watched accounts (50; quick 10)")
@@ -110,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         fleet = Fleet(settings, scratch.workdir, env)
         try:
             accounts = seed_accounts(server, app, n)
-            fleet.start("quiet")
+            worker = fleet.start("quiet")
             hot(app, accounts.users)
             wait_until(
                 lambda: all(idle_users(server).get(b.name, 0) >= 1 for b in accounts.boxes),
@@ -129,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(quiet)
             stop.set()
             sampler.join()
+            time.sleep(1.5)  # the worker's metrics are updated every second
+            probed = probes(worker.metrics_port)
             during = logins(server.log_path, offset)
             reconnects = [during.get(b.name, 0) for b in accounts.boxes]
             pids = [len(seen.get(b.name, set())) for b in accounts.boxes]
@@ -169,6 +185,16 @@ def main(argv: list[str] | None = None) -> int:
                     "-",
                     "1 each",
                     max(pids) == 1,
+                ),
+                Line(
+                    "liveness probes during the quiet period (worker metrics)",
+                    "postgresql",
+                    f"{probed['answered']:.0f} answered of {probed['sent']:.0f} sent, "
+                    f"{probed['unanswered']:.0f} unanswered",
+                    "-",
+                    "-",
+                    "none unanswered",
+                    probed["unanswered"] == 0,
                 ),
                 Line(
                     "push after the quiet period: APPEND -> queryable, median",
