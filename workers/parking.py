@@ -23,7 +23,9 @@ class Parking:
 
 
 class ParkedSessions:
-    def __init__(self, worker_id: str, lease: LeaseBackend, *, ttl: float, capacity: int) -> None:
+    def __init__(
+        self, worker_id: str, lease: LeaseBackend, *, ttl: float, capacity: int
+    ) -> None:
         self._me = worker_id
         self._lease = lease
         self._ttl = ttl

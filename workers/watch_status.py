@@ -76,5 +76,8 @@ class WatchStatusWriter:
         if batch:
             self._state.record_watches(
                 self._worker_id,
-                {a: None if s is None else (s.watch_state, s.tier) for a, s in batch.items()},
+                {
+                    a: None if s is None else (s.watch_state, s.tier)
+                    for a, s in batch.items()
+                },
             )
