@@ -6,7 +6,7 @@ only the composition root knows which implementation is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,6 +23,10 @@ class Clock(Protocol):
 class EventStore(Protocol):
     def load(self, stream_id: UUID) -> list[DomainEvent]:
         """Every event of one stream, in version order (empty for a new stream)."""
+        ...
+
+    def existing(self, stream_ids: Iterable[UUID]) -> set[UUID]:
+        """Which of these streams hold any event (one round trip for all of them)."""
         ...
 
     def append(self, events: Sequence[DomainEvent]) -> None:

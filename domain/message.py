@@ -10,6 +10,7 @@ subject, snippet) arrive encrypted.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 from uuid import UUID
@@ -19,6 +20,22 @@ from domain.identity import stream_id
 
 MessageState = Literal["ok", "malformed", "too_large", "rejected"]
 MESSAGE_STATES: tuple[MessageState, ...] = ("ok", "malformed", "too_large", "rejected")
+
+
+FINGERPRINT_V1 = "fp:"
+FINGERPRINT_V2 = "fp2:"
+
+
+def content_fingerprint(v1: str, raw: bytes) -> str:
+    """The fingerprint, version 2, of a message whose version-1 fingerprint is ``v1``
+    (Message-ID, Date, size): that plus a digest of its bytes, headers and body. Two
+    different messages that agree on all three stay two; the same bytes seen again
+    (a UIDVALIDITY reset) stay one."""
+    digest = hashlib.sha256()
+    digest.update(v1.encode())
+    digest.update(b"\x00")
+    digest.update(hashlib.sha256(raw).digest())
+    return FINGERPRINT_V2 + digest.hexdigest()
 
 
 def message_id(account_id: UUID | str, provider_message_id: str) -> UUID:

@@ -306,7 +306,8 @@ def build_supervisor(
         poll_deadline=settings.poll_deadline,
         max_accounts_per_worker=settings.max_accounts_per_worker,
         hot_budget_per_worker=settings.hot_budget_per_worker,
-        dead_after=settings.watch_dead_after,
+        probe_after=settings.watch_probe_after,
+        probe_timeout=settings.watch_probe_timeout,
     )
     supervisor = _supervisor(
         app,
@@ -340,7 +341,8 @@ def _supervisor(
         ingest,
         pool_size=settings.watch_pool,
         reidle_after=settings.reidle_after,
-        dead_after=settings.dead_after,
+        probe_after=settings.probe_after,
+        probe_timeout=settings.probe_timeout,
     )
     parking = ParkedSessions(
         settings.worker_id, lease, ttl=settings.lease_ttl, capacity=settings.max_accounts_per_worker

@@ -48,6 +48,12 @@ class WorkerMetrics:
         self.logins = Counter(
             "tidings_imap_logins_total", "IMAP logins (polls and watches)", registry=r
         )
+        self.watch_probes = Counter(
+            "tidings_watch_probes_total",
+            "IDLE liveness probes: sent, answered, unanswered (the watch restarts)",
+            ["outcome"],
+            registry=r,
+        )
 
 
 class CountingProvider:

@@ -75,7 +75,8 @@ class SupervisorSettings:
     max_accounts_per_worker: int = defaults.MAX_ACCOUNTS_PER_WORKER
     hot_budget_per_worker: int = defaults.HOT_BUDGET_PER_WORKER
     watch_pool: int = 16
-    dead_after: float = defaults.WATCH_DEAD_AFTER
+    probe_after: float = defaults.WATCH_PROBE_AFTER
+    probe_timeout: float = defaults.WATCH_PROBE_TIMEOUT
     reidle_after: float = defaults.WATCH_REIDLE_AFTER
 
 
@@ -367,6 +368,8 @@ class Supervisor:
             states[state] = states.get(state, 0) + 1
         for state in ("opening", "parked", "idling", "fetching", "refreshing"):
             self.metrics.watchers.labels(state).set(states.get(state, 0))
+        for outcome, count in self.owner.watches.take_probe_counts().items():
+            self.metrics.watch_probes.labels(outcome).inc(count)
 
     def shutdown(self) -> None:
         """Graceful stop: watches closed, leases released, heartbeat withdrawn, the watch

@@ -4,8 +4,13 @@ Per account, a watch moves through:
 
     opening --(login, SELECT, catch-up poll, IDLE)--> idling
     idling --(EXISTS)--> fetching --(DONE + fetch + IDLE, one write; [ingest])--> idling
-    idling --(IDLE older than reidle_after)--> refreshing --(DONE, IDLE)--> idling
-    any --(error, server hang-up, silence past dead_after, stop())--> stopped
+    idling --(silence past probe_after, or IDLE older than reidle_after)--> probing
+    probing --(the probe's DONE + IDLE answered)--> idling
+    any --(error, server hang-up, a probe unanswered for probe_timeout, stop())--> stopped
+
+Probing is idling with a probe in flight (``policies.liveness``): the probe is written
+by the mux thread and its answer read there, with the socket still registered, so a
+probe costs no thread and a black-holed connection holds none.
 
 A watch started ``parked`` (a failover's session opened before its lease is free: see
 ``policies.failover``) stops short of IDLE: opening --(login, SELECT, catch-up poll)-->
@@ -32,6 +37,7 @@ import contextlib
 import logging
 import os
 import queue
+import random
 import selectors
 import threading
 import time
@@ -43,6 +49,7 @@ from typing import Literal, Protocol
 from application import worker_defaults as defaults
 from application.mail.ports import IdleNews, MailboxSession, MailProviderError
 from application.mail.state import ErrorKind
+from workers.policies.liveness import Liveness, Verdict
 from workers.policies.watch_stops import StopReason, WhyStopped
 from workers.sync import SyncOutcome
 
@@ -86,6 +93,8 @@ class Watch:
     stop_reason: WhyStopped | None = None
     fileno: int = -1
     parked: bool = False  # stop short of IDLE until ``activate``
+    probe_sent_at: float | None = None  # a liveness probe awaits its answer
+    draw: float = 0.0  # where in the probe spread this watch's next probe falls
 
 
 class WatchManager:
@@ -95,13 +104,16 @@ class WatchManager:
         *,
         pool_size: int = 8,
         reidle_after: float = defaults.WATCH_REIDLE_AFTER,
-        dead_after: float = defaults.WATCH_DEAD_AFTER,
+        probe_after: float = defaults.WATCH_PROBE_AFTER,
+        probe_timeout: float = defaults.WATCH_PROBE_TIMEOUT,
         clock: Callable[[], float] = time.monotonic,
+        rng: random.Random | None = None,
     ) -> None:
         self._hooks = hooks
-        self._reidle_after = reidle_after
-        self._dead_after = dead_after
+        self._liveness = Liveness(probe_after, probe_timeout, reidle_after)
+        self._rng = rng or random.Random()  # noqa: S311 (a spread, not a secret)
         self._clock = clock
+        self._probes = {"sent": 0, "answered": 0, "unanswered": 0}  # since the last take
         self._watches: dict[str, Watch] = {}
         self._generation = 0
         self._lock = threading.Lock()
@@ -158,6 +170,16 @@ class WatchManager:
     def watching(self) -> dict[str, State]:
         with self._lock:
             return {a: w.state for a, w in self._watches.items()}
+
+    def take_probe_counts(self) -> dict[str, int]:
+        """Liveness probes since the last call, by outcome (for the metrics)."""
+        with self._lock:
+            counts, self._probes = self._probes, dict.fromkeys(self._probes, 0)
+        return counts
+
+    def _count_probe(self, outcome: str) -> None:
+        with self._lock:
+            self._probes[outcome] += 1
 
     def is_watching(self, account_id: str) -> bool:
         with self._lock:
@@ -258,10 +280,15 @@ class WatchManager:
             news = watch.session.idle_start()
             if not watch.idle_since:
                 log.info("watch.started account_id=%s", watch.account_id)
-            watch.idle_since = watch.heard_at = self._clock()
+            self._fresh_idle(watch, self._clock())
             self._idling(watch, news)
         except Exception as error:  # any failure ends this watch
             self._finish(watch, StopReason.ERROR, error)
+
+    def _fresh_idle(self, watch: Watch, now: float) -> None:
+        watch.idle_since = watch.heard_at = now
+        watch.probe_sent_at = None
+        watch.draw = self._rng.random()
 
     def _idling(self, watch: Watch, news: IdleNews) -> None:
         """In IDLE: fetch at once if IDLE began with news of mail, else wait at the mux."""
@@ -279,16 +306,6 @@ class WatchManager:
     def _submit(self, fn: Callable[..., None], *args: object) -> None:
         with contextlib.suppress(RuntimeError):  # the pool is shut down: we are closing
             self._pool.submit(fn, *args)
-
-    def _refresh(self, watch: Watch) -> None:
-        try:
-            assert watch.session is not None
-            watch.session.idle_done()
-            news = watch.session.idle_start()
-            watch.idle_since = watch.heard_at = self._clock()
-            self._idling(watch, news)
-        except Exception as error:  # any failure ends this watch
-            self._finish(watch, StopReason.ERROR, error)
 
     def _finish(self, watch: Watch, reason: WhyStopped, error: BaseException | None) -> None:
         watch.state = "stopped"
@@ -319,7 +336,7 @@ class WatchManager:
     def _loop(self) -> None:
         # Timers are seconds to minutes long: checking them (a scan of every watch) on each
         # wake-up would cost O(watches) per EXISTS in a burst of new mail.
-        every = min(1.0, self._dead_after / 4, self._reidle_after / 4)
+        every = self._liveness.check_every
         next_check = 0.0
         while self._running:
             try:
@@ -354,6 +371,9 @@ class WatchManager:
             return
         if news.heard:
             watch.heard_at = now
+        if news.answered:
+            self._count_probe("answered")
+            self._fresh_idle(watch, now)  # the probe's IDLE runs: a fresh one
         if news.closed:
             self._unregister(watch)
             self._pool.submit(self._finish, watch, StopReason.CLOSED, None)
@@ -393,11 +413,33 @@ class WatchManager:
         with self._lock:
             idling = [w for w in self._watches.values() if w.state == "idling"]
         for watch in idling:
-            if now - watch.heard_at > self._dead_after:
+            verdict = self._liveness.verdict(
+                now,
+                heard_at=watch.heard_at,
+                idle_since=watch.idle_since,
+                probe_sent_at=watch.probe_sent_at,
+                draw=watch.draw,
+            )
+            if verdict is Verdict.DEAD:
+                self._count_probe("unanswered")
+                log.info("watch.unanswered account_id=%s", watch.account_id)
                 self._unregister(watch)
                 watch.state = "stopped"
                 self._pool.submit(self._finish, watch, StopReason.SILENT, None)
-            elif now - watch.idle_since > self._reidle_after:
-                self._unregister(watch)
-                watch.state = "refreshing"
-                self._pool.submit(self._refresh, watch)
+            elif verdict is Verdict.PROBE:
+                self._probe(watch, now)
+
+    def _probe(self, watch: Watch, now: float) -> None:
+        """Write the probe here, on the mux (a few bytes into an idle socket's empty send
+        buffer do not block); its answer comes back through ``_readable``."""
+        assert watch.session is not None
+        try:
+            watch.session.idle_probe()
+        except Exception as error:  # any failure ends this watch
+            self._unregister(watch)
+            watch.state = "stopped"
+            self._pool.submit(self._finish, watch, StopReason.ERROR, error)
+            return
+        watch.probe_sent_at = now
+        self._count_probe("sent")
+        log.debug("watch.probe account_id=%s", watch.account_id)

@@ -12,6 +12,13 @@ Storing pages, in order, each step only after the one before is durable:
     -> the events of all pages in one append
     -> every page's cursor and "synced" mark in one write.
 
+Identity without OBJECTID: a message whose server gives it only a version-1 fingerprint
+(``fp:``, Message-ID + Date + size) is stored under version 2 (``fp2:``, that plus a
+digest of its bytes), so two different messages that agree on those three stay two.
+Messages stored before version 2 keep their ids: a message whose version-1 twin is
+stored already is a duplicate (one existence query for all the pages' twins), so a
+UIDVALIDITY reset never ingests them again.
+
 Exactly one ``MessageIngested`` per (account, provider id): the message's stream id is
 derived from that pair, so the store's uniqueness decides between racing workers, never
 a read-then-write check. When an append collides (another worker, or a UIDVALIDITY reset
@@ -43,7 +50,13 @@ from application.mail.ports import BlobOwner, FetchBatch, FetchedMessage, Mailbo
 from application.privacy import KeyErased
 from domain.identity import stream_id
 from domain.mail_account import MailAccount
-from domain.message import MessageIngested, MessageState, message_id
+from domain.message import (
+    FINGERPRINT_V1,
+    MessageIngested,
+    MessageState,
+    content_fingerprint,
+    message_id,
+)
 
 log = logging.getLogger("tidings.ingestion")
 
@@ -108,6 +121,7 @@ class MailIngestion:
         }
         refs = iter(stored_bodies)
         prepared: list[list[MessageIngested] | None] = []
+        twins: dict[UUID, UUID] = {}  # a version-2 id -> its version-1 twin
         for page in pages:
             body_refs = [
                 next(refs) if fetched.raw is not None else fetched.blob_ref
@@ -121,10 +135,27 @@ class MailIngestion:
                     for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
                 ]
                 prepared.append(prepare(self.ctx, page.account, incoming, now))
+                for (fetched, _), message in zip(page.messages, incoming, strict=True):
+                    v1 = fetched.ref.provider_message_id
+                    if message.provider_message_id != v1:
+                        account_id = str(page.account.id)
+                        twins[message_id(account_id, message.provider_message_id)] = message_id(
+                            account_id, v1
+                        )
             except KeyErased:
                 log.info("ingestion.account_erased account_id=%s", page.account.id)
                 prepared.append(None)
-        stored = append_new(self.ctx, [e for events in prepared if events for e in events])
+        old = self.ctx.store.existing(twins.values()) if twins else set()
+        stored = append_new(
+            self.ctx,
+            [
+                e
+                for events in prepared
+                if events
+                for e in events
+                if twins.get(e.originator_id) not in old
+            ],
+        )
         self.ctx.mail.state.record_synced(
             {
                 str(page.account.id): page.cursor
@@ -197,8 +228,11 @@ class MailIngestion:
             state = "rejected"
         elif defects:
             state = "malformed"
+        provider_id = ref.provider_message_id
+        if provider_id.startswith(FINGERPRINT_V1) and fetched.raw is not None:
+            provider_id = content_fingerprint(provider_id, fetched.raw)
         return IncomingMessage(
-            provider_message_id=ref.provider_message_id,
+            provider_message_id=provider_id,
             received_at=received or self.ctx.clock.now(),
             size_bytes=size,
             state=state,
@@ -265,7 +299,8 @@ def append_new(ctx: Context, events: Sequence[MessageIngested]) -> set[UUID]:
         try:
             ctx.store.append(pending)
         except ConcurrencyConflict:
-            pending = [e for e in pending if not ctx.store.load(e.originator_id)]
+            taken = ctx.store.existing(e.originator_id for e in pending)
+            pending = [e for e in pending if e.originator_id not in taken]
             continue
         return {e.originator_id for e in pending}
     raise ConcurrencyConflict("messages kept colliding; the next poll retries")

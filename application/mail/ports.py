@@ -136,6 +136,7 @@ class IdleNews:
     exists: bool = False  # the mailbox grew: fetch
     closed: bool = False  # the server hung up (BYE, EOF): the watch must restart
     heard: bool = False  # anything at all arrived (keepalives count: the socket lives)
+    answered: bool = False  # the server answered a liveness probe (``idle_probe``)
 
 
 # -- errors ------------------------------------------------------------------
@@ -245,6 +246,12 @@ class MailboxSession(Protocol):
 
     def idle_done(self) -> None:
         """Leave IDLE (nothing to do when not idling); the session takes commands again."""
+        ...
+
+    def idle_probe(self) -> None:
+        """Ask an idling connection whether it lives (DONE + IDLE in one write), without
+        waiting: a later ``idle_read`` reports the answer (``IdleNews.answered``). The
+        session stays idling either way."""
         ...
 
     def close(self) -> None: ...

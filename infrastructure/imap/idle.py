@@ -6,6 +6,13 @@ one pipelined write, ``pipeline``) --the watch's fetch (``fetch_after``), or any
 command (``settle``)--> IDLING again. Any other command ends a running IDLE first
 (``done``); ``start`` reports news the server sent with its "+ idling" (it would sit in
 the connection's buffer, unseen by a selector).
+
+A liveness probe (``probe``) is DONE and IDLE again in one write, sent from the thread
+that waits on the socket and never waited for: its answer (the old IDLE's tagged OK,
+then the new "+ idling") comes through ``read`` like any other news, so probing
+thousands of connections costs no thread each. IDLING --probe--> PROBING --"+ idling"
+read--> IDLING (``IdleNews.answered``). A command while PROBING first reads the rest of
+the answer (``_end_probe``).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from application.mail.ports import IdleNews, IdleUnsupported
+from application.mail.ports import IdleNews, IdleUnsupported, MailboxTransientError
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import parse_fetch
 from infrastructure.imap.identity import message_ref, refusal, valid_id
@@ -30,6 +37,7 @@ from infrastructure.imap.wire import (
     imap_of,
     mend_refused,
     read_available,
+    read_line,
     set_idle_tag,
     socket_fileno,
     uid_fetch_command,
@@ -69,11 +77,15 @@ class IdleChannel:
         # will say after it), and a fetch sent ahead from it when IDLE said new mail came.
         self.last_uid: int | None = None
         self._prefetch: tuple[int, Sent] | None = None
+        # A probe in flight: the tag of the IDLE it ends, of the IDLE it starts, and
+        # whether the first was answered yet.
+        self._probe: tuple[bytes, bytes] | None = None
+        self._probe_ended = False
 
     @property
     def busy(self) -> bool:
         """Idling or with a fetch in flight: the server would not answer a LOGOUT."""
-        return self.idling or self._prefetch is not None
+        return self.idling or self._prefetch is not None or self._probe is not None
 
     def start(self, early: bool, on_enter: Callable[[], None]) -> IdleNews:
         """Enter IDLE unless idling already (``on_enter`` runs first); ``early``: news a
@@ -110,9 +122,53 @@ class IdleChannel:
             return IdleNews(closed=self._empty_reads >= 2)
         self._empty_reads = 0
         heard = news(lines)
-        if heard.exists and not heard.closed:
+        if self._probe is not None:
+            answer = self._probe_answer(lines)
+            if answer is None:  # refused: the session's state is unknown
+                return IdleNews(exists=heard.exists, closed=True, heard=True)
+            heard = dataclasses.replace(heard, answered=answer)
+        if heard.exists and not heard.closed and self._probe is None:
             self._send_ahead()
         return heard
+
+    def probe(self) -> None:
+        """DONE + IDLE in one write, not waited for (the answer comes through ``read``).
+        Nothing to do unless idling with nothing else in flight."""
+        if not self.idling or self._probe is not None or self._prefetch is not None:
+            return
+        conn = self._conn
+        old = idle_tag(conn.client)
+        sent = conn.io(send_pipelined, imap_of(conn.client), [], old, True)
+        assert old is not None and sent.new_idle is not None
+        self._probe, self._probe_ended = (old, sent.new_idle), False
+
+    def _probe_answer(self, lines: list[bytes]) -> bool | None:
+        """Follow a probe's answer through ``lines``: True once the new IDLE runs, False
+        while it is still coming, None when the server refused either command."""
+        assert self._probe is not None
+        old, new = self._probe
+        for line in lines:
+            if not self._probe_ended:
+                if line.startswith(old + b" "):
+                    if line[len(old) + 1 : len(old) + 3].upper() != b"OK":
+                        return None
+                    self._probe_ended = True
+            elif line.startswith(b"+"):
+                set_idle_tag(self._conn.client, new)  # imapclient's idle_done ends it
+                self._probe = None
+                return True
+            elif line.startswith(new + b" "):  # IDLE refused
+                return None
+        return False
+
+    def _end_probe(self) -> None:
+        """Read the rest of a probe's answer (the session is idling after it)."""
+        while self._probe is not None:
+            line = self._conn.io(read_line, self._conn.client)
+            if self._probe_answer([line]) is None:
+                self._probe = None
+                self.idling = False
+                raise self._conn.fail(MailboxTransientError("IDLE refused after a probe"))
 
     def _send_ahead(self) -> None:
         """New mail: send the fetch a watch will ask for (``fetch_after``) now, from the
@@ -133,6 +189,7 @@ class IdleChannel:
 
     def settle(self) -> bool:
         """Read a fetch sent ahead and not taken (the session is idling after it)."""
+        self._end_probe()
         if self._prefetch is None:
             return False
         _, sent = self._prefetch
@@ -153,6 +210,7 @@ class IdleChannel:
         (``UID FETCH last+1:*``, no SEARCH), the bodies of the first few of them, [IDLE
         again] — the brackets when the session was idling. Usually sent already, when
         the news came (``_send_ahead``)."""
+        self._end_probe()
         prefetched, self._prefetch = self._prefetch, None
         if prefetched is not None and prefetched[0] != last_uid:
             self._read(prefetched[1])  # sent from another cursor: not this fetch

@@ -115,6 +115,9 @@ class ImapMailboxSession:
     def idle_done(self) -> None:
         self._idle.done()
 
+    def idle_probe(self) -> None:
+        self._idle.probe()
+
     # -- paging ------------------------------------------------------------
 
     def verify(self) -> None:

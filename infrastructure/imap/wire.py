@@ -379,6 +379,12 @@ def new_tag(imap: Any) -> bytes:
     return tag
 
 
+def read_line(client: Any) -> bytes:
+    """One response line (without CRLF), blocking within the operation's deadline."""
+    line: bytes = client._imap._get_line()
+    return line
+
+
 def get_response(imap: Any) -> Any:
     return imap._get_response()
 

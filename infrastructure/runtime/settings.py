@@ -59,8 +59,13 @@ class Settings(BaseSettings):
     max_message_mb: Annotated[float, Field(gt=0)] = 100.0
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
     watch_lease_ttl: Annotated[float, Field(ge=3)] = worker.WATCH_LEASE_TTL
-    # An IDLE connection silent this long is taken for dead and restarted.
-    watch_dead_after: Annotated[float, Field(gt=0)] = worker.WATCH_DEAD_AFTER
+    # An IDLE connection silent this long is probed (DONE + IDLE); a probe unanswered
+    # for ``watch_probe_timeout`` counts as dead and the watch restarts.
+    watch_probe_after: Annotated[float, Field(gt=0)] = worker.WATCH_PROBE_AFTER
+    watch_probe_timeout: Annotated[float, Field(gt=0)] = worker.WATCH_PROBE_TIMEOUT
+    # Deprecated (silence alone no longer means death): read, warned about, and moved
+    # to ``watch_probe_after`` by ``_watch_dead_after_alias``; always None after it.
+    watch_dead_after: Annotated[float, Field(gt=0)] | None = None
     # Deprecated alias of ``poll_interval`` (one cadence, two names): read, warned about,
     # and moved there by ``_poll_warm_alias``; always None after validation.
     poll_warm: Annotated[float, Field(gt=0)] | None = None
@@ -86,6 +91,23 @@ class Settings(BaseSettings):
             log.warning("settings.deprecated name=poll_warm use=poll_interval")
         else:
             log.warning("settings.deprecated name=poll_warm use=poll_interval ignored=poll_warm")
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _watch_dead_after_alias(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("watch_dead_after") is None:
+            return data
+        data = dict(data)
+        dead = data.pop("watch_dead_after")
+        if data.get("watch_probe_after") is None:
+            data["watch_probe_after"] = dead
+            log.warning("settings.deprecated name=watch_dead_after use=watch_probe_after")
+        else:
+            log.warning(
+                "settings.deprecated name=watch_dead_after use=watch_probe_after"
+                " ignored=watch_dead_after"
+            )
         return data
 
     # The HTTP API: requests per second per API key, and the burst a key may spend at once.

@@ -39,9 +39,15 @@ POLL = float(WORKER_SETTINGS["poll_interval"])
 FLEET_TICK = min(5.0, TTL / 6)  # the supervisor's fleet tick for this ttl (bootstrap)
 SLOW_POLL = "60"  # where only a signal or a watch may explain work done within seconds
 KEEPALIVE = 1.0  # the test Dovecot's "still here" interval (harness.DOVECOT_EXTRA)
-DEAD_AFTER = 4.0  # TIDINGS_WATCH_DEAD_AFTER in the dead-IDLE test: four keepalives
-DEAD_AFTER_EARLY = 1.5  # dropped no earlier than dead_after less the last keepalive's age
-DEAD_AFTER_LATE = 3.0  # ...and no later than the 1 s silence check plus a loaded machine
+PROBE_AFTER = 3.0  # TIDINGS_WATCH_PROBE_AFTER in the liveness tests
+PROBE_TIMEOUT = 2.0  # TIDINGS_WATCH_PROBE_TIMEOUT in the liveness tests
+PROBE_SPREAD = 0.25  # a probe comes after (1 - spread) to 1 times probe_after of silence
+# A black-holed watch is dropped no earlier than the shortest silence before a probe plus
+# probe_timeout, less the last keepalive's age; and no later than probe_after +
+# probe_timeout plus the timer check (0.5 s) and a loaded machine's delay.
+DEAD_EARLY = PROBE_AFTER * (1 - PROBE_SPREAD) + PROBE_TIMEOUT - KEEPALIVE
+DEAD_LATE = PROBE_AFTER + PROBE_TIMEOUT + 3.0
+QUIET_PERIODS = 8  # the quiet-IDLE test's silence, in probe periods
 # Longer than the database pools' 10 s wait for a connection, so the watches' ingests
 # really fail (StoreUnavailable) instead of waiting the outage out.
 PG_DOWN = 12.0

@@ -32,7 +32,7 @@ class StopReason(StrEnum):
     # The watch failed.
     ERROR = "error"  # an exchange raised
     CLOSED = "closed"  # the server hung up
-    SILENT = "silent"  # no word from the server past ``dead_after``
+    SILENT = "silent"  # a liveness probe went unanswered (``policies.liveness``)
 
 
 WhyStopped = StopReason | ErrorKind

@@ -48,8 +48,9 @@ from tests.support.results import ok
 
 INGESTED = "tidings.mail.MessageIngested"
 _TITLE = re.compile(r"dovecot/imap \[(\S+) (\S+)(?: (.*))?\]")
-# Dovecot sends "* OK Still here" this often to every IDLE session, so a worker's
-# silence detector (TIDINGS_WATCH_DEAD_AFTER) can be a few seconds in a test.
+# Dovecot sends "* OK Still here" this often to every IDLE session, so a watch hears
+# something every second and never needs a liveness probe (TIDINGS_WATCH_PROBE_AFTER)
+# unless its path goes silent; test_quiet_idle runs a Dovecot without keepalives.
 DOVECOT_EXTRA = f"imap_idle_notify_interval = {timing.KEEPALIVE:.0f} secs\n"
 
 

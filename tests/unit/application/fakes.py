@@ -7,7 +7,7 @@ import base64
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -31,6 +31,11 @@ class FakeEventStore:
         if self.unavailable:
             raise StoreUnavailable("fake store is down")
         return list(self.streams.get(stream_id, []))
+
+    def existing(self, stream_ids: Iterable[UUID]) -> set[UUID]:
+        if self.unavailable:
+            raise StoreUnavailable("fake store is down")
+        return {s for s in stream_ids if self.streams.get(s)}
 
     def append(self, events: Sequence[DomainEvent]) -> None:
         if self.unavailable:

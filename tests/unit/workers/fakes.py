@@ -40,6 +40,9 @@ class Watches:
     def watching(self) -> dict[str, State]:
         return dict.fromkeys(self.watching_now, "idling")
 
+    def take_probe_counts(self) -> dict[str, int]:
+        return {}
+
     def close(self) -> None:
         self.watching_now.clear()
 

@@ -18,6 +18,9 @@ class DownStore:
     def load(self, stream_id: uuid.UUID) -> list[Any]:
         raise StoreUnavailable("connection refused")
 
+    def existing(self, stream_ids: Any) -> set[uuid.UUID]:
+        raise StoreUnavailable("connection refused")
+
 
 class DownState:
     def record_failure(self, account_id: str, kind: str, at: datetime) -> None:

@@ -24,6 +24,8 @@ class FakeSession:
     def __init__(self) -> None:
         self.ours, self.server = socket.socketpair()
         self.ours.setblocking(False)
+        self.probes = 0
+        self.answering = True  # the "server" answers a probe at once
 
     def idle_start(self) -> IdleNews:
         return IdleNews()
@@ -36,7 +38,14 @@ class FakeSession:
             data = self.ours.recv(4096)
         except BlockingIOError:
             return IdleNews()
-        return IdleNews(exists=b"EXISTS" in data, closed=not data, heard=True)
+        return IdleNews(
+            exists=b"EXISTS" in data, closed=not data, heard=True, answered=b"ANSWER" in data
+        )
+
+    def idle_probe(self) -> None:
+        self.probes += 1
+        if self.answering:
+            self.server.sendall(b"ANSWER")
 
     def close(self) -> None:
         self.ours.close()
@@ -121,3 +130,67 @@ def test_stopped_watches_close_and_report(manager: tuple[WatchManager, FakeHooks
     wait_for(lambda: len(hooks.stopped) == 50)
     assert {reason for _, reason in hooks.stopped} == {StopReason.DEACTIVATED}
     assert watches.watching() == {}
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_answered_probe_keeps_the_session_across_many_probe_periods() -> None:
+    hooks, clock = FakeHooks(), FakeClock()
+    watches = WatchManager(hooks, probe_after=3.0, probe_timeout=2.0, clock=clock)
+    try:
+        watches.start("a")
+        wait_for(lambda: watches.watching() == {"a": "idling"})
+        session = hooks.sessions["a"]
+        for period in range(1, 11):  # ten silent probe periods
+            clock.now += 3.0
+
+            def probed(period: int = period) -> bool:
+                return session.probes == period
+
+            wait_for(probed)
+        assert watches.watching() == {"a": "idling"}
+        assert hooks.sessions["a"] is session  # one session throughout
+        assert hooks.stopped == []
+    finally:
+        watches.close()
+
+
+def test_an_unanswered_probe_stops_the_watch_after_probe_timeout() -> None:
+    hooks, clock = FakeHooks(), FakeClock()
+    watches = WatchManager(hooks, probe_after=3.0, probe_timeout=2.0, clock=clock)
+    try:
+        watches.start("a")
+        wait_for(lambda: watches.watching() == {"a": "idling"})
+        hooks.sessions["a"].answering = False
+        clock.now += 3.0
+        wait_for(lambda: hooks.sessions["a"].probes == 1)
+        clock.now += 1.5  # within probe_timeout: still alive
+        time.sleep(1.2)  # a timer check or more on the mux
+        assert watches.watching() == {"a": "idling"}
+        clock.now += 0.6
+        wait_for(lambda: hooks.stopped == [("a", StopReason.SILENT)])
+    finally:
+        watches.close()
+
+
+def test_keepalives_postpone_the_probe() -> None:
+    hooks, clock = FakeHooks(), FakeClock()
+    watches = WatchManager(hooks, probe_after=3.0, probe_timeout=2.0, clock=clock)
+    try:
+        watches.start("a")
+        wait_for(lambda: watches.watching() == {"a": "idling"})
+        session = hooks.sessions["a"]
+        for _ in range(5):
+            clock.now += 2.0
+            session.server.sendall(b"* OK Still here\r\n")
+            time.sleep(1.2)
+        assert session.probes == 0
+        assert hooks.stopped == []
+    finally:
+        watches.close()

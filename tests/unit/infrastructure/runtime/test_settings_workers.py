@@ -21,7 +21,8 @@ def test_the_workers_settings_classes_default_to_what_the_settings_do() -> None:
     assert settings.poll_interval == supervisor.poll_warm == tiers.poll_warm
     assert settings.poll_cold == supervisor.poll_cold == tiers.poll_cold
     assert settings.watch_lease_ttl == supervisor.lease_ttl
-    assert settings.watch_dead_after == supervisor.dead_after
+    assert settings.watch_probe_after == supervisor.probe_after == defaults.WATCH_PROBE_AFTER
+    assert settings.watch_probe_timeout == supervisor.probe_timeout
     assert settings.poll_concurrency == supervisor.poll_concurrency
     assert settings.poll_deadline == supervisor.poll_deadline
     assert settings.max_accounts_per_worker == supervisor.max_accounts_per_worker
@@ -77,3 +78,30 @@ def test_with_both_names_set_poll_interval_wins_and_the_alias_is_reported_ignore
 def test_the_alias_is_validated_like_the_cadence() -> None:
     with pytest.raises(ValueError, match="poll_interval"):  # where its value went
         Settings(poll_warm=0)
+
+
+def test_watch_dead_after_is_a_deprecated_alias_of_watch_probe_after(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("TIDINGS_WATCH_DEAD_AFTER", "77")
+    with caplog.at_level(logging.WARNING, logger="tidings.settings"):
+        settings = Settings()
+    assert settings.watch_probe_after == 77
+    assert settings.watch_dead_after is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "settings.deprecated name=watch_dead_after use=watch_probe_after"
+    ]
+    with caplog.at_level(logging.WARNING, logger="tidings.settings"):
+        assert Settings(watch_probe_after=9).watch_probe_after == 9
+    assert "ignored=watch_dead_after" in caplog.records[-1].getMessage()
+
+
+def test_watch_probe_settings_are_read_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("TIDINGS_WATCH_PROBE_AFTER", "3")
+    monkeypatch.setenv("TIDINGS_WATCH_PROBE_TIMEOUT", "2")
+    settings = Settings()
+    assert (settings.watch_probe_after, settings.watch_probe_timeout) == (3, 2)
+    with pytest.raises(ValueError):
+        Settings(watch_probe_timeout=0)
