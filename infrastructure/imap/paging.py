@@ -123,7 +123,7 @@ class Pager:
             exists=exists if type(exists) is int and 0 <= exists <= ID_MAX else 0,
         )
 
-    def page(
+    def page(  # noqa: C901
         self,
         status: MailboxStatus,
         cursor: MailboxCursor | None,
@@ -298,7 +298,7 @@ class Pager:
                 refs.append(ref)
         return refs
 
-    def _fetch_bodies(  # noqa: C901
+    def _fetch_bodies(  # noqa: C901, PLR0912
         self,
         refs: Sequence[MessageRef],
         inline_groups: Sequence[Sequence[int]],
