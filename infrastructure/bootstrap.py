@@ -13,6 +13,7 @@ from application.leases import LeaseBackend, WorkerRegistry
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
+from domain.webhook import RetryPolicy
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.crypto.keyring import KeyRing
 from infrastructure.crypto.master_key import open_master_key
@@ -38,6 +39,8 @@ from infrastructure.sql.database import (
     create_sqlite_file,
 )
 from infrastructure.sql.mailbox_state import SqlMailboxState
+from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
+from infrastructure.webhooks.store import SqlWebhookStore
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.feed import FeedProjection, FeedReader
 from projections.mail import MailProjection, MailReader
@@ -135,6 +138,8 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         try:
             runner = build_projections(db, store, settings.projection_batch_size)
             mail = build_mail_ports(settings, db)
+            webhooks = SqlWebhookStore(db)
+            webhooks.setup()
         except BaseException:  # e.g. a refused master key: leave no pool behind
             db.close()
             datastore.close()
@@ -151,6 +156,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
+        webhook_store=webhooks,
     )
 
     def close() -> None:
@@ -292,4 +298,32 @@ def _supervisor(
         status=WatchStatusWriter(app.ctx.mail.state, settings.worker_id),
         metrics=metrics,
         on_ingested=on_ingested,
+    )
+
+
+def build_webhook_dispatcher(
+    app: App, settings: Settings, holder: str, metrics: WebhookMetrics | None = None
+) -> Dispatcher:
+    """The webhook delivery loop of one process (``tidings worker``, ``webhooks run``)."""
+    store = app.ctx.webhooks
+    if not isinstance(store, SqlWebhookStore):
+        raise TypeError("this App was not built by bootstrap()")
+    return Dispatcher(
+        app,
+        store,
+        settings=DispatchSettings(
+            timeout=settings.webhook_timeout,
+            retry=RetryPolicy(
+                first=settings.webhook_retry_first,
+                longest=settings.webhook_retry_longest,
+                budget=settings.webhook_retry_budget,
+            ),
+            pool=settings.webhook_pool,
+            slow_pool=settings.webhook_slow_pool,
+            per_endpoint=settings.webhook_per_endpoint,
+            interval=settings.webhook_interval,
+            allow_private=settings.allow_private_hosts,
+        ),
+        holder=holder,
+        metrics=metrics,
     )
