@@ -116,6 +116,7 @@ class Dispatcher:
         self._slow: set[str] = set()
         self._wake = threading.Event()
         self._last_backlog = 0.0
+        self._last_fan_out = 0.0
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -137,9 +138,12 @@ class Dispatcher:
             slow.shutdown(wait=True)
 
     def turn(self, fast: ThreadPoolExecutor, slow: ThreadPoolExecutor) -> bool:
-        """One fan-out and one dispatch; True when it started any attempt."""
-        self.fan_out()
+        """A fan-out (at most once an ``interval``) and a dispatch; True when it started
+        any attempt."""
         now = time.time()
+        if now - self._last_fan_out >= self.settings.interval:
+            self._last_fan_out = now
+            self.fan_out()
         if now - self._last_backlog > 5.0:
             self._last_backlog = now
             self._publish_backlog()
