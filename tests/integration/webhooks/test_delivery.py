@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from dataclasses import replace
 
 from application import User
 from application.app import App
@@ -62,9 +63,12 @@ def test_a_receiver_down_for_a_while_gets_everything_in_order_and_signed(
 def test_a_receiver_failing_forever_ends_dead_and_can_be_redelivered(app: App, admin: User) -> None:
     failing = Receiver(lambda _: Answer(status=500))
     hook = create_webhook(app, admin, failing.url)
-    with delivering(app):
+    with delivering(app) as dispatcher:
         define_fields(app, admin, 1)
         eventually(lambda: len(deliveries(app, admin, hook["webhookId"], "dead")) == 1)
+        registry = dispatcher.metrics.registry
+        assert registry.get_sample_value("tidings_webhook_dead_total") == 1
+        assert (registry.get_sample_value("tidings_webhook_retried_total") or 0) >= 2
         dead = deliveries(app, admin, hook["webhookId"], "dead")[0]
         assert dead["lastStatus"] == 500 and dead["attempts"] >= 3
         attempts = len(failing.received)
@@ -121,3 +125,17 @@ def test_an_endless_response_body_is_cut_off_and_a_redirect_is_not_followed(
             10,
         )
     assert target.received == []
+
+
+def test_a_private_destination_is_refused_at_delivery_time_too(app: App, admin: User) -> None:
+    receiver = Receiver()
+    hook = create_webhook(app, admin, receiver.url)  # allowed when created (setting on)
+    with delivering(app, replace(FAST, allow_private=False)):  # then the rule applies
+        define_fields(app, admin, 1)
+        eventually(
+            lambda: any(
+                d["lastError"] == "HostNotAllowed"
+                for d in deliveries(app, admin, hook["webhookId"])
+            )
+        )
+    assert receiver.received == []
