@@ -52,6 +52,7 @@ from infrastructure.webhooks.store import Claimed, NewDelivery, SqlWebhookStore
 log = logging.getLogger("tidings.webhooks")
 
 FAN_OUT_PAGE = 500
+FULL_FAN_OUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,8 @@ class Dispatcher:
         self._wake = threading.Event()
         self._last_backlog = 0.0
         self._last_fan_out = 0.0
+        self._last_full = 0.0
+        self._fanned_at = -1
 
     # --- the loop ----------------------------------------------------------------------
 
@@ -143,7 +146,13 @@ class Dispatcher:
         now = time.time()
         if now - self._last_fan_out >= self.settings.interval:
             self._last_fan_out = now
-            self.fan_out()
+            position = self._feed_position()
+            # Only a moved feed has new items, but a re-enabled webhook may be behind: a
+            # full pass at least every FULL_FAN_OUT seconds.
+            if position < 0 or position != self._fanned_at or now - self._last_full > FULL_FAN_OUT:
+                self._last_full = now
+                self.fan_out()
+                self._fanned_at = position
         if now - self._last_backlog > 5.0:
             self._last_backlog = now
             self._publish_backlog()
@@ -308,6 +317,13 @@ class Dispatcher:
         if not items or items[0]["sequence"] != sequence:
             return None
         return orjson.dumps(items[0])
+
+    def _feed_position(self) -> int:
+        """The feed read model's position in the log (-1 when it is not known)."""
+        for status in self.app.projections.status():
+            if status.name == "feed":
+                return status.position
+        return -1
 
     def _publish_backlog(self) -> None:
         backlog = self.store.backlog()
