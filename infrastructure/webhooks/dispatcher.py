@@ -157,6 +157,8 @@ class Dispatcher:
             self._last_backlog = now
             self._publish_backlog()
         started = 0
+        if not self.store.any_due(now):
+            return False
         for lane, pool, size in (
             ("fast", fast, self.settings.pool),
             ("slow", slow, self.settings.slow_pool),

@@ -345,6 +345,15 @@ class SqlWebhookStore:
                 claimed.append(Claimed(record, url, secret, record.attempts))
             return claimed
 
+    def any_due(self, now: float) -> bool:
+        """Whether some pending delivery is due (a read: no writer lock when idle)."""
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT 1 FROM {DELIVERIES} WHERE state = ? AND next_at <= ? LIMIT 1",
+                (PENDING, now),
+            )
+            return cur.fetchone() is not None
+
     def first_attempt_at(self, delivery_id: str) -> float | None:
         with self.db.reading() as cur:
             cur.execute(f"SELECT first_at FROM {DELIVERIES} WHERE delivery_id = ?", (delivery_id,))
