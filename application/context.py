@@ -17,6 +17,7 @@ from application.ports import Clock, EventStore
 from application.privacy import PiiCipher, SecretStore
 from application.signals import SignalBus
 from application.users import TENANT_ADMIN, TENANT_MEMBER
+from application.webhooks.ports import WebhookStore
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Context:
     mail_ports: MailPorts | None = None
     feed_model: FeedReadModel | None = None
     keys: PiiCipher | None = None  # None: the mail ports' key ring
+    webhook_store: WebhookStore | None = None
 
     @property
     def cipher(self) -> PiiCipher:
@@ -68,3 +70,9 @@ class Context:
         if self.feed_model is None:
             raise RuntimeError("the feed is not wired (composition root bug)")
         return self.feed_model
+
+    @property
+    def webhooks(self) -> WebhookStore:
+        if self.webhook_store is None:
+            raise RuntimeError("the webhook store is not wired (composition root bug)")
+        return self.webhook_store

@@ -40,6 +40,15 @@ from application.mail import (
 )
 from application.payloads import Payload
 from application.tenants import shred_tenant
+from application.webhooks import (
+    create_webhook,
+    delete_webhook,
+    list_webhook_deliveries,
+    list_webhooks,
+    redeliver_webhook,
+    rotate_webhook_secret,
+    update_webhook,
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,11 @@ WRITES = _table(
     create_api_key,
     revoke_api_key,
     shred_tenant,
+    create_webhook,
+    update_webhook,
+    delete_webhook,
+    rotate_webhook_secret,
+    redeliver_webhook,
 )
 QUERIES = _table(
     list_field_definitions,
@@ -82,4 +96,6 @@ QUERIES = _table(
     get_message,
     list_threads,
     read_feed,
+    list_webhooks,
+    list_webhook_deliveries,
 )

@@ -16,6 +16,7 @@ from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
 from domain.all_events import EVENT_CLASSES
+from domain.webhook import RetryPolicy
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.crypto.keyring import KeyRing
 from infrastructure.crypto.master_key import open_master_key
@@ -45,6 +46,8 @@ from infrastructure.sql.database import (
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from projections.base import OpensSealedValues, Projection
+from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
+from infrastructure.webhooks.store import SqlWebhookStore
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.feed import FeedProjection, FeedReader
 from projections.mail import MailProjection, MailReader
@@ -204,6 +207,8 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             register_host_projections(
                 runner, mail, [*projections, *load_projections(settings.host_projections)]
             )
+            webhooks = SqlWebhookStore(db)
+            webhooks.setup()
         except BaseException:  # e.g. a refused master key: leave no pool behind
             db.close()
             datastore.close()
@@ -220,6 +225,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
+        webhook_store=webhooks,
     )
 
     def close() -> None:
@@ -367,4 +373,32 @@ def _supervisor(
         status=WatchStatusWriter(app.ctx.mail.state, settings.worker_id),
         metrics=metrics,
         on_ingested=on_ingested,
+    )
+
+
+def build_webhook_dispatcher(
+    app: App, settings: Settings, holder: str, metrics: WebhookMetrics | None = None
+) -> Dispatcher:
+    """The webhook delivery loop of one process (``tidings worker``, ``webhooks run``)."""
+    store = app.ctx.webhooks
+    if not isinstance(store, SqlWebhookStore):
+        raise TypeError("this App was not built by bootstrap()")
+    return Dispatcher(
+        app,
+        store,
+        settings=DispatchSettings(
+            timeout=settings.webhook_timeout,
+            retry=RetryPolicy(
+                first=settings.webhook_retry_first,
+                longest=settings.webhook_retry_longest,
+                budget=settings.webhook_retry_budget,
+            ),
+            pool=settings.webhook_pool,
+            slow_pool=settings.webhook_slow_pool,
+            per_endpoint=settings.webhook_per_endpoint,
+            interval=settings.webhook_interval,
+            allow_private=settings.allow_private_hosts,
+        ),
+        holder=holder,
+        metrics=metrics,
     )

@@ -24,6 +24,7 @@ from rich.table import Table
 from application import User
 from application.app import App
 from infrastructure.cli.demo_mail import MailDemo
+from infrastructure.cli.demo_webhooks import WebhookDemo
 from infrastructure.cli.output import describe_error, event_progress, out
 from infrastructure.cli.projections import TaskProgress, status_table
 from infrastructure.cli.runtime import CliError, load_settings, location, opened_app
@@ -306,8 +307,17 @@ STEPS: Sequence[Callable[[Demo], None]] = (
 )
 
 
-def _with_mail(mail: MailDemo) -> Sequence[Callable[[Demo], None]]:
-    """The whole story: mail first, then custom fields, new mail by IDLE, the cascade."""
+def _with_mail(
+    mail: MailDemo, hooks: WebhookDemo | None = None
+) -> Sequence[Callable[[Demo], None]]:
+    """The whole story: mail first, then custom fields, new mail by IDLE (delivered to a
+    webhook), the cascade."""
+    webhook_steps: list[Callable[[Demo], None]] = (
+        [lambda _: hooks.subscribe()] if hooks is not None else []
+    )
+    delivered_steps: list[Callable[[Demo], None]] = (
+        [lambda _: hooks.delivered()] if hooks is not None else []
+    )
     return (
         lambda _: mail.start_mailbox(),
         lambda _: mail.connect_and_ingest(),
@@ -315,7 +325,9 @@ def _with_mail(mail: MailDemo) -> Sequence[Callable[[Demo], None]]:
         define_fields,
         set_values,
         show_contacts,
+        *webhook_steps,
         lambda _: mail.idle_arrival(),
+        *delivered_steps,
         delete_field,
         redefine_field,
         rebuild_and_compare,
@@ -345,7 +357,8 @@ def demo(
     with opened_app(**overrides) as app:
         run = Demo(app=app, console=console)
         mail_demo = MailDemo(run, load_settings(**overrides)) if mail else None
-        steps = _with_mail(mail_demo) if mail_demo is not None else STEPS
+        hooks = WebhookDemo(run, load_settings(**overrides)) if mail else None
+        steps = _with_mail(mail_demo, hooks) if mail_demo is not None else STEPS
         console.print(
             f"[bold]tidings demo[/] · {'mail and ' if mail else ''}custom fields · "
             f"{location(app)} · "
@@ -360,6 +373,8 @@ def demo(
         finally:
             if mail_demo is not None:
                 mail_demo.close()
+            if hooks is not None:
+                hooks.close()
     console.print()
     console.print("Try it yourself:", style="bold")
     env = f"TIDINGS_DATABASE_URL={overrides['database_url']} " if data_dir is not None else ""

@@ -21,12 +21,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from application.app import App
-from infrastructure.bootstrap import build_supervisor, build_syncer
+from infrastructure.bootstrap import build_supervisor, build_syncer, build_webhook_dispatcher
 from infrastructure.cli.output import JsonFlag, configure_logging, err, out, print_data
 from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
 from infrastructure.runtime.gc_policy import HeapKeeper
 from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
+from infrastructure.webhooks.dispatcher import WebhookMetrics
 from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
 from workers.sync import SyncOutcome
@@ -46,7 +47,7 @@ def _projection_follower(app: App, stop: threading.Event, wake: threading.Event)
         wake.clear()
 
 
-def worker(
+def worker(  # noqa: PLR0917 - one parameter per command-line option
     once: Annotated[
         bool, typer.Option("--once", help="One poll pass over every syncable account, then exit.")
     ] = False,
@@ -65,6 +66,10 @@ def worker(
             help="Keep read models current in this process (default: on for SQLite).",
         ),
     ] = None,
+    webhooks: Annotated[
+        bool,
+        typer.Option("--webhooks/--no-webhooks", help="Deliver webhooks in this process too."),
+    ] = True,
     as_json: JsonFlag = False,
 ) -> None:
     """Run the watch supervisor (IMAP IDLE, leases, tiers, polls)."""
@@ -102,6 +107,13 @@ def worker(
                 target=_projection_follower, args=(app, stop, wake), name="projections", daemon=True
             ).start()
         threading.Thread(target=HeapKeeper().run, args=(stop,), name="heap", daemon=True).start()
+        if webhooks:
+            dispatcher = build_webhook_dispatcher(
+                app, settings, name, WebhookMetrics(supervisor.metrics.registry)
+            )
+            threading.Thread(
+                target=dispatcher.run, args=(stop,), name="webhooks", daemon=True
+            ).start()
         err().print(f"worker {name} running (Ctrl-C to stop)")
         supervisor.run(stop, on_turn=lambda: last_turn.__setitem__(0, time.monotonic()))
 

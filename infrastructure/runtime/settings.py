@@ -124,6 +124,17 @@ class Settings(BaseSettings):
             return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
+    # Webhooks: the attempt deadline, the retry backoff (first wait, longest wait, total
+    # budget after the first attempt) and the delivery loop's thread pools.
+    webhook_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
+    webhook_retry_first: Annotated[float, Field(gt=0)] = 5.0
+    webhook_retry_longest: Annotated[float, Field(gt=0)] = 3600.0
+    webhook_retry_budget: Annotated[float, Field(ge=0)] = 24 * 3600.0
+    webhook_pool: Annotated[int, Field(ge=1, le=512)] = 32
+    webhook_slow_pool: Annotated[int, Field(ge=1, le=512)] = 8
+    webhook_per_endpoint: Annotated[int, Field(ge=1, le=64)] = 2
+    webhook_interval: Annotated[float, Field(gt=0, le=60)] = 0.2
+
     @field_validator("field_definition_write_roles", "value_write_roles", mode="before")
     @classmethod
     def _roles(cls, value: Any) -> Any:

@@ -26,6 +26,7 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
         "tier (deleted)",
         "generation 2",
         "identical after the rebuild",
+        "signature valid",
         "Projection status",
     ):
         assert milestone in done.stdout

@@ -1,0 +1,1 @@
+"""Webhooks: endpoints that receive the change feed, signed, in order, with retries."""

@@ -1,0 +1,1 @@
+"""Webhook adapters: the SQL store of webhooks and deliveries, the HTTP sender, the loop."""
