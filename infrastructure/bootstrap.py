@@ -45,9 +45,9 @@ from infrastructure.sql.database import (
 )
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.mailbox_state import SqlMailboxState
-from projections.base import OpensSealedValues, Projection
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
 from infrastructure.webhooks.store import SqlWebhookStore
+from projections.base import OpensSealedValues, Projection
 from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
 from projections.feed import FeedProjection, FeedReader
 from projections.mail import MailProjection, MailReader
