@@ -28,6 +28,7 @@ from application.mail import (
     connect_mail_account,
     delete_mail_account,
     disconnect_mail_account,
+    get_attachment,
     get_message,
     ingest_message,
     list_mail_accounts,
@@ -80,6 +81,7 @@ QUERIES = _table(
     list_mail_accounts,
     list_messages,
     get_message,
+    get_attachment,
     list_threads,
     read_feed,
 )
