@@ -15,11 +15,11 @@ bodies are kept up to ``MAX_TEXT_BYTES`` each (``truncated``). Memory stays at o
 plus one chunk whatever the size of an attachment.
 
 The text body is the first text/plain leaf that is neither an attachment nor named; the
-HTML body the first such text/html leaf. Every other leaf (and a message/* part, kept
-whole) is an attachment. HTML is sanitized by nh3 (ammonia): no scripts, styles, event
-handlers or forms; ``src`` only as a ``cid:`` reference; links get ``noopener
-noreferrer``. Filenames are made safe to save: no path, no control characters or NUL,
-at most ``MAX_FILENAME`` characters.
+HTML body the first such text/html leaf (line ends of both made ``\n``). Every other
+leaf (and a message/* part, kept whole) is an attachment. HTML is sanitized by nh3
+(ammonia): no scripts, styles, event handlers or forms; ``src`` only as a ``cid:``
+reference; links get ``noopener noreferrer``. Filenames are made safe to save: no path,
+no control characters or NUL, at most ``MAX_FILENAME`` characters.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ MAX_HEADER_BYTES = 64 * 1024
 MAX_DEPTH = 32
 MAX_PARTS = 1000
 MAX_TEXT_BYTES = 2 * 1024 * 1024
+MAX_PREAMBLE_BYTES = 1024 * 1024
 MAX_FILENAME = 200
 CHUNK = 64 * 1024
 
@@ -138,6 +139,7 @@ def head_of(msg: Message, path: str, defects: list[str]) -> PartHead:
 
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_HEADER_LINE = re.compile(rb"From |[\x21-\x39\x3b-\x7e]*:|[ \t]")
 
 
 def _rfc2047(value: str, defects: list[str]) -> str:
@@ -213,7 +215,8 @@ class ContentBuilder:
 
     def _text(self, kind: str) -> str:
         head, data = self._bodies[kind]
-        return _decode(bytes(data), head.charset or "utf-8", self.defects, final=not self.truncated)
+        text = _decode(bytes(data), head.charset or "utf-8", self.defects, final=not self.truncated)
+        return text.replace("\r\n", "\n")
 
 
 class StreamingContentReader:
@@ -245,29 +248,56 @@ class StreamingContentReader:
 
 
 class _Base64:
+    """Base64 as the stdlib's lenient decoder reads it: characters outside the alphabet
+    are skipped, ``=`` in the last two places of a quad ends the data once as many of
+    them in a row have been seen as the quad lacks (binascii's count), any other ``=``
+    is skipped, and missing padding at the end is supplied."""
+
     def __init__(self, defects: list[str]) -> None:
         self._carry = b""
         self._defects = defects
         self._ended = False
+        self._pads = 0  # "=" in a row in the last two places of a quad (binascii's count)
 
     def feed(self, line: bytes) -> bytes:
-        data = self._carry + line.translate(None, _B64_DELETE)
+        if self._ended:
+            return b""
+        data = line.translate(None, _B64_DELETE)
+        if b"=" in data:
+            data = self._until_padding(data)
+        elif data:
+            self._pads = 0
+        data = self._carry + data
         cut = len(data) - len(data) % 4
         self._carry = data[cut:]
-        if not cut or self._ended:
+        if not cut:
             return b""
         try:
-            out = binascii.a2b_base64(data[:cut])
+            return binascii.a2b_base64(data[:cut])
         except binascii.Error:
             self._defects.append("InvalidBase64")
             return b""
-        if b"=" in data[:cut]:
-            self._ended = b"=" in data[cut - 2 : cut]  # padding: the data ends here
-        return out
+
+    def _until_padding(self, data: bytes) -> bytes:
+        kept = bytearray()
+        for char in data:
+            if char != 0x3D:
+                kept.append(char)
+                self._pads = 0
+                continue
+            position = (len(self._carry) + len(kept)) % 4
+            if position < 2:
+                continue
+            self._pads += 1
+            if position + self._pads >= 4:
+                kept += b"=" * (4 - position)
+                self._ended = True
+                break
+        return bytes(kept)
 
     def finish(self) -> bytes:
-        carry, self._carry = self._carry.rstrip(b"="), b""
-        if not carry or self._ended:
+        carry, self._carry = self._carry, b""
+        if not carry:
             return b""
         if len(carry) % 4 == 1:
             self._defects.append("InvalidBase64Length")
@@ -297,20 +327,29 @@ class _Walker:
     def __init__(self, stream: BinaryIO, defects: list[str]) -> None:
         self._stream = stream
         self._defects = defects
-        self._pending: bytes | None = None
+        self._pending: list[tuple[bytes, bool]] = []  # read back first, last in first
         self._boundaries: list[bytes] = []
         self._parts = 0
+        self._cut = False  # the last line read was cut at MAX_LINE
+        self._mid_line = False  # the line just read continues a cut one
 
     def _line(self) -> bytes:
-        if self._pending is not None:
-            line, self._pending = self._pending, None
+        if self._pending:
+            line, self._mid_line = self._pending.pop()
             return line
-        return self._stream.readline(MAX_LINE)
+        self._mid_line = self._cut
+        line = self._stream.readline(MAX_LINE)
+        self._cut = len(line) == MAX_LINE and not line.endswith(b"\n")
+        return line
+
+    def _unread(self, line: bytes) -> None:
+        if line:
+            self._pending.append((line, self._mid_line))
 
     def _boundary_of(self, line: bytes) -> tuple[int, bool] | None:
         """(index in the stack, is close) when the line is a boundary line of an open
         multipart (the innermost match wins)."""
-        if not line.startswith(b"--") or not self._boundaries:
+        if not line.startswith(b"--") or not self._boundaries or self._mid_line:
             return None
         stripped = line.rstrip(b"\r\n").rstrip(b" \t")
         for index in range(len(self._boundaries) - 1, -1, -1):
@@ -325,20 +364,34 @@ class _Walker:
         yield from self._entity("", 0)
 
     def _headers(self) -> Message:
+        """The header block, as the feedparser reads it: up to a blank line, a boundary
+        line or a line that is no header (which starts the body); a ``From `` line last
+        but not first is the body's first line."""
         block = bytearray()
+        lines = 0
+        last_start = 0
         while True:
             line = self._line()
             if not line:
                 break
             if self._boundary_of(line) is not None:
-                self._pending = line
+                self._unread(line)
                 break
             if line in (b"\n", b"\r\n"):
                 break
+            if not self._mid_line and not _HEADER_LINE.match(line):
+                self._unread(line)  # no header: the body starts here (as the feedparser)
+                break
+            if not self._mid_line:
+                lines += 1
+                last_start = len(block)
             if len(block) + len(line) <= MAX_HEADER_BYTES:
                 block += line
             elif "HeadersTooLong" not in self._defects:
                 self._defects.append("HeadersTooLong")
+        if lines > 1 and block.startswith(b"From ", last_start):
+            self._pending.append((bytes(block[last_start:]), False))
+            del block[last_start:]
         return BytesHeaderParser(BoundedMessage, policy=compat32).parsebytes(bytes(block))
 
     def _entity(self, path: str, depth: int) -> Iterator[tuple[PartHead, Iterator[bytes]]]:
@@ -350,7 +403,7 @@ class _Walker:
                 self._defects.append("TooDeep" if depth >= MAX_DEPTH else "TooManyParts")
                 self._skip()
                 return
-            yield from self._multipart(path, depth, boundary)
+            yield from self._multipart(msg, path, depth, boundary)
             return
         leaf_path = path or "1"
         head = head_of(msg, leaf_path, self._defects)
@@ -358,27 +411,39 @@ class _Walker:
         yield head, self._body(cte, strip_last=depth > 0)
 
     def _multipart(
-        self, path: str, depth: int, boundary: str
+        self, msg: Message, path: str, depth: int, boundary: str
     ) -> Iterator[tuple[PartHead, Iterator[bytes]]]:
         sep = b"--" + boundary.encode("utf-8", "surrogateescape")
         self._boundaries.append(sep)
         mine = len(self._boundaries) - 1
         try:
-            # the preamble: up to the first boundary line
+            # the preamble: up to the first boundary line; without one, the preamble is
+            # the part's body (as the feedparser has it), kept up to MAX_PREAMBLE_BYTES
+            preamble: list[bytes] = []
+            kept = 0
             while True:
                 line = self._line()
-                if not line:
+                found = self._boundary_of(line) if line else None
+                if found is not None and found[0] == mine and not found[1]:
+                    break
+                if found is not None or not line:
+                    if found is not None and found[0] == mine:  # a close first: the
+                        self._skip_to_outer(mine)  # rest is the epilogue
+                    else:
+                        self._unread(line)
+                    del self._boundaries[mine:]
+                    self._defects.append("StartBoundaryNotFound")
+                    head = head_of(msg, path or "1", self._defects)
+                    cte = str(msg.get("content-transfer-encoding", "")).strip().lower()
+                    yield head, self._body(cte, strip_last=depth > 0, lines=iter(preamble))
                     return
-                found = self._boundary_of(line)
-                if found is None:
-                    continue
-                if found[0] != mine or found[1]:
-                    self._pending = line
-                    return
-                break
+                kept += len(line)
+                if kept <= MAX_PREAMBLE_BYTES:
+                    preamble.append(line)
             index = 0
             while True:
                 index += 1
+                self._swallow_repeated(mine)
                 if self._parts >= MAX_PARTS:
                     self._defects.append("TooManyParts")
                     self._skip_to_outer(mine)
@@ -390,13 +455,23 @@ class _Walker:
                 if found is None:
                     return  # the end of the stream
                 if found[0] != mine:
-                    self._pending = line
+                    self._unread(line)
                     return
                 if found[1]:
                     self._skip_to_outer(mine)  # the epilogue
                     return
         finally:
             del self._boundaries[mine:]
+
+    def _swallow_repeated(self, mine: int) -> None:
+        """Boundary lines right after a separator make no parts (the feedparser's
+        reading of RFC 2046): skip them, a close one too."""
+        while True:
+            line = self._line()
+            found = self._boundary_of(line) if line else None
+            if found is None or found[0] != mine:
+                self._unread(line)
+                return
 
     def _skip_to_outer(self, mine: int) -> None:
         while True:
@@ -405,24 +480,27 @@ class _Walker:
                 return
             found = self._boundary_of(line)
             if found is not None and found[0] < mine:
-                self._pending = line
+                self._unread(line)
                 return
 
     def _skip(self) -> None:
         for _ in self._body("", strip_last=False):
             pass
 
-    def _body(self, cte: str, *, strip_last: bool) -> Iterator[bytes]:
+    def _body(
+        self, cte: str, *, strip_last: bool, lines: Iterator[bytes] | None = None
+    ) -> Iterator[bytes]:
+        """The decoded body: from ``lines``, else from the stream up to a boundary line."""
         decoder: _Base64 | _Plain = (
             _Base64(self._defects) if cte == "base64" else _Plain(cte == "quoted-printable")
         )
         previous: bytes | None = None
         while True:
-            line = self._line()
+            line = next(lines, b"") if lines is not None else self._line()
             if not line:
                 break
-            if self._boundary_of(line) is not None:
-                self._pending = line
+            if lines is None and self._boundary_of(line) is not None:
+                self._unread(line)
                 break
             if previous is not None:
                 out = decoder.feed(previous)
