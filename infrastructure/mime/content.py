@@ -50,6 +50,7 @@ MAX_TEXT_BYTES = 2 * 1024 * 1024
 MAX_PREAMBLE_BYTES = 1024 * 1024
 MAX_FILENAME = 200
 CHUNK = 64 * 1024
+BLOCK = 256 * 1024
 
 _B64_DELETE = bytes(c for c in range(256) if not re.match(rb"[A-Za-z0-9+/=]", bytes([c])))
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f<>:\"/\\|?*]")
@@ -279,8 +280,11 @@ class _Base64:
             return b""
 
     def _until_padding(self, data: bytes) -> bytes:
-        kept = bytearray()
-        for char in data:
+        first = data.index(b"=")
+        kept = bytearray(data[:first])
+        if first:
+            self._pads = 0
+        for char in data[first:]:
             if char != 0x3D:
                 kept.append(char)
                 self._pads = 0
@@ -341,6 +345,36 @@ class _Walker:
         line = self._stream.readline(MAX_LINE)
         self._cut = len(line) == MAX_LINE and not line.endswith(b"\n")
         return line
+
+    def _block_ready(self) -> bool:
+        return not self._pending and not self._cut
+
+    def _body_block(self) -> bytes:
+        """Up to ``BLOCK`` bytes of whole lines when none of them can be a boundary line
+        (no line starts with ``--``); else b"", the lines made pending to be read one by
+        one. Base64 bodies are read this way: line by line they cost a Python step
+        each."""
+        block = self._stream.read(BLOCK)
+        if not block:
+            return b""
+        if not block.endswith(b"\n"):
+            rest = self._stream.readline(MAX_LINE)
+            self._cut = len(rest) == MAX_LINE and not rest.endswith(b"\n")
+            block += rest
+        if not block.startswith(b"--") and b"\n--" not in block:
+            if not self._cut:
+                return block
+            # the last line goes on past MAX_LINE: it is read as pieces of a line
+            cut = block.rfind(b"\n") + 1
+            self._pending.append((block[cut:], False))
+            return block[:cut]
+        pieces = [line + b"\n" for line in block.split(b"\n")]
+        pieces[-1] = pieces[-1][:-1]
+        if not pieces[-1]:
+            pieces.pop()
+        for index in range(len(pieces) - 1, -1, -1):
+            self._pending.append((pieces[index], False))
+        return b""
 
     def _unread(self, line: bytes) -> None:
         if line:
@@ -496,6 +530,15 @@ class _Walker:
         )
         previous: bytes | None = None
         while True:
+            if lines is None and isinstance(decoder, _Base64) and self._block_ready():
+                block = self._body_block()
+                if block:  # whole lines, none of them a boundary: line ends do not matter
+                    if previous is not None:
+                        block, previous = previous + block, None
+                    out = decoder.feed(block)
+                    if out:
+                        yield out
+                    continue
             line = next(lines, b"") if lines is not None else self._line()
             if not line:
                 break
