@@ -57,7 +57,12 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     return Result.ok(view)
 
 
-_NO_CONTENT: dict[str, Any] = {"text": None, "html": None, "attachments": []}
+_NO_CONTENT: dict[str, Any] = {
+    "text": None,
+    "html": None,
+    "attachments": [],
+    "contentTruncated": False,
+}
 
 
 def _content(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
