@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from application.custom_fields.ports import CustomFieldsReadModel
 from application.feed.ports import FeedReadModel
 from application.mail.activity import UserActivity
+from application.mail.content import ContentReader
 from application.mail.destinations import DestinationPolicy
 from application.mail.ports import BlobStore, MailProvider
 from application.mail.read_model import MailReadModel
@@ -33,6 +34,7 @@ class MailPorts:
     signals: SignalBus
     destinations: DestinationPolicy
     activity: UserActivity
+    content: ContentReader | None = None  # None: get-message gives no text/html/attachments
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Policy:
     field_definition_write_roles: frozenset[str] = frozenset({TENANT_ADMIN})
     value_write_roles: frozenset[str] = frozenset({TENANT_ADMIN, TENANT_MEMBER})
     max_text_bytes: int = 64 * 1024
+    max_attachment_result_bytes: int = 25 * 1024 * 1024  # get-attachment's base64 answer
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from infrastructure.in_process.activity import InProcessActivity
 from infrastructure.in_process.lease import InProcessLease
 from infrastructure.in_process.registry import LocalRegistry
 from infrastructure.in_process.signals import InProcessSignals
+from infrastructure.mime.content import StreamingContentReader
 from infrastructure.mime.parser import EmailMimeParser
 from infrastructure.net_policy import DestinationCheckedProvider, ResolvingDestinationPolicy
 from infrastructure.redis.activity import RedisActivity
@@ -182,6 +183,7 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         activity=RedisActivity.from_url(settings.redis_url, defaults.USER_ACTIVE_WINDOW)
         if settings.redis_url
         else InProcessActivity(defaults.USER_ACTIVE_WINDOW),
+        content=StreamingContentReader(),
     )
 
 
@@ -222,6 +224,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             field_definition_write_roles=settings.field_definition_write_roles,
             value_write_roles=settings.value_write_roles,
             max_text_bytes=settings.max_text_bytes,
+            max_attachment_result_bytes=int(settings.attachment_result_mb * 1024 * 1024),
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),

@@ -322,6 +322,7 @@ def _with_mail(
         lambda _: mail.start_mailbox(),
         lambda _: mail.connect_and_ingest(),
         lambda _: mail.show_inbox(),
+        lambda _: mail.show_content(),
         define_fields,
         set_values,
         show_contacts,

@@ -1,8 +1,10 @@
 """The demo's mail steps: a private Dovecot on loopback, a seeded mailbox, ingestion
-with a progress bar, and a new message arriving by IMAP IDLE with its latency."""
+with a progress bar, a message's text and attachments, and a new message arriving by
+IMAP IDLE with its latency."""
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import subprocess
@@ -66,6 +68,30 @@ def message(n: int, when: datetime, subject: str | None = None) -> bytes:
         f"Message-ID: <demo-{n}@tidings.example>\r\n{refs}"
         "Content-Type: text/plain; charset=utf-8\r\n\r\n"
         f"Hello, this is message number {n}. Regards, {name.split()[0]}\r\n"
+    ).encode()
+
+
+CONTENT_SUBJECT = "Quarterly report attached"
+
+
+def content_message(when: datetime) -> bytes:
+    """A multipart message: text, HTML with a script and a remote image, one attachment."""
+    report = base64.b64encode(b"region,revenue\r\nnorth,120\r\nsouth,95\r\n").decode()
+    return (
+        "From: Ana Lima <ana@customer.example>\r\nTo: Sales <sales@tidings.example>\r\n"
+        f"Subject: {CONTENT_SUBJECT}\r\nDate: {format_datetime(when)}\r\n"
+        "Message-ID: <demo-content@tidings.example>\r\nMIME-Version: 1.0\r\n"
+        'Content-Type: multipart/mixed; boundary="m"\r\n\r\n'
+        '--m\r\nContent-Type: multipart/alternative; boundary="a"\r\n\r\n'
+        "--a\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+        "Hi, the quarterly report is attached.\r\n"
+        "--a\r\nContent-Type: text/html; charset=utf-8\r\n\r\n"
+        '<p onclick="track()">Hi, the <b>quarterly report</b> is attached.</p>'
+        '<img src="https://tracker.example/pixel.gif"><script>track()</script>\r\n'
+        "--a--\r\n"
+        "--m\r\nContent-Type: text/csv\r\nContent-Transfer-Encoding: base64\r\n"
+        "Content-Disposition: attachment; filename*=UTF-8''q3-r%C3%A9sum%C3%A9.csv\r\n\r\n"
+        f"{report}\r\n--m--\r\n"
     ).encode()
 
 
@@ -162,6 +188,36 @@ class MailDemo:
         demo.console.print(table)
         threads = demo.query("list-threads", {"accountId": self.account_id, "limit": 200})
         demo.console.print(f"{len(threads['items'])} threads (replies grouped by References)")
+
+    def show_content(self) -> None:
+        demo = self.demo
+        assert self.server is not None
+        demo.step(
+            "A message's text and attachments",
+            "get-message decodes the text, sanitizes the HTML (no scripts, no remote "
+            "images) and lists the attachments, from the sealed raw MIME; get-attachment "
+            "(or `tidings mail attachment`, or the HTTP download) returns the bytes.",
+        )
+        self.server.deliver("sales", [content_message(datetime.now(UTC))])
+        build_syncer(demo.app, self.settings).sync(self.account_id)
+        demo.app.projections.catch_up()
+        items = demo.query("list-messages", {"accountId": self.account_id, "limit": 500})["items"]
+        [item] = [i for i in items if i["subject"] == CONTENT_SUBJECT]
+        got = demo.query("get-message", {"messageId": item["messageId"], "includeRaw": False})
+        demo.console.print(f"text: {escape(got['text'].strip())}")
+        demo.console.print(f"html (sanitized): {escape(got['html'].strip())}")
+        table = Table("attachmentId", "filename", "type", "bytes", "inline")
+        for a in got["attachments"]:
+            table.add_row(
+                a["attachmentId"], a["filename"], a["contentType"], str(a["size"]), str(a["inline"])
+            )
+        demo.console.print(table)
+        first = got["attachments"][0]
+        saved = demo.query(
+            "get-attachment",
+            {"messageId": item["messageId"], "attachmentId": first["attachmentId"]},
+        )
+        demo.console.print(f"get-attachment {first['filename']}: {saved['size']} bytes (base64)")
 
     def idle_arrival(self) -> None:
         demo = self.demo

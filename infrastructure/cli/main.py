@@ -18,6 +18,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from infrastructure.cli import commands, demo, events, projections, serve, tenants, worker
+from infrastructure.cli import mail as mail_cli
 from infrastructure.cli import webhooks as webhooks_cli
 from infrastructure.cli.output import configure_logging, error_line
 from infrastructure.cli.runtime import EXIT_FAILED, EXIT_USAGE, CliError
@@ -83,6 +84,7 @@ def build() -> typer.Typer:
     app.add_typer(worker.accounts_app)
     app.add_typer(tenants.app)
     app.add_typer(webhooks_cli.app)
+    app.add_typer(mail_cli.app)
     return app
 
 

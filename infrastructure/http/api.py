@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import urllib.parse
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from application.api_keys import keys
 from application.api_keys.authenticate import authenticate
 from application.app import App
 from application.handlers import QUERIES, WRITES, UseCase
+from application.mail.get_attachment import Download, open_attachment, open_raw
 from application.result import Error, Result
 from application.users import User
 from infrastructure.http import openapi, problems
@@ -143,6 +145,7 @@ def create_api(
     for use_case in QUERIES.values():
         route("queries", use_case, app.query)
     _feed_routes(api, app, door)
+    _download_routes(api, app, door)
     _operational_routes(api, registry, ready or (lambda: True))
     _problem_handlers(api)
     return api
@@ -208,6 +211,53 @@ async def _sse(
             quiet_since = time.monotonic()
             yield b": still here\n\n"
         await asyncio.sleep(FEED_POLL)
+
+
+def _download_routes(api: FastAPI, app: App, door: _Door) -> None:
+    """Downloads stream from the sealed blob in chunks (decoded as they are read), so a
+    file never sits whole in memory. Every file is sent as an attachment with
+    ``nosniff`` and a sandboxing CSP: a message's bytes are never rendered on the API's
+    origin. The declared content type travels in ``X-Tidings-Content-Type``."""
+
+    async def send(request: Request, open_: Callable[[User], Download | Result]) -> Response:
+        try:
+            user = await door.caller(request)
+        except _Refused as refused:
+            return refused.response
+        opened = await run_in_threadpool(open_, user)
+        if isinstance(opened, Result):
+            assert opened.error is not None
+            return problems.problem(opened.error)
+        raw = opened.content_type == "message/rfc822"
+        headers = {
+            "Content-Disposition": _disposition(opened.filename),
+            "X-Content-Type-Options": "nosniff",
+            "Content-Security-Policy": "sandbox; default-src 'none'",
+            "X-Tidings-Content-Type": opened.content_type.encode("ascii", "replace").decode(),
+        }
+        if not raw:
+            headers["Content-Length"] = str(opened.size)
+        media = "message/rfc822" if raw else "application/octet-stream"
+        return StreamingResponse(opened.chunks, media_type=media, headers=headers)
+
+    @api.get("/v1/messages/{message_id}/raw", include_in_schema=False)
+    async def raw(request: Request, message_id: str) -> Response:
+        return await send(request, lambda user: open_raw(app.ctx, user, message_id))
+
+    @api.get("/v1/messages/{message_id}/attachments/{attachment_id}", include_in_schema=False)
+    async def attachment(request: Request, message_id: str, attachment_id: str) -> Response:
+        return await send(
+            request, lambda user: open_attachment(app.ctx, user, message_id, attachment_id)
+        )
+
+
+def _disposition(filename: str) -> str:
+    """``attachment`` with an ASCII fallback name and the exact one (RFC 6266, RFC 5987)."""
+    fallback = "".join(
+        c if c.isascii() and c.isprintable() and c not in '"\\' else "_" for c in filename
+    )
+    exact = urllib.parse.quote(filename, safe="")
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{exact}"
 
 
 def _int_param(

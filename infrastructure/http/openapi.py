@@ -141,7 +141,39 @@ def _operational_paths() -> dict[str, Any]:
                 },
             }
         },
+        "/v1/messages/{messageId}/raw": _download(
+            "messageRaw",
+            "A message's raw MIME, streamed from the sealed blob",
+            "message/rfc822",
+            ["messageId"],
+        ),
+        "/v1/messages/{messageId}/attachments/{attachmentId}": _download(
+            "messageAttachment",
+            "One attachment's decoded bytes, streamed (ids from get-message)",
+            "application/octet-stream",
+            ["messageId", "attachmentId"],
+        ),
         "/healthz": plain("healthz: the process answers"),
         "/readyz": plain("readyz: the store answers"),
         "/metrics": plain("metrics: Prometheus text", "text/plain"),
+    }
+
+
+def _download(operation: str, summary: str, media: str, names: list[str]) -> dict[str, Any]:
+    return {
+        "get": {
+            "operationId": operation,
+            "summary": summary,
+            "parameters": [
+                {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+                for name in names
+            ],
+            "responses": {
+                "200": {
+                    "description": "the bytes, as an attachment (Content-Disposition)",
+                    "content": {media: {"schema": {"type": "string", "format": "binary"}}},
+                },
+                "default": _problem_response("404 for another tenant's message or attachment"),
+            },
+        }
     }

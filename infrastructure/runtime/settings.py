@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     parse_concurrency: Annotated[int, Field(ge=1, le=64)] = worker.PARSE_CONCURRENCY
     stream_parse_mb: Annotated[float, Field(gt=0)] = 4.0
     max_message_mb: Annotated[float, Field(gt=0)] = 100.0
+    attachment_result_mb: Annotated[float, Field(gt=0)] = 25.0  # get-attachment's answer
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
     watch_lease_ttl: Annotated[float, Field(ge=3)] = worker.WATCH_LEASE_TTL
     # An IDLE connection silent this long is probed (DONE + IDLE); a probe unanswered

@@ -23,6 +23,8 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
     assert (tmp_path / "tidings.db").exists()  # ./tidings.db, the default
     for milestone in (
         "Define custom fields",
+        "Hi, the quarterly report is attached.",
+        "q3-résumé.csv",
         "tier (deleted)",
         "generation 2",
         "identical after the rebuild",

@@ -1,0 +1,56 @@
+"""``tidings mail attachment MESSAGE_ID ATTACHMENT_ID -o FILE``: save one attachment.
+
+The bytes are decoded from the sealed raw MIME while they are written, so a large
+attachment never sits whole in memory. The file is written next to its target and
+renamed into place, so a failure leaves no partial file behind.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from application import Result
+from application.mail.get_attachment import open_attachment
+from infrastructure.cli.commands import AsOption, parse_user, report
+from infrastructure.cli.runtime import CliError, is_embedded, opened_app
+
+app = typer.Typer(name="mail", help="A message's content.", no_args_is_help=True)
+
+
+@app.command("attachment")
+def attachment(
+    message_id: Annotated[str, typer.Argument(metavar="MESSAGE_ID")],
+    attachment_id: Annotated[str, typer.Argument(metavar="ATTACHMENT_ID")],
+    as_user: AsOption,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="Where to write the bytes.")
+    ],
+) -> None:
+    """Write one attachment of a message (ids from `get-message`) to FILE."""
+    user = parse_user(as_user)
+    with opened_app(existing=True) as tidings:
+        if is_embedded(tidings):
+            tidings.projections.catch_up()
+        opened = open_attachment(tidings.ctx, user, message_id, attachment_id)
+        if isinstance(opened, Result):
+            report(opened, False)
+            return
+        partial = output.with_name(f".{output.name}.part")
+        size = 0
+        try:
+            with partial.open("wb") as f:
+                for chunk in opened.chunks:
+                    f.write(chunk)
+                    size += len(chunk)
+            os.replace(partial, output)
+        except OSError as error:
+            partial.unlink(missing_ok=True)
+            raise CliError(f"cannot write {output}: {error.strerror or error}") from None
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    typer.echo(f"{opened.filename}: {size} bytes written to {output}")
