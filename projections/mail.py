@@ -19,6 +19,7 @@ from domain.mail_account import (
     MailAccountConnected,
     MailAccountDeleted,
     MailAccountDisconnected,
+    MailAccountReauthRequired,
     MailAccountReconnected,
     MailAccountUpdated,
 )
@@ -32,6 +33,7 @@ _STATUS = {
     MailAccountDisconnected: "disconnected",
     MailAccountReconnected: "active",
     MailAccountDeleted: "deleted",
+    MailAccountReauthRequired: "reauth_required",
 }
 
 MESSAGE_COLUMNS = (

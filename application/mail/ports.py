@@ -149,6 +149,11 @@ class MailboxAuthError(MailProviderError):
     """The server refused the credentials (or the token); retrying will not help."""
 
 
+class MailboxReauthRequired(MailboxAuthError):
+    """The OAuth2 token server refused the refresh token (``invalid_grant``): the account
+    waits for a new grant (status ``reauth_required``), keeping its ids and mail."""
+
+
 class MailboxThrottled(MailProviderError):
     """The server asks us to slow down; ``retry_after`` seconds when it said so."""
 

@@ -10,8 +10,9 @@ that needs them: IMAP4rev1, STARTTLS, AUTH=XOAUTH2 for tokens, LOGINDISABLED
 (then AUTH=PLAIN is used). After login, CONDSTORE is ENABLEd where offered so
 that SELECT reports HIGHESTMODSEQ.
 
-XOAUTH2: the access token comes from the ``TokenProvider`` when one is wired,
-else ``Credentials.secret`` is taken as the token itself.
+OAuth2 (``xoauth2``): SASL OAUTHBEARER where the server offers it, else XOAUTH2. When
+``Credentials.secret`` is a stored OAuth2 grant the access token comes from the
+``TokenProvider`` (which refreshes it); any other secret is taken as the token itself.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any, TypeVar
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
 from imapclient.util import to_unicode
 
+from application.mail.oauth import is_grant
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
@@ -68,6 +70,11 @@ class ImapMailProvider:
         deadline: float | None = None,
     ) -> ImapMailboxSession:
         s = self._settings
+        if credentials.method == "xoauth2" and is_grant(credentials.secret):
+            # Before connecting: a refresh (or a wait for another's) holds no connection.
+            if self._tokens is None:
+                raise MailboxAuthError("no token provider is wired for an OAuth2 grant")
+            credentials = Credentials("xoauth2", self._tokens.get_access_token(account_id))
         wire = Wire(
             Limits(literal_bytes=s.literal_cap_bytes, response_bytes=s.response_cap_bytes),
             session_expires=deadline,
@@ -136,12 +143,14 @@ class ImapMailProvider:
     ) -> None:
         caps = _capabilities(client)
         if credentials.method == "xoauth2":
-            if "AUTH=XOAUTH2" not in caps:
-                raise MailboxAuthError("server does not offer AUTH=XOAUTH2")
-            token = (
-                self._tokens.get_access_token(account_id) if self._tokens else credentials.secret
-            )
-            client.oauth2_login(endpoint.username, token)
+            mechanisms = caps & {"AUTH=OAUTHBEARER", "AUTH=XOAUTH2"}
+            if not mechanisms:
+                raise MailboxAuthError("server offers neither AUTH=OAUTHBEARER nor AUTH=XOAUTH2")
+            token = credentials.secret
+            if "AUTH=OAUTHBEARER" in mechanisms:
+                client.oauthbearer_login(endpoint.username, token)
+            else:
+                client.oauth2_login(endpoint.username, token)
         elif "LOGINDISABLED" in caps:
             if "AUTH=PLAIN" not in caps:
                 raise MailboxAuthError("server disables LOGIN and offers no AUTH=PLAIN")
