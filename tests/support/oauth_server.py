@@ -3,7 +3,8 @@
 - ``POST /token`` (``grant_type=refresh_token``): issues an access token valid for
   ``expires_in`` seconds; with ``rotate`` on, a new refresh token too, and the old one
   dies. Counts every refresh request (``refresh_count``). On command it answers
-  ``invalid_grant`` (``revoke``), 503 (``fail_with``), or hangs (``hang``); ``delay``
+  ``invalid_grant`` (``revoke``), 503 (``fail_with``), or hangs (``hang``; a hung
+  request never issues anything); ``delay``
   widens the window in which racing refreshers could slip through.
 - ``POST /introspect`` (``token=…``, Dovecot's ``introspection_mode = post``): answers
   ``{"active": true, "username": …}`` for a live access token, ``{"active": false}``
@@ -23,6 +24,7 @@ import json
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -47,6 +49,8 @@ class OAuthServer:
         self.fail_with: int | None = None
         self.hang = threading.Event()  # set: /token hangs until cleared (or 30 s)
         self.raw_answer: bytes | None = None  # set: /token answers these bytes with 200
+        # Called with each introspected token before the answer (what was stored then).
+        self.on_introspect: Callable[[str], None] | None = None
         self._state = _State()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -96,7 +100,8 @@ class OAuthServer:
         )
         ext.chmod(0o644)
         directory.chmod(0o755)
-        return f"passdb {{\n  driver = oauth2\n  mechanisms = xoauth2 oauthbearer\n  args = {ext}\n}}\n"
+        mechanisms = "xoauth2 oauthbearer"
+        return f"passdb {{\n  driver = oauth2\n  mechanisms = {mechanisms}\n  args = {ext}\n}}\n"
 
     # -- commands ----------------------------------------------------------
 
@@ -151,9 +156,11 @@ class OAuthServer:
             self._state.refresh_requests.append(presented)
         if self.delay:
             time.sleep(self.delay)
-        give_up = time.monotonic() + 30
+        give_up, hung = time.monotonic() + 30, self.hang.is_set()
         while self.hang.is_set() and time.monotonic() < give_up:
             time.sleep(0.05)
+        if hung:  # its client gave up long ago: a hung request never issues a token
+            return 503, {"error": "temporarily_unavailable"}
         if self.fail_with is not None:
             return self.fail_with, {"error": "temporarily_unavailable"}
         if form.get("grant_type") != "refresh_token":
@@ -177,6 +184,8 @@ class OAuthServer:
         return 200, answer
 
     def _introspect(self, form: dict[str, str]) -> tuple[int, dict[str, object]]:
+        if self.on_introspect is not None:
+            self.on_introspect(form.get("token", ""))
         with self._lock:
             self._state.introspections += 1
             found = self._state.access.get(form.get("token", ""))
@@ -188,10 +197,10 @@ class OAuthServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length).decode()
                 form = {k: v[0] for k, v in parse_qs(raw).items()}

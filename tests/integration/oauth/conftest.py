@@ -3,6 +3,8 @@ validates access tokens through that server's introspection endpoint."""
 
 from __future__ import annotations
 
+import secrets
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -11,9 +13,13 @@ import pytest
 
 from application import User
 from application.app import App
-from tests.integration.mail.conftest import MASTER_KEY, MailApp, MakeMailApp
-from tests.integration.mail.conftest import mail as mail  # noqa: F401
-from tests.integration.mail.conftest import make_mail_app as make_mail_app  # noqa: F401
+from tests.integration.mail.conftest import (
+    MASTER_KEY,
+    MailApp,
+    MakeMailApp,
+    mail,  # noqa: F401
+    make_mail_app,  # noqa: F401
+)
 from tests.integration.mail.helpers import connect_payload
 from tests.support.dovecot import DovecotServer, DovecotUser, dovecot_available
 from tests.support.oauth_server import OAuthServer
@@ -45,9 +51,6 @@ def oauth_dovecot(
 
 @pytest.fixture
 def oauth_box(oauth_dovecot: DovecotServer) -> DovecotUser:
-    import secrets
-    import uuid
-
     return oauth_dovecot.add_user("o" + uuid.uuid4().hex[:12], secrets.token_urlsafe(12))
 
 
@@ -70,9 +73,7 @@ def oauth_payload(
 
 
 @pytest.fixture
-def connect_oauth(
-    oauth_dovecot: DovecotServer, oauth_server: OAuthServer
-) -> ConnectOAuth:
+def connect_oauth(oauth_dovecot: DovecotServer, oauth_server: OAuthServer) -> ConnectOAuth:
     def connect(app: App, user: User, box: DovecotUser, **payload: Any) -> str:
         body = oauth_payload(oauth_dovecot, box, oauth_server, oauth_server.grant(box.name))
         body.update(payload)
