@@ -18,7 +18,7 @@ Classification of a refresh that fails: ``invalid_grant`` (the grant was revoked
 expired) raises ``MailboxReauthRequired``; everything else — network errors, timeouts,
 5xx, 429, an unparsable answer, another OAuth error code, a lock that stays taken —
 raises ``MailboxTransientError``: the account stays active and the next tick tries
-again. See docs/decisions/0021-oauth-single-flight.md.
+again. See docs/decisions/oauth-single-flight.md.
 """
 
 from __future__ import annotations
