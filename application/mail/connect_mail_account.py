@@ -198,7 +198,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         endpoint = ImapEndpoint(
             payload.imap.host, payload.imap.port, payload.imap.security, payload.imap.username
         )
-        if payload.oauth is not None:  # the first refresh may rotate: keep what it stores
+        if payload.auth_method == "xoauth2":  # tokens come from the store (a refresh rotates)
             ctx.mail.secrets.put(tenant, account_id, secret)
         failed = verify_login(ctx, account_id, endpoint, Credentials(payload.auth_method, secret))
         if failed:

@@ -186,15 +186,23 @@ class OAuthTokens:
         self._clock = clock
         self._on_refresh = on_refresh
 
-    def get_access_token(self, account_id: str) -> str:
+    def get_access_token(self, account_id: str, *, refused: str | None = None) -> str:
+        """``refused``: a token the IMAP server refused although it looked valid; it is
+        refreshed unless another holder has replaced it meanwhile. A stored secret that
+        is no grant (an access token given directly) is returned as it is."""
+        secret = self._secrets.get(account_id)
+        if secret is None:
+            raise MailboxAuthError("no usable secret for the account")
+        if OAuthGrant.loads(secret) is None:
+            return secret
         grant = self._grant(account_id)
-        if self._fresh(grant):
+        if self._fresh(grant, refused):
             assert grant.access_token is not None
             return grant.access_token
         token = self._take_lock(account_id)
         try:
             grant = self._grant(account_id)  # a holder before us may have refreshed
-            if self._fresh(grant):
+            if self._fresh(grant, refused):
                 assert grant.access_token is not None
                 return grant.access_token
             return self._refresh(account_id, grant)
@@ -213,9 +221,10 @@ class OAuthTokens:
             raise MailboxAuthError("the account has no OAuth2 grant")
         return grant
 
-    def _fresh(self, grant: OAuthGrant) -> bool:
+    def _fresh(self, grant: OAuthGrant, refused: str | None = None) -> bool:
         return (
             grant.access_token is not None
+            and grant.access_token != refused
             and grant.expires_at is not None
             and grant.expires_at - self._margin > self._clock()
         )

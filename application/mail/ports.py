@@ -314,6 +314,7 @@ class BlobStore(Protocol):
 
 
 class TokenProvider(Protocol):
-    def get_access_token(self, account_id: str) -> str:
-        """A currently valid OAuth2 access token for the account's mailbox."""
+    def get_access_token(self, account_id: str, *, refused: str | None = None) -> str:
+        """A currently valid OAuth2 access token for the account's mailbox; ``refused``:
+        a token the server just refused, not to be returned again without a refresh."""
         ...

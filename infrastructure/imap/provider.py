@@ -10,9 +10,11 @@ that needs them: IMAP4rev1, STARTTLS, AUTH=XOAUTH2 for tokens, LOGINDISABLED
 (then AUTH=PLAIN is used). After login, CONDSTORE is ENABLEd where offered so
 that SELECT reports HIGHESTMODSEQ.
 
-OAuth2 (``xoauth2``): SASL OAUTHBEARER where the server offers it, else XOAUTH2. When
-``Credentials.secret`` is a stored OAuth2 grant the access token comes from the
-``TokenProvider`` (which refreshes it); any other secret is taken as the token itself.
+OAuth2 (``xoauth2``): SASL OAUTHBEARER where the server offers it, else XOAUTH2. The
+access token comes from the ``TokenProvider`` when one is wired (it refreshes a stored
+grant, and returns a stored plain token as it is), else ``Credentials.secret`` is taken
+as the token itself. A grant's token that the server refuses is refreshed once and
+tried again.
 """
 
 from __future__ import annotations
@@ -69,12 +71,39 @@ class ImapMailProvider:
         blob_owner: BlobOwner | None = None,
         deadline: float | None = None,
     ) -> ImapMailboxSession:
+        if credentials.method != "xoauth2" or (
+            self._tokens is None and not is_grant(credentials.secret)
+        ):
+            return self._open(endpoint, credentials, account_id, blob_owner, deadline)
+        # Before connecting: a refresh (or a wait for another's) holds no connection.
+        if self._tokens is None:
+            raise MailboxAuthError("no token provider is wired for an OAuth2 grant")
+        token = self._tokens.get_access_token(account_id)
+        try:
+            return self._open(
+                endpoint, Credentials("xoauth2", token), account_id, blob_owner, deadline
+            )
+        except MailboxAuthError:
+            if not is_grant(credentials.secret):
+                raise
+            # The server refused a token we took for valid (revoked early, clock skew):
+            # one refresh, then one more try; a refused fresh token is an auth error.
+            fresh = self._tokens.get_access_token(account_id, refused=token)
+            if fresh == token:
+                raise
+            return self._open(
+                endpoint, Credentials("xoauth2", fresh), account_id, blob_owner, deadline
+            )
+
+    def _open(
+        self,
+        endpoint: ImapEndpoint,
+        credentials: Credentials,
+        account_id: str,
+        blob_owner: BlobOwner | None,
+        deadline: float | None,
+    ) -> ImapMailboxSession:
         s = self._settings
-        if credentials.method == "xoauth2" and is_grant(credentials.secret):
-            # Before connecting: a refresh (or a wait for another's) holds no connection.
-            if self._tokens is None:
-                raise MailboxAuthError("no token provider is wired for an OAuth2 grant")
-            credentials = Credentials("xoauth2", self._tokens.get_access_token(account_id))
         wire = Wire(
             Limits(literal_bytes=s.literal_cap_bytes, response_bytes=s.response_cap_bytes),
             session_expires=deadline,

@@ -334,3 +334,21 @@ def test_the_token_url_obeys_the_private_host_rule(
     result = mail.app.write("connect-mail-account", payload, admin)
     assert result.error is not None and result.error.code == "host_not_allowed"
     assert oauth_server.refresh_count == 0
+
+
+def test_a_token_the_server_refuses_early_is_refreshed_once(
+    mail: MailApp,
+    admin: User,
+    oauth_dovecot: DovecotServer,
+    oauth_box: DovecotUser,
+    oauth_server: OAuthServer,
+    connect_oauth: ConnectOAuth,
+) -> None:
+    account_id = connect_oauth(mail.app, admin, oauth_box)
+    assert mail.outcome(account_id, mail.poll()).error_kind is None
+    oauth_server.expire_all()  # revoked at the server; our copy still looks valid
+    oauth_dovecot.deliver(oauth_box, [raw_mail(1)])
+    outcome = mail.outcome(account_id, mail.poll())
+    assert (outcome.ingested, outcome.error_kind) == (1, None)
+    assert oauth_server.refresh_count == 2
+    assert status(mail, admin, account_id) == "active"

@@ -48,14 +48,15 @@ def test_tokens_expire_and_refresh_during_a_watch(
     thread = threading.Thread(target=supervisor.run, args=(stop,), name="supervisor")
     thread.start()
     try:
+
+        def count() -> int:
+            return len(messages(app, admin, accountId=account_id))
+
         ok(app.write("user-active", {}, admin))
         wait_until("a watch", lambda: supervisor.owner.holds(account_id))
         for n in range(3):  # across several token lifetimes
             oauth_dovecot.imap_append(oauth_box, [raw_mail(n)])
-            wait_until(
-                f"message {n}",
-                lambda n=n: len(messages(app, admin, accountId=account_id)) == n + 1,
-            )
+            wait_until(f"message {n}", lambda: count() == n + 1)
             time.sleep(3.5)
         assert oauth_server.refresh_count >= 3  # refreshed as tokens expired
         assert accounts(app, admin)[account_id]["status"] == "active"

@@ -168,11 +168,14 @@ def test_a_lock_held_elsewhere_past_the_wait_is_transient() -> None:
     assert client.calls == []
 
 
-def test_a_plain_secret_is_no_grant() -> None:
-    service, secrets, _ = tokens()
-    secrets.rows["a1"] = "just-a-password"
+def test_a_plain_token_is_returned_as_it_is_and_a_missing_one_is_an_auth_error() -> None:
+    service, secrets, client = tokens()
+    secrets.rows["a1"] = "at-given"
+    assert service.get_access_token("a1") == "at-given"
+    del secrets.rows["a1"]
     with pytest.raises(MailboxAuthError):
         service.get_access_token("a1")
+    assert client.calls == []
 
 
 def test_a_grant_never_shows_its_tokens() -> None:
@@ -180,3 +183,11 @@ def test_a_grant_never_shows_its_tokens() -> None:
     assert "secret" not in repr(grant)
     assert OAuthGrant.loads(grant.dumps()) == grant
     assert grant.with_refresh_token("rt-new").access_token is None
+
+
+def test_a_refused_token_is_replaced_unless_someone_already_did() -> None:
+    service, _, client = tokens()
+    first = service.get_access_token("a1")
+    assert service.get_access_token("a1", refused=first) == "at-2"
+    assert service.get_access_token("a1", refused=first) == "at-2"  # reused, no refresh
+    assert len(client.calls) == 2
