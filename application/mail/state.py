@@ -51,7 +51,9 @@ class MailboxStateStore(Protocol):
 
     def record_failure(self, account_id: str, error_kind: ErrorKind, at: datetime) -> None: ...
 
-    def record_watches(self, worker_id: str, changes: Mapping[str, tuple[str, str] | None]) -> None:
+    def record_watches(
+        self, worker_id: str, changes: Mapping[str, tuple[str, str] | None]
+    ) -> None:
         """Per account, the ``(watch_state, tier)`` ``worker_id`` reports, or ``None``: it
         reports the account no more (the row is reset unless another worker wrote it
         since). One write for the batch."""

@@ -29,7 +29,9 @@ def lines_of(stream: subprocess.Popen[str]) -> queue.Queue[str]:
     return lines
 
 
-def wait_for(lines: queue.Queue[str], needle: str, timeout: float = timing.PROJECTIONS_LOG) -> str:
+def wait_for(
+    lines: queue.Queue[str], needle: str, timeout: float = timing.PROJECTIONS_LOG
+) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:

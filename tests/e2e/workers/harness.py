@@ -377,7 +377,9 @@ class Fleet:
         self.wait_ready(started)
         return started
 
-    def wait_ready(self, workers: Iterable[Worker], timeout: float = timing.WORKERS_READY) -> None:
+    def wait_ready(
+        self, workers: Iterable[Worker], timeout: float = timing.WORKERS_READY
+    ) -> None:
         """Every worker answers /healthz and listens for signals."""
         workers = list(workers)
 

@@ -35,7 +35,9 @@ def test_hot_accounts_watched_once_and_taken_over_after_kill(fleet: Fleet) -> No
             "hot mailboxes in IDLE", lambda: fleet.watched(watchers, hot), timing.WAIT_HOT
         )
         started = max(fleet.delays("watch.started", active_at, hot).values())
-        log.info("user-active -> %d watches started %.2fs, seen %.2fs", len(hot), started, promoted)
+        log.info(
+            "user-active -> %d watches started %.2fs, seen %.2fs", len(hot), started, promoted
+        )
         assert started <= timing.HOT_BOUND, "hot within 5 s of user-active"
         assert promoted <= timing.HOT_BOUND + OBSERVE_SLACK
 

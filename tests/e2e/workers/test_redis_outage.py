@@ -74,7 +74,9 @@ def test_watches_stand_down_without_redis_and_come_back(fleet: Fleet) -> None:
         log.info("Redis back -> watches started %.2fs, seen in IDLE %.2fs", watching, back)
         assert watching <= TTL, "claims resume at the next fleet ticks"
         assert back <= TTL + OBSERVE_SLACK
-        wait_for("the mail that came while Redis was down", fleet.all_ingested, POLL + timing.WAIT)
+        wait_for(
+            "the mail that came while Redis was down", fleet.all_ingested, POLL + timing.WAIT
+        )
         assert fleet.ingested_events() == sum(a.delivered for a in fleet.accounts)
 
         # The signal subscriptions came back too: a disconnect tears its watch down.

@@ -77,12 +77,16 @@ def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
         mock.patch.object(session, "select_inbox", side_effect=AssertionError("EXAMINE")),
         mock.patch.object(session._pager, "_search", side_effect=AssertionError("SEARCH")),
     ):
-        batch = session.fetch_after_idle(first.new_cursor, backfill_since=WINDOW, limit=50)
+        batch = session.fetch_after_idle(
+            first.new_cursor, backfill_since=WINDOW, limit=50
+        )
     assert [m.uid for m in batch.messages] == [2]
     assert batch.new_cursor.last_uid == 2 and not batch.has_more
 
     # Nothing new after IDLE: the open-ended FETCH answers the last message; not new.
-    nothing = session.fetch_after_idle(batch.new_cursor, backfill_since=WINDOW, limit=50)
+    nothing = session.fetch_after_idle(
+        batch.new_cursor, backfill_since=WINDOW, limit=50
+    )
     assert nothing.messages == () and nothing.new_cursor.last_uid == 2
 
     # The session stays usable: IDLE again, and a poll-style call re-opens the mailbox.
@@ -116,7 +120,9 @@ def test_more_new_mail_than_a_page_is_paged_after_idle(
     assert first.has_more
     batch = first
     while batch.has_more:  # later pages of the pass search on, from the cursor
-        batch = session.fetch_after_idle(batch.new_cursor, backfill_since=WINDOW, limit=2)
+        batch = session.fetch_after_idle(
+            batch.new_cursor, backfill_since=WINDOW, limit=2
+        )
         uids += [m.uid for m in batch.messages]
     assert uids == [1, 2, 3, 4, 5] and batch.new_cursor.last_uid == 5
 

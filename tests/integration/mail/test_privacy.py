@@ -204,10 +204,8 @@ def test_deleting_an_account_shreds_it_and_its_messages(
     listed = accounts(app, admin)[kept]
     assert listed["address"] == listed["displayName"] == listed["imap"]["username"] == "[erased]"
     assert all(m["from"] == [] for m in messages(app, admin))
-    assert all(
-        app.ctx.mail.cipher.reveal(t, outsider.tenant_id, outsider_id) is not None
-        for t in account_tokens(app, outsider_id)
-    )
+    assert all(app.ctx.mail.cipher.reveal(t, outsider.tenant_id, outsider_id) is not None
+        for t in account_tokens(app, outsider_id))
     assert accounts(app, outsider)[outsider_id]["imap"]["username"] == outsider_box.name
 
 

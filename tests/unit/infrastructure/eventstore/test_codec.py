@@ -60,8 +60,8 @@ SAMPLES: list[DomainEvent] = [
         entity_id="c-1",
         definition_id=str(uuid4()),
         generation=1,
-        sealed='plain:["a","ü",null,1.5,true]',
-        digest='plain:["a","ü",null,1.5,true]',
+        sealed="plain:[\"a\",\"ü\",null,1.5,true]",
+        digest="plain:[\"a\",\"ü\",null,1.5,true]",
     ),
     CustomFieldValueCleared(
         **envelope(5), **REF, entity_id="c-1", definition_id=str(uuid4()), generation=2
