@@ -16,9 +16,11 @@ from uuid import UUID
 import pytest
 
 from application import User
-from application.mail.oauth import OAuthGrant
+from application.mail.oauth import OAuthGrant, TokenServerError
 from application.streams import load
 from domain.mail_account import MailAccount
+from infrastructure.net_policy import ResolvingDestinationPolicy
+from infrastructure.oauth.token_client import HttpTokenClient
 from tests.e2e.process import ROOT
 from tests.integration.mail.helpers import accounts, count_events, messages, raw_mail
 from tests.integration.oauth.conftest import (
@@ -312,13 +314,7 @@ def test_connect_refuses_a_bad_oauth_payload(
     for payload in cases:
         result = mail.app.write("connect-mail-account", payload, admin)
         assert result.error is not None and result.error.status == 400, payload
-    private = make_private(base)
-    strict = mail.app.write("connect-mail-account", private, admin)
-    assert strict.is_success  # loopback is allowed in these tests (allow_private_hosts)
-
-
-def make_private(base: dict[str, Any]) -> dict[str, Any]:
-    return {**base, "oauth": {**base["oauth"]}}
+    assert mail.app.write("connect-mail-account", base, admin).is_success  # the base is valid
 
 
 def test_the_token_url_obeys_the_private_host_rule(
@@ -330,9 +326,21 @@ def test_the_token_url_obeys_the_private_host_rule(
 ) -> None:
     mail = make_mail_app(allow_private_hosts=False)
     payload = oauth_payload(oauth_dovecot, oauth_box, oauth_server, "rt-x")
-    payload["imap"] = {**payload["imap"], "host": "imap.example.invalid"}
+    # A public IP literal (no DNS; nothing connects without verify): the token URL on
+    # loopback is what is refused.
+    payload["imap"] = {**payload["imap"], "host": "93.184.216.34"}
     result = mail.app.write("connect-mail-account", payload, admin)
     assert result.error is not None and result.error.code == "host_not_allowed"
+    # And at refresh time, whatever was stored: no request leaves.
+    client = HttpTokenClient(ResolvingDestinationPolicy(allow_private=False), allow_http=True)
+    with pytest.raises(TokenServerError):
+        client.refresh(
+            oauth_server.token_url,
+            refresh_token=oauth_server.grant(oauth_box.name),
+            client_id=None,
+            client_secret=None,
+            scopes=(),
+        )
     assert oauth_server.refresh_count == 0
 
 
