@@ -17,8 +17,6 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
-import httpx
-
 from application.mail.destinations import DestinationPolicy, HostNotAllowed
 from application.mail.oauth import TokenAnswer, TokenRefusedGrant, TokenServerError
 from application.mail.ports import MailProviderError
@@ -71,6 +69,8 @@ class HttpTokenClient:
         return parse_answer(status, body)
 
     def _post(self, url: str, form: dict[str, str]) -> tuple[int, bytes]:
+        import httpx  # noqa: PLC0415 - only a refresh needs it; every CLI start would pay
+
         deadline = time.monotonic() + self._timeout
         timeout = httpx.Timeout(self._timeout)
         try:
