@@ -4,8 +4,13 @@ State machine (``status``):
 
     connect -> active
     active --auth_failed--> auth_error --reconnect--> active
+    active --reauth_required--> reauth_required --reconnect--> active
     active|auth_error --disconnect--> disconnected --reconnect--> active
     any but deleted --delete--> deleted (final)
+
+``reauth_required``: the OAuth2 token server refused the refresh token (a revoked
+grant); ids, cursor and messages stay, and a reconnect with a new refresh token resumes
+the account where it was.
 
 Disconnecting twice is not an error (the second is a no-op); reconnecting an active
 account is a no-op. Personal data (address, display name, username) reaches this
@@ -22,7 +27,7 @@ from uuid import UUID
 from domain.errors import DomainError
 from domain.events import Aggregate, DomainEvent
 
-Status = Literal["active", "auth_error", "disconnected", "deleted"]
+Status = Literal["active", "auth_error", "reauth_required", "disconnected", "deleted"]
 
 
 class MailAccountError(DomainError):
@@ -64,6 +69,16 @@ class MailAccountUpdated(DomainEvent):
 @dataclass(frozen=True, kw_only=True)
 class MailAccountAuthFailed(DomainEvent):
     TOPIC: ClassVar[str] = "tidings.mail.MailAccountAuthFailed"
+
+    tenant_id: str
+    error_kind: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailAccountReauthRequired(DomainEvent):
+    """The token server refused the account's refresh token (``invalid_grant``)."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MailAccountReauthRequired"
 
     tenant_id: str
     error_kind: str
@@ -128,6 +143,15 @@ class MailAccount(Aggregate):
         self._trigger(MailAccountAuthFailed, now, tenant_id=self.tenant_id, error_kind=error_kind)
         return True
 
+    def reauth_required(self, *, error_kind: str, now: datetime) -> bool:
+        """Answer whether the account was active (False: no event)."""
+        if self.status != "active":
+            return False
+        self._trigger(
+            MailAccountReauthRequired, now, tenant_id=self.tenant_id, error_kind=error_kind
+        )
+        return True
+
     def disconnect(self, *, now: datetime) -> bool:
         """Answer whether it was connected (False: already disconnected, no event)."""
         self._require_exists()
@@ -163,6 +187,8 @@ class MailAccount(Aggregate):
                 self.imap = dict(event.changes["imap"])
         elif isinstance(event, MailAccountAuthFailed):
             self.status = "auth_error"
+        elif isinstance(event, MailAccountReauthRequired):
+            self.status = "reauth_required"
         elif isinstance(event, MailAccountDisconnected):
             self.status = "disconnected"
         elif isinstance(event, MailAccountReconnected):
@@ -178,4 +204,5 @@ EVENTS: tuple[type[DomainEvent], ...] = (
     MailAccountDisconnected,
     MailAccountReconnected,
     MailAccountDeleted,
+    MailAccountReauthRequired,
 )

@@ -12,6 +12,7 @@ from application.app import App
 from application.context import Context, MailPorts, Policy
 from application.leases import LeaseBackend, WorkerRegistry
 from application.mail.budget import ProviderBudgets
+from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
 from application.signals import SignalSubscriber
@@ -32,6 +33,7 @@ from infrastructure.in_process.signals import InProcessSignals
 from infrastructure.mime.content import StreamingContentReader
 from infrastructure.mime.parser import EmailMimeParser
 from infrastructure.net_policy import DestinationCheckedProvider, ResolvingDestinationPolicy
+from infrastructure.oauth.token_client import HttpTokenClient
 from infrastructure.redis.activity import RedisActivity
 from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
@@ -66,6 +68,8 @@ from workers.watch import WatchManager
 from workers.watch_ingest import WatchIngest
 from workers.watch_owner import WatchOwner
 from workers.watch_status import WatchStatusWriter
+
+OAUTH_LOCK_PREFIX = "tidings:oauth-refresh:"
 
 
 def open_database(url: DatabaseUrl) -> SqliteDatabase | PostgresDatabase:
@@ -168,7 +172,12 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     ledger = SqlDownloadLedger(db)
     ledger.setup()
     budgets = ProviderBudgets(provider_table(settings), ledger, SystemClock().now)
-    imap = ImapMailProvider(blob_store=blobs, settings=imap_settings(settings), budgets=budgets)
+    imap = ImapMailProvider(
+        blob_store=blobs,
+        token_provider=oauth_tokens(settings, secrets, destinations),
+        settings=imap_settings(settings),
+        budgets=budgets,
+    )
     return MailPorts(
         cipher=keys,
         secrets=secrets,
@@ -184,6 +193,39 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         if settings.redis_url
         else InProcessActivity(defaults.USER_ACTIVE_WINDOW),
         content=StreamingContentReader(),
+    )
+
+
+def oauth_tokens(
+    settings: Settings, secrets: SqlSecretStore, destinations: ResolvingDestinationPolicy
+) -> OAuthTokens:
+    """Access tokens of ``xoauth2`` accounts; the refresh lock is Redis's across the
+    fleet, else in-process."""
+    lock: LeaseBackend
+    ttl = settings.oauth_token_timeout * 2 + 5
+    if settings.redis_url:
+        lock = RedisLease.from_url(settings.redis_url, ttl, prefix=OAUTH_LOCK_PREFIX)
+    else:
+        lock = InProcessLease(ttl)
+
+    def client(name: str) -> OAuthClient:
+        secret = getattr(settings, f"oauth_{name}_client_secret")
+        return OAuthClient(
+            getattr(settings, f"oauth_{name}_client_id"),
+            secret.get_secret_value() if secret else None,
+        )
+
+    return OAuthTokens(
+        secrets,
+        HttpTokenClient(
+            destinations,
+            timeout=settings.oauth_token_timeout,
+            allow_http=settings.allow_private_hosts,
+        ),
+        lock,
+        {name: client(name) for name in ("google", "microsoft", "custom")},
+        margin=settings.oauth_refresh_margin,
+        lock_wait=ttl,
     )
 
 

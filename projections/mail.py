@@ -23,6 +23,7 @@ from domain.mail_account import (
     MailAccountConnected,
     MailAccountDeleted,
     MailAccountDisconnected,
+    MailAccountReauthRequired,
     MailAccountReconnected,
     MailAccountUpdated,
 )
@@ -36,6 +37,7 @@ _STATUS = {
     MailAccountDisconnected: "disconnected",
     MailAccountReconnected: "active",
     MailAccountDeleted: "deleted",
+    MailAccountReauthRequired: "reauth_required",
 }
 
 MESSAGE_COLUMNS = (

@@ -45,6 +45,7 @@ from application.mail.ports import (
     MailboxAuthError,
     MailboxCursor,
     MailboxCursorInvalid,
+    MailboxReauthRequired,
     MailboxSession,
     MailboxThrottled,
     MailboxTimeout,
@@ -259,7 +260,8 @@ class AccountSyncer:
 
     def failed(self, account_id: str, error: Exception) -> SyncOutcome:
         """The outcome of a sync that raised ``error`` (one of ``SYNC_ERRORS``), by class:
-        auth -> the account goes to ``auth_error``; throttled -> the server's delay."""
+        auth -> the account goes to ``auth_error`` (``reauth_required`` for a refused
+        OAuth2 grant); throttled -> the server's delay."""
         kind, retry_after = _error_kind(error), None
         if isinstance(error, MailboxAuthError):
             self._auth_failed(account_id, error)
@@ -274,9 +276,15 @@ class AccountSyncer:
         return SyncOutcome(account_id, error_kind=kind, retry_after=retry_after)
 
     def _auth_failed(self, account_id: str, error: Exception) -> None:
+        """``auth_error``; ``reauth_required`` when the token server refused the grant."""
         with contextlib.suppress(StoreUnavailable):
             account = load(self.ctx.store, MailAccount, UUID(account_id))
-            if account.auth_failed(error_kind=type(error).__name__, now=self.ctx.clock.now()):
+            mark = (
+                account.reauth_required
+                if isinstance(error, MailboxReauthRequired)
+                else account.auth_failed
+            )
+            if mark(error_kind=type(error).__name__, now=self.ctx.clock.now()):
                 # On a conflict someone changed the account meanwhile; the next tick decides.
                 with contextlib.suppress(ConcurrencyConflict):
                     commit(self.ctx.store, account)

@@ -25,6 +25,7 @@ from domain.mail_account import (
     MailAccountConnected,
     MailAccountDeleted,
     MailAccountDisconnected,
+    MailAccountReauthRequired,
     MailAccountReconnected,
     MailAccountUpdated,
 )
@@ -40,6 +41,7 @@ TYPES = (
     "mail_account.reconnected",
     "mail_account.deleted",
     "mail_account.auth_failed",
+    "mail_account.reauth_required",
     "custom_field.defined",
     "custom_field.updated",
     "custom_field.deleted",
@@ -108,7 +110,7 @@ def _account(kind: str) -> Callable[[Any], Built]:
         elif isinstance(e, MailAccountUpdated):
             data["changed"] = sorted(_camel(key) for key in e.changes)
             data["reason"] = e.reason
-        elif isinstance(e, MailAccountAuthFailed):
+        elif isinstance(e, MailAccountAuthFailed | MailAccountReauthRequired):
             data["errorKind"] = e.error_kind
         return f"mail_account.{kind}", account_id, data, sealed
 
@@ -157,6 +159,7 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MailAccountReconnected: _account("reconnected"),
     MailAccountDeleted: _account("deleted"),
     MailAccountAuthFailed: _account("auth_failed"),
+    MailAccountReauthRequired: _account("reauth_required"),
     FieldDefinitionDefined: _definition("defined"),
     FieldDefinitionUpdated: _definition("updated"),
     FieldDefinitionDeleted: _definition("deleted"),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import uuid
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, Field, SecretStr, StringConstraints
+from pydantic import AfterValidator, Field, SecretStr, StringConstraints, model_validator
 
 from application.context import Context
 from application.mail.destinations import HostNotAllowed, HostUnresolved, host_not_allowed
+from application.mail.oauth import PRESETS, OAuthGrant
 from application.mail.ports import (
     Credentials,
     ImapEndpoint,
@@ -66,6 +68,53 @@ class ImapSettings(Base):
     username: Username
 
 
+Scope = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+
+
+def _token_url(value: str) -> str:
+    url = urlsplit(value)
+    if url.scheme not in ("https", "http") or not url.hostname:
+        raise ValueError("an http(s) URL with a host")
+    if url.username is not None or url.password is not None or url.fragment:
+        raise ValueError("no user info and no fragment")
+    url.port  # noqa: B018 - raises ValueError for a bad port
+    return value
+
+
+class OAuthSettings(Base):
+    """The OAuth2 grant of an ``xoauth2`` account; secrets come from settings."""
+
+    provider: Literal["google", "microsoft", "custom"]
+    refresh_token: Secret
+    client_id: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    token_url: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=2048),
+            AfterValidator(_no_line_breaks),
+            AfterValidator(_token_url),
+        ]
+        | None
+    ) = None
+    scopes: Annotated[list[Scope], Field(max_length=32)] | None = None
+
+    @model_validator(mode="after")
+    def _token_url_for_custom(self) -> OAuthSettings:
+        if (self.provider == "custom") != (self.token_url is not None):
+            raise ValueError("tokenUrl is required for provider custom and only there")
+        return self
+
+    def grant(self, tenant_id: str) -> OAuthGrant:
+        return OAuthGrant(
+            tenant_id=tenant_id,
+            provider=self.provider,
+            refresh_token=self.refresh_token.get_secret_value(),
+            client_id=self.client_id,
+            token_url=self.token_url,
+            scopes=tuple(self.scopes) if self.scopes else PRESETS[self.provider].scopes,
+        )
+
+
 class Payload(Base):
     provider: Literal["imap"]
     display_name: Annotated[str, StringConstraints(max_length=200)]
@@ -73,16 +122,37 @@ class Payload(Base):
     scope: Literal["shared", "user"]
     auth_method: Literal["password", "xoauth2"]
     imap: ImapSettings
-    secret: Secret
+    secret: Secret | None = None
+    oauth: OAuthSettings | None = None
     verify: bool = False
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
+
+    @model_validator(mode="after")
+    def _credentials(self) -> Payload:
+        if self.oauth is not None and self.auth_method != "xoauth2":
+            raise ValueError("oauth is for authMethod xoauth2")
+        if (self.secret is None) == (self.oauth is None):
+            raise ValueError("give a secret or (for xoauth2) an oauth grant")
+        return self
 
 
 def check_destination(ctx: Context, imap: ImapSettings) -> Result | None:
     """``host_not_allowed`` for an internal host. A host that does not resolve now is
     let through: nothing can be reached there, and every connection checks again."""
+    return check_host(ctx, imap.host, imap.port)
+
+
+def check_token_url(ctx: Context, oauth: OAuthSettings | None) -> Result | None:
+    """The token URL obeys the same rule as the IMAP host, checked again at each refresh."""
+    if oauth is None or oauth.token_url is None:
+        return None
+    url = urlsplit(oauth.token_url)
+    return check_host(ctx, url.hostname or "", url.port or (80 if url.scheme == "http" else 443))
+
+
+def check_host(ctx: Context, host: str, port: int) -> Result | None:
     try:
-        ctx.mail.destinations.check(imap.host, imap.port)
+        ctx.mail.destinations.check(host, port)
     except HostNotAllowed as error:
         return host_not_allowed(error)
     except HostUnresolved:
@@ -114,20 +184,29 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     allowed = {TENANT_ADMIN} if payload.scope == "shared" else {TENANT_ADMIN, TENANT_MEMBER}
     if not user.has_any(allowed):
         return forbidden()
-    refused = check_destination(ctx, payload.imap)
+    refused = check_destination(ctx, payload.imap) or check_token_url(ctx, payload.oauth)
     if refused:
         return refused
     account_id = str(uuid.uuid4())
-    secret = payload.secret.get_secret_value()
+    tenant = user.tenant_id
+    if payload.oauth is not None:
+        secret = payload.oauth.grant(tenant).dumps()
+    else:
+        assert payload.secret is not None
+        secret = payload.secret.get_secret_value()
     if payload.verify:
         endpoint = ImapEndpoint(
             payload.imap.host, payload.imap.port, payload.imap.security, payload.imap.username
         )
+        if payload.auth_method == "xoauth2":  # tokens come from the store (a refresh rotates)
+            ctx.mail.secrets.put(tenant, account_id, secret)
         failed = verify_login(ctx, account_id, endpoint, Credentials(payload.auth_method, secret))
         if failed:
+            ctx.mail.secrets.delete(account_id)
             return failed
+        if payload.oauth is not None:
+            secret = ctx.mail.secrets.get(account_id) or secret
     seal = ctx.mail.cipher.seal
-    tenant = user.tenant_id
     account = MailAccount(uuid.UUID(account_id))
     account.connect(
         now=ctx.clock.now(),
@@ -150,3 +229,19 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     commit(ctx.store, account)
     ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
     return Result.ok({"accountId": account_id})
+
+
+def store_new_refresh_token(
+    ctx: Context, account: MailAccount, refresh_token: str
+) -> Result | None:
+    """Replace the refresh token of an account's stored OAuth2 grant (the old access
+    token goes with the old grant); 422 ``not_oauth`` for an account without a grant."""
+    account_id = str(account.id)
+    stored = ctx.mail.secrets.get(account_id)
+    grant = OAuthGrant.loads(stored) if stored is not None else None
+    if account.auth_method != "xoauth2" or grant is None:
+        return Result.fail("not_oauth", 422, "the account has no OAuth2 grant to renew")
+    ctx.mail.secrets.put(
+        account.tenant_id, account_id, grant.with_refresh_token(refresh_token).dumps()
+    )
+    return None

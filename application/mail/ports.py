@@ -150,6 +150,11 @@ class MailboxAuthError(MailProviderError):
     """The server refused the credentials (or the token); retrying will not help."""
 
 
+class MailboxReauthRequired(MailboxAuthError):
+    """The OAuth2 token server refused the refresh token (``invalid_grant``): the account
+    waits for a new grant (status ``reauth_required``), keeping its ids and mail."""
+
+
 class MailboxThrottled(MailProviderError):
     """The server asks us to slow down; ``retry_after`` seconds when it said so."""
 
@@ -316,8 +321,9 @@ class BlobStore(Protocol):
 
 
 class TokenProvider(Protocol):
-    def get_access_token(self, account_id: str) -> str:
-        """A currently valid OAuth2 access token for the account's mailbox."""
+    def get_access_token(self, account_id: str, *, refused: str | None = None) -> str:
+        """A currently valid OAuth2 access token for the account's mailbox; ``refused``:
+        a token the server just refused, not to be returned again without a refresh."""
         ...
 
 

@@ -17,7 +17,12 @@ from pydantic import StringConstraints
 
 from application.context import Context
 from application.mail.access import load_managed, reveal
-from application.mail.connect_mail_account import ImapSettings, Secret, check_destination
+from application.mail.connect_mail_account import (
+    ImapSettings,
+    Secret,
+    check_destination,
+    store_new_refresh_token,
+)
 from application.payloads import Payload as Base
 from application.result import Result, invalid_payload
 from application.signals import Signal
@@ -33,6 +38,7 @@ class Payload(Base):
     display_name: Annotated[str, StringConstraints(max_length=200)] | None = None
     imap: ImapSettings | None = None
     secret: Secret | None = None
+    refresh_token: Secret | None = None  # a new OAuth2 grant for an xoauth2 account
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
 
@@ -58,12 +64,12 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
                 {
                     "path": "(payload)",
                     "message": "nothing to update: give displayName, imap, "
-                    "secret or trustedAuthservId",
+                    "secret, refreshToken or trustedAuthservId",
                 }
             ]
         )
 
-    def attempt() -> Result:  # noqa: C901
+    def attempt() -> Result:  # noqa: C901, PLR0912
         account = load_managed(ctx, user, payload.account_id)
         if isinstance(account, Result):
             return account
@@ -94,7 +100,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
             }
         if "trusted_authserv_id" in payload.model_fields_set:
             changes["trusted_authserv_id"] = payload.trusted_authserv_id
-        if payload.secret is not None:
+        if payload.secret is not None or payload.refresh_token is not None:
             changes["secret_rotated"] = True
         try:
             account.update(changes=changes, reason=payload.reason, now=ctx.clock.now())
@@ -104,6 +110,10 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
             )
         if payload.secret is not None:
             ctx.mail.secrets.put(tenant, account_id, payload.secret.get_secret_value())
+        if payload.refresh_token is not None:
+            token = payload.refresh_token.get_secret_value()
+            if refused := store_new_refresh_token(ctx, account, token):
+                return refused
         commit(ctx.store, account)
         if moved:  # another mailbox: the old cursor means nothing there
             ctx.mail.state.save_cursor(account_id, None)

@@ -10,8 +10,11 @@ that needs them: IMAP4rev1, STARTTLS, AUTH=XOAUTH2 for tokens, LOGINDISABLED
 (then AUTH=PLAIN is used). After login, CONDSTORE is ENABLEd where offered so
 that SELECT reports HIGHESTMODSEQ.
 
-XOAUTH2: the access token comes from the ``TokenProvider`` when one is wired,
-else ``Credentials.secret`` is taken as the token itself.
+OAuth2 (``xoauth2``): SASL OAUTHBEARER where the server offers it, else XOAUTH2. The
+access token comes from the ``TokenProvider`` when one is wired (it refreshes a stored
+grant, and returns a stored plain token as it is), else ``Credentials.secret`` is taken
+as the token itself. A grant's token that the server refuses is refreshed once and
+tried again.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any, TypeVar
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
 from imapclient.util import to_unicode
 
+from application.mail.oauth import is_grant
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
@@ -69,6 +73,38 @@ class ImapMailProvider:
         account_id: str,
         blob_owner: BlobOwner | None = None,
         deadline: float | None = None,
+    ) -> ImapMailboxSession:
+        if credentials.method != "xoauth2" or (
+            self._tokens is None and not is_grant(credentials.secret)
+        ):
+            return self._open(endpoint, credentials, account_id, blob_owner, deadline)
+        # Before connecting: a refresh (or a wait for another's) holds no connection.
+        if self._tokens is None:
+            raise MailboxAuthError("no token provider is wired for an OAuth2 grant")
+        token = self._tokens.get_access_token(account_id)
+        try:
+            return self._open(
+                endpoint, Credentials("xoauth2", token), account_id, blob_owner, deadline
+            )
+        except MailboxAuthError:
+            if not is_grant(credentials.secret):
+                raise
+            # The server refused a token we took for valid (revoked early, clock skew):
+            # one refresh, then one more try; a refused fresh token is an auth error.
+            fresh = self._tokens.get_access_token(account_id, refused=token)
+            if fresh == token:
+                raise
+            return self._open(
+                endpoint, Credentials("xoauth2", fresh), account_id, blob_owner, deadline
+            )
+
+    def _open(
+        self,
+        endpoint: ImapEndpoint,
+        credentials: Credentials,
+        account_id: str,
+        blob_owner: BlobOwner | None,
+        deadline: float | None,
     ) -> ImapMailboxSession:
         s = self._settings
         wire = Wire(
@@ -140,12 +176,14 @@ class ImapMailProvider:
     ) -> None:
         caps = _capabilities(client)
         if credentials.method == "xoauth2":
-            if "AUTH=XOAUTH2" not in caps:
-                raise MailboxAuthError("server does not offer AUTH=XOAUTH2")
-            token = (
-                self._tokens.get_access_token(account_id) if self._tokens else credentials.secret
-            )
-            client.oauth2_login(endpoint.username, token)
+            mechanisms = caps & {"AUTH=OAUTHBEARER", "AUTH=XOAUTH2"}
+            if not mechanisms:
+                raise MailboxAuthError("server offers neither AUTH=OAUTHBEARER nor AUTH=XOAUTH2")
+            token = credentials.secret
+            if "AUTH=OAUTHBEARER" in mechanisms:
+                client.oauthbearer_login(endpoint.username, token)
+            else:
+                client.oauth2_login(endpoint.username, token)
         elif "LOGINDISABLED" in caps:
             if "AUTH=PLAIN" not in caps:
                 raise MailboxAuthError("server disables LOGIN and offers no AUTH=PLAIN")

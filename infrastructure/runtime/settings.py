@@ -94,6 +94,18 @@ class Settings(BaseSettings):
             log.warning("settings.deprecated name=poll_warm use=poll_interval ignored=poll_warm")
         return data
 
+    # OAuth2 clients per provider (``xoauth2`` accounts); an account's own clientId wins.
+    oauth_google_client_id: str | None = None
+    oauth_google_client_secret: SecretStr | None = None
+    oauth_microsoft_client_id: str | None = None
+    oauth_microsoft_client_secret: SecretStr | None = None
+    oauth_custom_client_id: str | None = None
+    oauth_custom_client_secret: SecretStr | None = None
+    # Refresh an access token this many seconds before it expires; the token request's
+    # total deadline.
+    oauth_refresh_margin: Annotated[float, Field(ge=0)] = 120.0
+    oauth_token_timeout: Annotated[float, Field(gt=0, le=120)] = 15.0
+
     @model_validator(mode="before")
     @classmethod
     def _watch_dead_after_alias(cls, data: Any) -> Any:

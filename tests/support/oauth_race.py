@@ -1,0 +1,59 @@
+"""One process of the OAuth2 refresh race: ``python -m tests.support.oauth_race DB REDIS
+BLOB_DIR MASTER_KEY ACCOUNT_ID THREADS START_AT``. It bootstraps an app on the shared
+database and Redis, waits for ``START_AT`` (unix time), then ``THREADS`` threads each
+log in to the account's mailbox at once (``AccountSyncer.open_session``: the worker's own
+path, refresh included) and select INBOX. Prints one line: ``ok=N failed=M``."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from uuid import UUID
+
+from application.streams import load
+from domain.mail_account import MailAccount
+from infrastructure.bootstrap import bootstrap, build_syncer
+from infrastructure.runtime.settings import Settings
+
+
+def main(argv: list[str]) -> int:
+    database_url, redis_url, blob_dir, master_key, account_id, threads, start_at = argv
+    settings = Settings(
+        database_url=database_url,
+        redis_url=redis_url,
+        blob_dir=blob_dir,
+        master_key=master_key,
+        allow_private_hosts=True,
+        project_inline=False,
+    )
+    app = bootstrap(settings)
+    syncer = build_syncer(app, settings)
+    account = load(app.ctx.store, MailAccount, UUID(account_id))
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def login() -> None:
+        try:
+            with syncer.open_session(account) as session:
+                session.select_inbox()
+            outcome = "ok"
+        except Exception as error:
+            outcome = type(error).__name__
+        with lock:
+            results.append(outcome)
+
+    workers = [threading.Thread(target=login) for _ in range(int(threads))]
+    time.sleep(max(0.0, float(start_at) - time.time()))
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    app.close()
+    failed = [r for r in results if r != "ok"]
+    print(f"ok={len(results) - len(failed)} failed={len(failed)} errors={','.join(failed)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
