@@ -29,6 +29,7 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 from psycopg import Cursor
 from psycopg.rows import DictRow
@@ -112,8 +113,15 @@ class RecorderEventStore:
         wanted = list(dict.fromkeys(stream_ids))
         if not wanted:
             return set()
-        recorder = self.recorder
         try:
+            return self._existing(wanted)
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _existing(self, wanted: list[UUID]) -> set[UUID]:
+        recorder = self.recorder
+        if True:
             if isinstance(recorder, PostgresApplicationRecorder):
                 query = SQL(
                     "SELECT DISTINCT originator_id FROM {schema}.{table}"
@@ -138,8 +146,6 @@ class RecorderEventStore:
                         )
                         found |= {UUID(row[0]) for row in cursor.fetchall()}
                 return found
-        except (OperationalError, InterfaceError) as error:
-            raise StoreUnavailable(str(error)) from None
         return {u for u in wanted if self.load(u)}
 
     def append(self, events: Sequence[DomainEvent]) -> None:
