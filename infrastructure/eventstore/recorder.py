@@ -29,8 +29,8 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.utils import retry
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
+from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier
@@ -121,31 +121,30 @@ class RecorderEventStore:
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def _existing(self, wanted: list[UUID]) -> set[UUID]:
         recorder = self.recorder
-        if True:
-            if isinstance(recorder, PostgresApplicationRecorder):
-                query = SQL(
-                    "SELECT DISTINCT originator_id FROM {schema}.{table}"
-                    " WHERE originator_id = ANY(%s::uuid[])"
-                ).format(
-                    schema=Identifier(recorder.datastore.schema),
-                    table=Identifier(recorder.events_table_name),
-                )
-                with recorder.datastore.transaction(commit=False) as curs:
-                    curs.execute(query, (wanted,))
-                    return {UUID(str(row["originator_id"])) for row in curs.fetchall()}
-            if isinstance(recorder, SQLiteApplicationRecorder):
-                found: set[UUID] = set()
-                with recorder.datastore.transaction(commit=False) as cursor:
-                    for at in range(0, len(wanted), 500):  # SQLite's bound-variable limit
-                        chunk = wanted[at : at + 500]
-                        marks = ",".join("?" * len(chunk))
-                        cursor.execute(
-                            f"SELECT DISTINCT originator_id FROM {recorder.events_table_name}"
-                            f" WHERE originator_id IN ({marks})",
-                            [u.hex for u in chunk],
-                        )
-                        found |= {UUID(row[0]) for row in cursor.fetchall()}
-                return found
+        if isinstance(recorder, PostgresApplicationRecorder):
+            query = SQL(
+                "SELECT DISTINCT originator_id FROM {schema}.{table}"
+                " WHERE originator_id = ANY(%s::uuid[])"
+            ).format(
+                schema=Identifier(recorder.datastore.schema),
+                table=Identifier(recorder.events_table_name),
+            )
+            with recorder.datastore.transaction(commit=False) as curs:
+                curs.execute(query, (wanted,))
+                return {UUID(str(row["originator_id"])) for row in curs.fetchall()}
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            found: set[UUID] = set()
+            with recorder.datastore.transaction(commit=False) as cursor:
+                for at in range(0, len(wanted), 500):  # SQLite's bound-variable limit
+                    chunk = wanted[at : at + 500]
+                    marks = ",".join("?" * len(chunk))
+                    cursor.execute(
+                        f"SELECT DISTINCT originator_id FROM {recorder.events_table_name}"
+                        f" WHERE originator_id IN ({marks})",
+                        [u.hex for u in chunk],
+                    )
+                    found |= {UUID(row[0]) for row in cursor.fetchall()}
+            return found
         return {u for u in wanted if self.load(u)}
 
     def append(self, events: Sequence[DomainEvent]) -> None:
