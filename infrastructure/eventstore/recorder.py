@@ -114,7 +114,8 @@ class RecorderEventStore:
         if not wanted:
             return set()
         try:
-            return self._existing(wanted)
+            found: set[UUID] = self._existing(wanted)
+            return found
         except (OperationalError, InterfaceError) as error:
             raise StoreUnavailable(str(error)) from None
 
