@@ -2,7 +2,8 @@
 
 ``check_host_allowed`` is the one function every outbound connection path calls: the
 account handlers when a host is given, and ``DestinationCheckedProvider`` before each
-connection (DNS answers change between connect time and a later poll). Resolution runs
+connection (DNS answers change between connect time and a later poll), which then connects
+to an address the check approved, never resolving the name a second time. Resolution runs
 under a deadline, so a resolver that never answers cannot hold a request or a worker
 thread.
 """
@@ -13,9 +14,11 @@ import ipaddress
 import socket
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from application.mail.destinations import (
+    DestinationPolicy,
     HostUnresolved,
     IpAddress,
     check_addresses,
@@ -82,19 +85,28 @@ def check_host_allowed(host: str, port: int, allow_private: bool) -> None:
 
 
 class ResolvingDestinationPolicy:
-    """Implements ``DestinationPolicy`` with the system resolver."""
+    """Implements ``DestinationPolicy`` with the system resolver (``lookup``)."""
 
-    def __init__(self, *, allow_private: bool) -> None:
+    def __init__(self, *, allow_private: bool, lookup: Lookup = socket.getaddrinfo) -> None:
         self.allow_private = allow_private
+        self._lookup = lookup
 
     def check(self, host: str, port: int) -> None:
-        check_host_allowed(host, port, self.allow_private)
+        self.approved(host, port)
+
+    def approved(self, host: str, port: int) -> tuple[IpAddress, ...]:
+        if self.allow_private:
+            return ()
+        addresses = resolve(host, port, lookup=self._lookup)
+        check_addresses(host, addresses)
+        return tuple(addresses)
 
 
 class DestinationCheckedProvider:
-    """A ``MailProvider`` that checks the destination before every connection."""
+    """A ``MailProvider`` that checks the destination before every connection and pins
+    the connection to the approved addresses."""
 
-    def __init__(self, inner: MailProvider, policy: ResolvingDestinationPolicy) -> None:
+    def __init__(self, inner: MailProvider, policy: DestinationPolicy) -> None:
         self._inner = inner
         self._policy = policy
 
@@ -107,7 +119,9 @@ class DestinationCheckedProvider:
         blob_owner: BlobOwner | None = None,
         deadline: float | None = None,
     ) -> MailboxSession:
-        self._policy.check(endpoint.host, endpoint.port)
+        approved = self._policy.approved(endpoint.host, endpoint.port)
+        if approved:
+            endpoint = replace(endpoint, addresses=tuple(str(a) for a in approved))
         return self._inner.open(
             endpoint, credentials, account_id=account_id, blob_owner=blob_owner, deadline=deadline
         )

@@ -43,6 +43,12 @@ class DestinationPolicy(Protocol):
         when the host has no address."""
         ...
 
+    def approved(self, host: str, port: int) -> tuple[IpAddress, ...]:
+        """``check``, returning the addresses it approved for the connection to use, so
+        a name cannot resolve to a public address for the check and a private one for
+        the connection (empty when private hosts are allowed and nothing was resolved)."""
+        ...
+
 
 def is_internal(address: IpAddress) -> bool:
     """True for every address that is not on the public internet."""

@@ -49,6 +49,9 @@ class ImapEndpoint:
     port: int
     security: Security
     username: str
+    addresses: tuple[str, ...] = ()
+    """The addresses the destination check approved for ``host``: the connection goes to
+    one of them and never resolves the name again (empty: resolve ``host``)."""
 
     def __repr__(self) -> str:  # the username is often an address: keep it out of logs
         return (

@@ -148,6 +148,7 @@ class ImapMailProvider:
             ssl_context=context,
             timeout=s.connect_timeout,
             wire=wire,
+            connect_to=endpoint.addresses,
         )
         try:
             client.normalise_times = False  # keep INTERNALDATE timezone-aware

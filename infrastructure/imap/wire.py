@@ -45,6 +45,7 @@ from imapclient import IMAPClient
 from imapclient.imap4 import IMAP4WithTimeout
 from imapclient.imapclient import join_message_ids, seq_to_parenstr_upper
 from imapclient.tls import IMAP4_TLS
+from imapclient.tls import wrap_socket as tls_wrap
 
 _RECV = 64 * 1024
 _MAXLINE: int = getattr(imaplib, "_MAXLINE", 1_000_000)
@@ -122,11 +123,19 @@ class GuardedIO:
     _wire: Wire
     _inbuf: bytearray
 
+    _connect_to: tuple[str, ...]
+
     def _create_socket(self, timeout: float | None = None) -> socket.socket:
         left = self._wire.remaining()
         if left is not None:
             timeout = left if timeout is None else min(timeout, left)
+        if self._connect_to:
+            return self._secure(connect_first(self._connect_to, self.port, timeout))  # type: ignore[attr-defined]
         sock: socket.socket = super()._create_socket(timeout)  # type: ignore[misc]
+        return sock
+
+    def _secure(self, sock: socket.socket) -> socket.socket:
+        """The connected socket as the session uses it (TLS wraps it)."""
         return sock
 
     def _guarded(self) -> float | None:
@@ -257,18 +266,49 @@ class DeadlineContext:
             raise TimeoutError("TLS handshake timed out")
 
 
+def connect_first(addresses: Sequence[str], port: int, timeout: float | None) -> socket.socket:
+    """A TCP connection to the first of ``addresses`` that accepts one (no name lookup)."""
+    failure: OSError = OSError("no address to connect to")
+    for address in addresses:
+        try:
+            return socket.create_connection((address, port), timeout)
+        except OSError as error:
+            failure = error
+    raise failure
+
+
 class _PlainIMAP(GuardedIO, IMAP4WithTimeout):  # type: ignore[misc]
-    def __init__(self, host: str, port: int, timeout: float | None, wire: Wire) -> None:
-        self._wire, self._inbuf = wire, bytearray()
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None,
+        wire: Wire,
+        *,
+        connect_to: tuple[str, ...] = (),
+    ) -> None:
+        self._wire, self._inbuf, self._connect_to = wire, bytearray(), connect_to
         super().__init__(host, port, timeout)
 
 
 class _TlsIMAP(GuardedIO, IMAP4_TLS):  # type: ignore[misc]
     def __init__(
-        self, host: str, port: int, context: Any, timeout: float | None, wire: Wire
+        self,
+        host: str,
+        port: int,
+        context: Any,
+        timeout: float | None,
+        wire: Wire,
+        *,
+        connect_to: tuple[str, ...] = (),
     ) -> None:
-        self._wire, self._inbuf = wire, bytearray()
+        self._wire, self._inbuf, self._connect_to = wire, bytearray(), connect_to
         super().__init__(host, port, context, timeout)
+
+    def _secure(self, sock: socket.socket) -> socket.socket:
+        # The certificate is checked against the name, whatever address was connected.
+        secured: socket.socket = tls_wrap(sock, self.ssl_context, self.host)
+        return secured
 
 
 class WireClient(IMAPClient):  # type: ignore[misc]
@@ -284,15 +324,23 @@ class WireClient(IMAPClient):  # type: ignore[misc]
         ssl_context: Any,
         timeout: float,
         wire: Wire,
+        connect_to: tuple[str, ...] = (),
     ) -> None:
-        self.wire = wire
+        self.wire, self.connect_to = wire, connect_to
         super().__init__(host, port=port, ssl=ssl, ssl_context=ssl_context, timeout=timeout)
 
     def _create_IMAP4(self) -> imaplib.IMAP4:
         timeout = getattr(self._timeout, "connect", None)
         if self.ssl:
-            return _TlsIMAP(self.host, self.port, self.ssl_context, timeout, self.wire)
-        return _PlainIMAP(self.host, self.port, timeout, self.wire)
+            return _TlsIMAP(
+                self.host,
+                self.port,
+                self.ssl_context,
+                timeout,
+                self.wire,
+                connect_to=self.connect_to,
+            )
+        return _PlainIMAP(self.host, self.port, timeout, self.wire, connect_to=self.connect_to)
 
 
 # -- the private calls the session and the pipeline make ----------------------

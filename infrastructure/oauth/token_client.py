@@ -6,7 +6,8 @@ further, redirects are not followed, and the JSON must be an object holding a be
 ``access_token`` (printable ASCII, bounded), an ``expires_in`` within bounds and, when
 rotated, a ``refresh_token`` of the same kind. A 400/401 naming ``invalid_grant`` is the
 only refusal; every other failure is a ``TokenServerError`` (transient). The token URL's
-host passes the destination check (``TIDINGS_ALLOW_PRIVATE_HOSTS``) before each request;
+host passes the destination check (``TIDINGS_ALLOW_PRIVATE_HOSTS``) before each request,
+and the request goes to the address the check approved (the name in ``Host`` and SNI);
 plain ``http`` is accepted only for a host that check lets through as private.
 """
 
@@ -14,10 +15,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from urllib.parse import SplitResult, urlsplit, urlunsplit
 
-from application.mail.destinations import DestinationPolicy, HostNotAllowed
+from application.mail.destinations import DestinationPolicy, HostNotAllowed, IpAddress
 from application.mail.oauth import TokenAnswer, TokenRefusedGrant, TokenServerError
 from application.mail.ports import MailProviderError
 
@@ -53,7 +54,7 @@ class HttpTokenClient:
         url = check_token_url(token_url, allow_http=self._allow_http)
         host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
         try:
-            self._destinations.check(host, port)
+            approved = self._destinations.approved(host, port)
         except HostNotAllowed:
             raise TokenServerError("the token URL's host is not allowed") from None
         except MailProviderError:
@@ -65,10 +66,10 @@ class HttpTokenClient:
             form["client_secret"] = client_secret
         if scopes:
             form["scope"] = " ".join(scopes)
-        status, body = self._post(token_url, form)
+        status, body = self._post(pinned(url, approved[0] if approved else None), form)
         return parse_answer(status, body)
 
-    def _post(self, url: str, form: dict[str, str]) -> tuple[int, bytes]:
+    def _post(self, url: Pinned, form: dict[str, str]) -> tuple[int, bytes]:
         import httpx  # noqa: PLC0415 - only a refresh needs it; every CLI start would pay
 
         deadline = time.monotonic() + self._timeout
@@ -77,7 +78,11 @@ class HttpTokenClient:
             with (
                 httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
                 client.stream(
-                    "POST", url, data=form, headers={"Accept": "application/json"}
+                    "POST",
+                    url.url,
+                    data=form,
+                    headers={"Accept": "application/json", "Host": url.host_header},
+                    extensions={"sni_hostname": url.server_name},
                 ) as response,
             ):
                 chunks, size = [], 0
@@ -93,7 +98,29 @@ class HttpTokenClient:
             raise TokenServerError(f"token request failed ({type(error).__name__})") from None
 
 
-def check_token_url(token_url: str, *, allow_http: bool) -> Any:
+@dataclass(frozen=True)
+class Pinned:
+    """A request's URL naming the address to connect to, with the name the server is
+    asked for (``Host``) and whose certificate it must present (SNI)."""
+
+    url: str
+    host_header: str
+    server_name: str
+
+
+def pinned(url: SplitResult, address: IpAddress | None = None) -> Pinned:
+    """``url`` sent to ``address`` (the one the destination check approved), so the
+    name is not resolved again between the check and the connection."""
+    name = url.hostname or ""
+    host_header = url.netloc
+    if address is None:
+        return Pinned(urlunsplit(url), host_header, name)
+    literal = f"[{address}]" if address.version == 6 else str(address)
+    netloc = f"{literal}:{url.port}" if url.port else literal
+    return Pinned(urlunsplit(url._replace(netloc=netloc)), host_header, name)
+
+
+def check_token_url(token_url: str, *, allow_http: bool) -> SplitResult:
     """The parsed URL of an acceptable token endpoint: https (http only when allowed),
     a host, no user info, no fragment; raise ``ValueError`` otherwise."""
     url = urlsplit(token_url)

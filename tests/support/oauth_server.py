@@ -38,6 +38,7 @@ class _State:
     refresh: dict[str, str] = field(default_factory=dict)  # refresh token -> user
     access: dict[str, tuple[str, float]] = field(default_factory=dict)  # token -> user, expiry
     refresh_requests: list[str] = field(default_factory=list)  # refresh tokens presented
+    hosts: list[str] = field(default_factory=list)  # the Host header of each token request
     introspections: int = 0
 
 
@@ -135,6 +136,12 @@ class OAuthServer:
             return len(self._state.refresh_requests)
 
     @property
+    def hosts(self) -> list[str]:
+        """The ``Host`` header of every token request so far."""
+        with self._lock:
+            return list(self._state.hosts)
+
+    @property
     def refresh_requests(self) -> list[str]:
         with self._lock:
             return list(self._state.refresh_requests)
@@ -205,6 +212,8 @@ class OAuthServer:
                 raw = self.rfile.read(length).decode()
                 form = {k: v[0] for k, v in parse_qs(raw).items()}
                 if self.path == "/token":
+                    with server._lock:
+                        server._state.hosts.append(self.headers.get("Host", ""))
                     if server.raw_answer is not None and server.fail_with is None:
                         with server._lock:
                             server._state.refresh_requests.append(form.get("refresh_token", ""))

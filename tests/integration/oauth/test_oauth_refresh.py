@@ -4,6 +4,7 @@ before use, ``invalid_grant`` -> ``reauth_required`` and back, transient failure
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from uuid import UUID
 import pytest
 
 from application import User
+from application.mail.destinations import IpAddress
 from application.mail.oauth import OAuthGrant, TokenServerError
 from application.streams import load
 from domain.mail_account import MailAccount
@@ -342,6 +344,34 @@ def test_the_token_url_obeys_the_private_host_rule(
             scopes=(),
         )
     assert oauth_server.refresh_count == 0
+
+
+class ApprovesLoopback:
+    """The destination policy's answer for a name: the loopback token server's address."""
+
+    def check(self, host: str, port: int) -> None:
+        self.approved(host, port)
+
+    def approved(self, host: str, port: int) -> tuple[IpAddress, ...]:
+        return (ipaddress.ip_address("127.0.0.1"),)
+
+
+def test_a_token_request_goes_to_the_approved_address_under_its_name(
+    oauth_server: OAuthServer, oauth_box: DovecotUser
+) -> None:
+    # The name resolves nowhere: the request reaches the server only through the
+    # address the policy approved, and the server is asked for the name.
+    client = HttpTokenClient(ApprovesLoopback(), allow_http=True)
+    url = f"http://login.tidings.invalid:{oauth_server.port}/token"
+    answer = client.refresh(
+        url,
+        refresh_token=oauth_server.grant(oauth_box.name),
+        client_id=None,
+        client_secret=None,
+        scopes=(),
+    )
+    assert answer.access_token and oauth_server.refresh_count == 1
+    assert oauth_server.hosts == [f"login.tidings.invalid:{oauth_server.port}"]
 
 
 def test_a_token_the_server_refuses_early_is_refreshed_once(

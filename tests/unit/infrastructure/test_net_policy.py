@@ -7,12 +7,21 @@ import ipaddress
 import socket
 import threading
 import time
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from application.mail.destinations import HostNotAllowed, HostUnresolved
-from infrastructure.net_policy import check_host_allowed, resolve
+from application.mail.ports import Credentials, ImapEndpoint
+from infrastructure.net_policy import (
+    DestinationCheckedProvider,
+    ResolvingDestinationPolicy,
+    check_host_allowed,
+    resolve,
+)
+from infrastructure.oauth.token_client import Pinned, pinned
 
 
 def answers(*addresses: str) -> Any:
@@ -67,3 +76,66 @@ def test_allowing_private_hosts_skips_the_check() -> None:
     check_host_allowed("127.0.0.1", 143, allow_private=True)
     with pytest.raises(HostNotAllowed):
         check_host_allowed("127.0.0.1", 143, allow_private=False)
+
+
+class Rebinding:
+    """A resolver whose answer changes on every lookup: public first, then loopback."""
+
+    def __init__(self) -> None:
+        self.lookups = 0
+
+    def __call__(self, host: str, port: int, **_: Any) -> list[Any]:
+        self.lookups += 1
+        address = "93.184.216.34" if self.lookups == 1 else "127.0.0.1"
+        return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, port))]
+
+
+class RecordingProvider:
+    def __init__(self) -> None:
+        self.endpoints: list[ImapEndpoint] = []
+
+    def open(self, endpoint: ImapEndpoint, credentials: Credentials, **_: Any) -> Any:
+        self.endpoints.append(endpoint)
+        return None
+
+
+def test_a_connection_goes_to_the_address_that_was_checked() -> None:
+    rebinding = Rebinding()
+    inner = RecordingProvider()
+    provider = DestinationCheckedProvider(
+        inner, ResolvingDestinationPolicy(allow_private=False, lookup=rebinding)
+    )
+    endpoint = ImapEndpoint("mail.example", 993, "tls", "someone")
+    provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+    assert rebinding.lookups == 1
+    assert inner.endpoints == [replace(endpoint, addresses=("93.184.216.34",))]
+    # The next connection checks again, and the rebound answer is refused.
+    with pytest.raises(HostNotAllowed):
+        provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+    assert len(inner.endpoints) == 1
+
+
+def test_with_private_hosts_allowed_nothing_is_resolved_or_pinned() -> None:
+    rebinding = Rebinding()
+    inner = RecordingProvider()
+    provider = DestinationCheckedProvider(
+        inner, ResolvingDestinationPolicy(allow_private=True, lookup=rebinding)
+    )
+    endpoint = ImapEndpoint("mail.example", 993, "tls", "someone")
+    provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+    assert rebinding.lookups == 0 and inner.endpoints == [endpoint]
+
+
+def test_a_token_request_names_the_checked_address_and_keeps_the_host_name() -> None:
+    url = urlsplit("https://login.example:8443/oauth2/token?x=1")
+    v4 = pinned(url, ipaddress.ip_address("93.184.216.34"))
+    assert v4 == Pinned(
+        "https://93.184.216.34:8443/oauth2/token?x=1", "login.example:8443", "login.example"
+    )
+    v6 = pinned(urlsplit("https://login.example/token"), ipaddress.ip_address("2001:db8::1"))
+    assert (v6.url, v6.host_header, v6.server_name) == (
+        "https://[2001:db8::1]/token",
+        "login.example",
+        "login.example",
+    )
+    assert pinned(url).url == "https://login.example:8443/oauth2/token?x=1"
