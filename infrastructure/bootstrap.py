@@ -11,11 +11,12 @@ from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, MailPorts, Policy
 from application.leases import LeaseBackend, WorkerRegistry
+from application.mail.activity import UserActivity
 from application.mail.budget import ProviderBudgets
 from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
-from application.signals import SignalSubscriber
+from application.signals import SignalBus, SignalSubscriber
 from domain.all_events import EVENT_CLASSES
 from domain.webhook import RetryPolicy
 from infrastructure.blobs.filesystem import FilesystemBlobStore
@@ -153,7 +154,10 @@ def provider_table(settings: Settings) -> ProviderTable:
     )
 
 
-def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
+def build_mail_ports(
+    settings: Settings, db: SqlDatabase, closers: list[Callable[[], None]]
+) -> MailPorts:
+    """The mail adapters; what holds a connection of its own goes into ``closers``."""
     keys = KeyRing(
         db,
         open_master_key(
@@ -172,9 +176,18 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     ledger = SqlDownloadLedger(db)
     ledger.setup()
     budgets = ProviderBudgets(provider_table(settings), ledger, SystemClock().now)
+    signals: SignalBus
+    activity: UserActivity
+    if settings.redis_url:
+        redis_signals = RedisSignals.from_url(settings.redis_url)
+        redis_activity = RedisActivity.from_url(settings.redis_url, defaults.USER_ACTIVE_WINDOW)
+        closers += [redis_signals.close, redis_activity.close]
+        signals, activity = redis_signals, redis_activity
+    else:
+        signals, activity = InProcessSignals(), InProcessActivity(defaults.USER_ACTIVE_WINDOW)
     imap = ImapMailProvider(
         blob_store=blobs,
-        token_provider=oauth_tokens(settings, secrets, destinations),
+        token_provider=oauth_tokens(settings, secrets, destinations, closers),
         settings=imap_settings(settings),
         budgets=budgets,
     )
@@ -185,26 +198,27 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         blobs=blobs,
         state=state,
         read_model=MailReader(db),
-        signals=RedisSignals.from_url(settings.redis_url)
-        if settings.redis_url
-        else InProcessSignals(),
+        signals=signals,
         destinations=destinations,
-        activity=RedisActivity.from_url(settings.redis_url, defaults.USER_ACTIVE_WINDOW)
-        if settings.redis_url
-        else InProcessActivity(defaults.USER_ACTIVE_WINDOW),
+        activity=activity,
         content=StreamingContentReader(),
     )
 
 
 def oauth_tokens(
-    settings: Settings, secrets: SqlSecretStore, destinations: ResolvingDestinationPolicy
+    settings: Settings,
+    secrets: SqlSecretStore,
+    destinations: ResolvingDestinationPolicy,
+    closers: list[Callable[[], None]],
 ) -> OAuthTokens:
     """Access tokens of ``xoauth2`` accounts; the refresh lock is Redis's across the
     fleet, else in-process."""
     lock: LeaseBackend
     ttl = settings.oauth_token_timeout * 2 + 5
     if settings.redis_url:
-        lock = RedisLease.from_url(settings.redis_url, ttl, prefix=OAUTH_LOCK_PREFIX)
+        redis_lock = RedisLease.from_url(settings.redis_url, ttl, prefix=OAUTH_LOCK_PREFIX)
+        closers.append(redis_lock.close)
+        lock = redis_lock
     else:
         lock = InProcessLease(ttl)
 
@@ -241,19 +255,22 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
     settings = settings or Settings(**overrides)
     url = DatabaseUrl.parse(settings.database_url)
     db = open_database(url)
+    closers: list[Callable[[], None]] = []  # Redis clients the app holds, besides the pools
     with db.setup_lock():
         if isinstance(db, PostgresDatabase):
             db.ensure_schema()
         store, datastore = open_event_store(url)
         try:
             runner = build_projections(db, store, settings.projection_batch_size)
-            mail = build_mail_ports(settings, db)
+            mail = build_mail_ports(settings, db, closers)
             register_host_projections(
                 runner, mail, [*projections, *load_projections(settings.host_projections)]
             )
             webhooks = SqlWebhookStore(db)
             webhooks.setup()
         except BaseException:  # e.g. a refused master key: leave no pool behind
+            for closer in closers:
+                closer()
             db.close()
             datastore.close()
             raise
@@ -274,6 +291,8 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
     )
 
     def close() -> None:
+        for closer in closers:
+            closer()
         db.close()
         datastore.close()
 

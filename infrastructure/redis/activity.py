@@ -49,6 +49,9 @@ class RedisActivity:
     ) -> RedisActivity:
         return cls(redis_client(url, timeout=timeout), window, prefix)
 
+    def close(self) -> None:
+        self._client.close()
+
     @property
     def window(self) -> float:
         return self._window
