@@ -2,7 +2,8 @@
 until ``blackhole()``, then drops every byte in both directions while keeping both
 sockets open — what a dead NAT entry or a silently dropped route looks like to each end
 (no FIN, no RST, just silence). ``restore()`` forwards new bytes again; connections
-opened after it are forwarded normally."""
+opened after it are forwarded normally. ``stop()`` cuts every connection and closes
+the port; ``start()`` again listens on the same port."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class BlackholeProxy:
     def start(self) -> Self:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", 0))
+        listener.bind(("127.0.0.1", self.port))  # a restarted proxy keeps its port
         listener.listen(64)
         self.port = listener.getsockname()[1]
         self._listener = listener
