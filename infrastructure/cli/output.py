@@ -28,6 +28,22 @@ from rich.text import Text
 from application.result import Error
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Compact JSON on stdout, for scripts.")]
+# The options every long-running process command (worker, webhooks run) takes.
+WorkerIdOption = Annotated[
+    str | None,
+    typer.Option("--worker-id", help="This process's name in the fleet (default: host-pid)."),
+]
+MetricsPortOption = Annotated[
+    int | None,
+    typer.Option("--metrics-port", help="Serve /metrics and /healthz on 127.0.0.1:PORT."),
+]
+ProjectionsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--projections/--no-projections",
+        help="Keep read models current in this process (default: on for SQLite).",
+    ),
+]
 
 
 @cache

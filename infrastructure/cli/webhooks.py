@@ -14,13 +14,18 @@ import signal
 import socket
 import threading
 from types import FrameType
-from typing import Annotated
 
 import typer
 
 from application.app import App
 from infrastructure.bootstrap import build_webhook_dispatcher
-from infrastructure.cli.output import configure_logging, err
+from infrastructure.cli.output import (
+    MetricsPortOption,
+    ProjectionsOption,
+    WorkerIdOption,
+    configure_logging,
+    err,
+)
 from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
 from infrastructure.runtime.metrics_http import serve_metrics
 
@@ -42,21 +47,9 @@ def follow_projections(tidings: App, stop: threading.Event, interval: float = 0.
 
 @app.command("run")
 def run(
-    worker_id: Annotated[
-        str | None,
-        typer.Option("--worker-id", help="This process's name on its leases (default host-pid)."),
-    ] = None,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option("--metrics-port", help="Serve /metrics and /healthz on 127.0.0.1:PORT."),
-    ] = None,
-    projections: Annotated[
-        bool | None,
-        typer.Option(
-            "--projections/--no-projections",
-            help="Keep read models current in this process (default: on for SQLite).",
-        ),
-    ] = None,
+    worker_id: WorkerIdOption = None,
+    metrics_port: MetricsPortOption = None,
+    projections: ProjectionsOption = None,
 ) -> None:
     """Deliver webhooks until SIGTERM / SIGINT (attempts in flight finish first)."""
     settings = load_settings()

@@ -22,7 +22,16 @@ from rich.table import Table
 
 from application.app import App
 from infrastructure.bootstrap import build_supervisor, build_syncer, build_webhook_dispatcher
-from infrastructure.cli.output import JsonFlag, configure_logging, err, out, print_data
+from infrastructure.cli.output import (
+    JsonFlag,
+    MetricsPortOption,
+    ProjectionsOption,
+    WorkerIdOption,
+    configure_logging,
+    err,
+    out,
+    print_data,
+)
 from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
 from infrastructure.runtime.gc_policy import HeapKeeper
 from infrastructure.runtime.metrics_http import serve_metrics
@@ -51,21 +60,9 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
     once: Annotated[
         bool, typer.Option("--once", help="One poll pass over every syncable account, then exit.")
     ] = False,
-    worker_id: Annotated[
-        str | None,
-        typer.Option("--worker-id", help="This worker's name in the fleet (default: host-pid)."),
-    ] = None,
-    metrics_port: Annotated[
-        int | None,
-        typer.Option("--metrics-port", help="Serve /metrics and /healthz on 127.0.0.1:PORT."),
-    ] = None,
-    projections: Annotated[
-        bool | None,
-        typer.Option(
-            "--projections/--no-projections",
-            help="Keep read models current in this process (default: on for SQLite).",
-        ),
-    ] = None,
+    worker_id: WorkerIdOption = None,
+    metrics_port: MetricsPortOption = None,
+    projections: ProjectionsOption = None,
     webhooks: Annotated[
         bool,
         typer.Option("--webhooks/--no-webhooks", help="Deliver webhooks in this process too."),
