@@ -35,6 +35,7 @@ from application import worker_defaults as defaults
 from application.context import Context
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
+from application.mail.destinations import HostNotAllowed
 from application.mail.incoming import PageRefused
 from application.mail.ingestion import MailIngestion, Page
 from application.mail.parsing import MimeParser
@@ -305,6 +306,8 @@ def _error_kind(error: Exception) -> ErrorKind:  # noqa: PLR0911
         return ErrorKind.STORE_UNAVAILABLE
     if isinstance(error, MailboxTimeout | DeadlineExceeded):
         return ErrorKind.TIMEOUT
+    if isinstance(error, HostNotAllowed):
+        return ErrorKind.HOST_NOT_ALLOWED
     if isinstance(error, MailProviderError):
         return ErrorKind.TRANSIENT
     return ErrorKind.INGEST_FAILED  # PageRefused, or a page that could not be stored

@@ -22,6 +22,7 @@ class ErrorKind(StrEnum):
     AUTH = "auth"  # the server refused the credentials: status auth_error
     THROTTLED = "throttled"  # the server asked us to slow down
     TRANSIENT = "transient"  # network, server or protocol trouble: next tick
+    HOST_NOT_ALLOWED = "host_not_allowed"  # the host resolves inside: checked again next tick
     TIMEOUT = "timeout"  # the operation's deadline passed
     INGEST_CONFLICT = "ingest_conflict"  # a concurrent writer won: dedup absorbs it
     INGEST_FAILED = "ingest_failed"  # a page could not be stored (a value out of range)

@@ -17,6 +17,7 @@ import pytest
 
 from application import User
 from application.app import App
+from application.mail.state import ErrorKind
 from infrastructure.bootstrap import build_syncer
 from infrastructure.runtime.settings import Settings
 from tests.integration.security.login_recorder import LoginRecorder
@@ -213,5 +214,8 @@ def test_a_poll_does_not_connect_to_a_host_that_became_internal(
         [outcome] = poll_once(
             strict, build_syncer(strict, settings), concurrency=1, deadline_seconds=30.0
         )
-        assert not outcome.ok
+        assert outcome.error_kind == ErrorKind.HOST_NOT_ALLOWED
         assert server.connections == 0
+        [account] = ok(strict.query("list-mail-accounts", {}, admin))["items"]
+        assert account["health"]["lastErrorKind"] == "host_not_allowed"
+        assert account["status"] == "active"  # the tenant may fix the host (or its DNS)
