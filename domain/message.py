@@ -26,15 +26,15 @@ FINGERPRINT_V1 = "fp:"
 FINGERPRINT_V2 = "fp2:"
 
 
-def content_fingerprint(v1: str, raw: bytes) -> str:
+def content_fingerprint(v1: str, body_sha256: bytes) -> str:
     """The fingerprint, version 2, of a message whose version-1 fingerprint is ``v1``
-    (Message-ID, Date, size): that plus a digest of its bytes, headers and body. Two
+    (Message-ID, Date, size): that plus the SHA-256 of its bytes, headers and body. Two
     different messages that agree on all three stay two; the same bytes seen again
-    (a UIDVALIDITY reset) stay one."""
+    (a UIDVALIDITY reset) stay one, whether the body was read inline or streamed."""
     digest = hashlib.sha256()
     digest.update(v1.encode())
     digest.update(b"\x00")
-    digest.update(hashlib.sha256(raw).digest())
+    digest.update(body_sha256)
     return FINGERPRINT_V2 + digest.hexdigest()
 
 

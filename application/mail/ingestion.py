@@ -229,8 +229,9 @@ class MailIngestion:
         elif defects:
             state = "malformed"
         provider_id = ref.provider_message_id
-        if provider_id.startswith(FINGERPRINT_V1) and fetched.raw is not None:
-            provider_id = content_fingerprint(provider_id, fetched.raw)
+        body_sha256 = fetched.body_sha256()
+        if provider_id.startswith(FINGERPRINT_V1) and body_sha256 is not None:
+            provider_id = content_fingerprint(provider_id, body_sha256)
         return IncomingMessage(
             provider_message_id=provider_id,
             received_at=received or self.ctx.clock.now(),

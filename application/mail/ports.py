@@ -30,6 +30,7 @@ Fetch contract (``MailboxSession.fetch_since``):
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -105,10 +106,17 @@ class FetchedMessage:
     ref: MessageRef
     raw: bytes | None = field(default=None, repr=False)
     blob_ref: str | None = None
+    streamed_sha256: bytes | None = None  # of a body streamed to ``blob_ref``, as it streamed
 
     def __post_init__(self) -> None:
         if self.raw is not None and self.blob_ref is not None:
             raise ValueError("a fetched message has raw bytes or a blob ref, not both")
+
+    def body_sha256(self) -> bytes | None:
+        """The SHA-256 of the message's bytes, inline or streamed; None without a body."""
+        if self.raw is not None:
+            return hashlib.sha256(self.raw).digest()
+        return self.streamed_sha256
 
     @property
     def state(self) -> BodyState:

@@ -27,11 +27,12 @@ for its size (``wire``) makes its message ``too_large`` (metadata only).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from typing import Any
+from typing import Any, Protocol
 
 from application.mail.ports import (
     BlobOwner,
@@ -328,18 +329,22 @@ class Pager:
             if ref.size > self._settings.max_message_bytes or ref.uid in self._oversized:
                 out.append(FetchedMessage(ref))
             elif ref.size > self._settings.stream_threshold_bytes:
-                blob_ref = self._stream_to_blob(ref.uid)
+                digest = hashlib.sha256()
+                blob_ref = self._stream_to_blob(ref.uid, digest)
                 if blob_ref is not None:
-                    out.append(FetchedMessage(ref, blob_ref=blob_ref))
+                    out.append(
+                        FetchedMessage(ref, blob_ref=blob_ref, streamed_sha256=digest.digest())
+                    )
                 elif ref.uid in self._oversized:
                     out.append(FetchedMessage(ref))
             elif ref.uid in inline:
                 out.append(FetchedMessage(ref, raw=inline.pop(ref.uid)))
         return out
 
-    def _stream_to_blob(self, uid: int) -> str | None:
+    def _stream_to_blob(self, uid: int, digest: Hash) -> str | None:
+        """Stream the body to the blob store, hashing its bytes into ``digest``."""
         try:
-            return self._blobs.put_stream(self._chunks(uid), owner=self._blob_owner)
+            return self._blobs.put_stream(hashed(self._chunks(uid), digest), owner=self._blob_owner)
         except _Vanished:
             return None
         except Unparseable:
@@ -409,3 +414,14 @@ def _has_header(item: dict[bytes, Any]) -> bool:
         key.startswith(b"BODY[HEADER.FIELDS") and isinstance(value, bytes) and value
         for key, value in item.items()
     )
+
+
+class Hash(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+
+def hashed(chunks: Iterator[bytes], digest: Hash) -> Iterator[bytes]:
+    """``chunks`` as they are, each added to ``digest`` on its way through."""
+    for chunk in chunks:
+        digest.update(chunk)
+        yield chunk

@@ -7,6 +7,7 @@ existence query per page."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 from uuid import UUID
 
@@ -14,8 +15,9 @@ import pytest
 
 from application import User
 from application.mail import ingestion
+from domain.message import content_fingerprint
 from infrastructure.imap.identity import fingerprint, header_values
-from tests.integration.mail.conftest import MailApp
+from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import connect, count_events, messages, raw_mail
 from tests.support.dovecot import DovecotServer, DovecotUser
 
@@ -112,3 +114,29 @@ def test_messages_stored_under_the_old_fingerprint_are_not_ingested_again(
     assert mail.outcome(account_id, mail.poll()).ingested == 1
     assert provider_ids(mail)[-1].startswith("fp2:")
     assert len(messages(mail.app, admin)) == 8
+
+
+def large_bare(word: str) -> bytes:
+    """A message above the streaming threshold with neither Message-ID nor Date."""
+    return bare(word) + b"x" * (1024 * 1024 + 512) + b"\r\n"
+
+
+def test_streamed_bodies_get_the_content_fingerprint_too(
+    make_mail_app: MakeMailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    mail = make_mail_app(stream_parse_mb=1)  # both bodies go to the blob store in chunks
+    one, two = large_bare("aaaa"), large_bare("bbbb")
+    assert len(one) == len(two) and len(one) > 1024 * 1024
+    dovecot.deliver(mailbox, [one, two])
+    account_id = connect(mail.app, admin, dovecot, mailbox)
+    assert mail.outcome(account_id, mail.poll()).ingested == 2
+    ids = provider_ids(mail)
+    assert len(set(ids)) == 2 and all(i.startswith("fp2:") for i in ids)
+    # The same bytes after a reset stay one, and the id is the one an inline read gives.
+    before = mail.app.ctx.mail.state.cursor(account_id)
+    assert before is not None
+    dovecot.set_uidvalidity(mailbox, before.uidvalidity + 7)
+    outcome = mail.outcome(account_id, mail.poll())
+    assert (outcome.ingested, outcome.duplicates, outcome.error_kind) == (0, 2, None)
+    v1 = fingerprint(*header_values(one), len(one))
+    assert content_fingerprint(v1, hashlib.sha256(one).digest()) in ids
