@@ -6,14 +6,8 @@ from __future__ import annotations
 import io
 import time
 
-from infrastructure.mime.content import (
-    MAX_DEPTH,
-    MAX_PARTS,
-    StreamingContentReader,
-    make_attachment_id,
-    safe_filename,
-    sanitize_html,
-)
+from infrastructure.mime.content import MAX_DEPTH, MAX_PARTS, StreamingContentReader
+from infrastructure.mime.parts import make_attachment_id, safe_filename, sanitize_html
 from tests.support import content_corpus as corpus
 
 READER = StreamingContentReader()

@@ -37,6 +37,7 @@ from application.mail.content import MessageContent
 from application.mail.parsing import ParsedMessage
 from bench._mail import big_message, corpus, mail
 from infrastructure.mime import content as mime_content
+from infrastructure.mime import parts as mime_parts
 from infrastructure.mime import reader as mime
 from infrastructure.mime import scan as mime_scan
 from infrastructure.mime.bounded import BoundedMessage
@@ -119,7 +120,7 @@ def _content_fields(content: MessageContent) -> tuple[Any, ...]:
 def tree_content(msg: Message) -> tuple[Any, ...]:
     """The content of a parsed tree, each leaf decoded by the stdlib
     (``get_payload(decode=True)``): the reference for the streaming reader."""
-    builder = mime_content.ContentBuilder("m")
+    builder = mime_parts.ContentBuilder("m")
 
     def walk(part: Message, path: str) -> None:
         if part.is_multipart():
@@ -128,7 +129,7 @@ def tree_content(msg: Message) -> tuple[Any, ...]:
             return
         payload = part.get_payload(decode=True)
         body = payload if isinstance(payload, bytes) else b""
-        builder.leaf(mime_content.head_of(part, path or "1", builder.defects), iter([body]))
+        builder.leaf(mime_parts.head_of(part, path or "1", builder.defects), iter([body]))
 
     walk(msg, "")
     return _content_fields(builder.result())
