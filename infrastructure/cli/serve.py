@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Annotated
 
@@ -11,6 +12,7 @@ import uvicorn
 from infrastructure.cli.output import configure_logging, err
 from infrastructure.cli.runtime import load_settings, opened_app
 from infrastructure.http.api import ApiSettings, create_api
+from infrastructure.redis.rate_limit import RedisRateLimiter
 
 log = logging.getLogger("tidings.serve")
 
@@ -21,14 +23,20 @@ def serve(
 ) -> None:
     """Serve the HTTP API (commands, queries, OpenAPI at /openapi.json) until Ctrl-C."""
     settings = load_settings()
-    with opened_app() as app:
+    rate, burst = settings.api_rate_per_second, settings.api_rate_burst
+    # With Redis, a key's budget holds across every serving process.
+    limiter = (
+        RedisRateLimiter.from_url(settings.redis_url, rate, burst) if settings.redis_url else None
+    )
+    with opened_app() as app, contextlib.ExitStack() as closing:
+        if limiter is not None:
+            closing.callback(limiter.close)
         configure_logging(logging.INFO)
         api = create_api(
             app,
-            ApiSettings(
-                rate_per_second=settings.api_rate_per_second, rate_burst=settings.api_rate_burst
-            ),
+            ApiSettings(rate_per_second=rate, rate_burst=burst),
             ready=lambda: bool(app.projections.status() is not None),
+            limiter=limiter,
         )
         config = uvicorn.Config(
             api, host=host, port=port, log_level="warning", access_log=False, lifespan="off"

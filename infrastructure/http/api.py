@@ -36,7 +36,7 @@ from application.mail.get_attachment import Download, open_attachment, open_raw
 from application.result import Error, Result
 from application.users import User
 from infrastructure.http import openapi, problems
-from infrastructure.http.rate_limit import RateLimiter
+from infrastructure.http.rate_limit import Limiter, RateLimiter
 
 log = logging.getLogger("tidings.http")
 
@@ -62,10 +62,16 @@ class _Refused(Exception):
 class _Door:
     """Who is calling and what they sent, each bounded before anything is trusted."""
 
-    def __init__(self, app: App, settings: ApiSettings, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        app: App,
+        settings: ApiSettings,
+        clock: Callable[[], float],
+        limiter: Limiter | None,
+    ) -> None:
         self.app = app
         self.max_body = settings.max_body_bytes
-        self.limiter = RateLimiter(settings.rate_per_second, settings.rate_burst)
+        self.limiter = limiter or RateLimiter(settings.rate_per_second, settings.rate_burst)
         self.clock = clock
 
     async def caller(self, request: Request) -> User:
@@ -74,14 +80,21 @@ class _Door:
         parts = keys.split(presented) if scheme.lower() == "bearer" else None
         if parts is None:
             raise _Refused(_unauthorized())
-        wait = self.limiter.take(parts[0].hex, self.clock())
+        wait, user = await run_in_threadpool(self._admit, parts[0].hex, presented)
         if wait:
             error = Error("rate_limited", 429, "too many requests", {"retryAfter": wait})
             raise _Refused(problems.problem(error, {"Retry-After": str(int(wait))}))
-        user = await run_in_threadpool(authenticate, self.app.ctx.store, presented)
         if user is None:
             raise _Refused(_unauthorized())
         return user
+
+    def _admit(self, key_id: str, presented: str) -> tuple[float, User | None]:
+        """The key's budget first (a shared one is a Redis round trip), then who it is:
+        guessing keys costs the same budget as using one."""
+        wait = self.limiter.take(key_id, self.clock())
+        if wait:
+            return wait, None
+        return 0.0, authenticate(self.app.ctx.store, presented)
 
     async def body(self, request: Request) -> Any:
         declared = request.headers.get("content-length")
@@ -111,7 +124,10 @@ def create_api(
     *,
     clock: Callable[[], float] = time.monotonic,
     ready: Callable[[], bool] | None = None,
+    limiter: Limiter | None = None,
 ) -> FastAPI:
+    """The API over ``app``; ``limiter`` keeps the per-key budgets (default: this
+    process's own buckets, from ``settings``)."""
     registry = CollectorRegistry()
     requests = Counter(
         "tidings_http_requests",
@@ -119,7 +135,7 @@ def create_api(
         ["kind", "status"],
         registry=registry,
     )
-    door = _Door(app, settings, clock)
+    door = _Door(app, settings, clock, limiter)
     api = FastAPI(title="tidings", version="1", openapi_url=None, docs_url=None, redoc_url=None)
 
     def route(kind: str, use_case: UseCase, call: Callable[[str, Any, User], Result]) -> None:

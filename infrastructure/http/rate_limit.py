@@ -3,7 +3,8 @@
 Each key holds up to ``burst`` tokens and gains ``rate`` per second; a request takes
 one. An empty bucket answers how long until the next token, which the API sends as
 ``Retry-After``. Buckets of keys unseen for a while are dropped, so memory follows the
-keys in use, not every key ever presented.
+keys in use, not every key ever presented. This bucket is one process's; with Redis
+configured, ``infrastructure.redis.rate_limit`` keeps one for the whole fleet.
 """
 
 from __future__ import annotations
@@ -11,6 +12,13 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
+from typing import Protocol
+
+
+class Limiter(Protocol):
+    def take(self, key: str, now: float) -> float:
+        """0 when the request may go ahead; else the seconds to wait (a whole number)."""
+        ...
 
 
 @dataclass

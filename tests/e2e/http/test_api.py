@@ -18,6 +18,7 @@ from application import SYSTEM_TENANT_ID, User
 from application.app import App
 from application.handlers import QUERIES, WRITES
 from tests.e2e.http.conftest import Server, create_key
+from tests.integration.redis.conftest import REDIS_URL
 
 PROBLEM = "application/problem+json"
 FIELD = {"entityName": "contact", "fieldKey": "tier", "field": {"type": "enum", "options": ["a"]}}
@@ -228,6 +229,21 @@ def test_each_key_is_rate_limited_on_its_own(
     assert 1 <= int(answers[3].headers["retry-after"]) <= 5
     with server.client(calm) as http:
         assert http.post("/v1/queries/list-field-definitions", json={}).status_code == 200
+
+
+def test_with_redis_a_key_budget_holds_across_serving_processes(
+    start_server: Callable[..., Server], local_app: App
+) -> None:
+    shared = {"api_rate_per_second": "0.2", "api_rate_burst": "2", "redis_url": REDIS_URL}
+    one, two = start_server(**shared), start_server(**shared)
+    key = create_key(local_app, admin_of(_tenant()), "TenantAdmin")
+    answers = []
+    for server in (one, two, one, two):
+        with server.client(key) as http:
+            answers.append(http.post("/v1/queries/list-field-definitions", json={}))
+    assert [a.status_code for a in answers[:2]] == [200, 200]
+    for answer in answers[2:]:  # each process alone would still have had a token
+        problem_of(answer, 429, "rate_limited")
 
 
 def test_the_openapi_document_is_valid_and_names_every_use_case(server: Server) -> None:
