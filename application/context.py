@@ -10,6 +10,7 @@ from application.custom_fields.ports import CustomFieldsReadModel
 from application.feed.ports import FeedReadModel
 from application.mail.activity import UserActivity
 from application.mail.content import ContentReader
+from application.mail.deferred import DeferredBodies
 from application.mail.destinations import DestinationPolicy
 from application.mail.ports import BlobStore, MailProvider
 from application.mail.read_model import MailReadModel
@@ -30,6 +31,7 @@ class MailPorts:
     provider: MailProvider
     blobs: BlobStore
     state: MailboxStateStore
+    deferred: DeferredBodies  # bodies still to fetch (metadata first, past the budget)
     read_model: MailReadModel
     signals: SignalBus
     destinations: DestinationPolicy

@@ -46,6 +46,7 @@ from infrastructure.sql.database import (
     SqliteDatabase,
     create_sqlite_file,
 )
+from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
@@ -166,6 +167,8 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
     blobs = FilesystemBlobStore(settings.blob_dir, account_key=keys.account_key)
     state = SqlMailboxState(db)
     state.setup()
+    deferred = SqlDeferredBodies(db)
+    deferred.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
@@ -184,6 +187,7 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         provider=DestinationCheckedProvider(imap, destinations),
         blobs=blobs,
         state=state,
+        deferred=deferred,
         read_model=MailReader(db),
         signals=RedisSignals.from_url(settings.redis_url)
         if settings.redis_url

@@ -39,6 +39,8 @@ from uuid import UUID
 
 from application.context import Context
 from application.errors import ConcurrencyConflict, StoreUnavailable
+from application.mail.completion import append_second, body_fetched, still_deferred
+from application.mail.deferred import DeferredBody
 from application.mail.incoming import (
     MAX_SIZE_BYTES,
     IncomingMessage,
@@ -121,6 +123,7 @@ class MailIngestion:
         }
         refs = iter(stored_bodies)
         prepared: list[list[MessageIngested] | None] = []
+        arrived: list[list[IncomingMessage]] = []  # per page, as stored
         twins: dict[UUID, UUID] = {}  # a version-2 id -> its version-1 twin
         for page in pages:
             body_refs = [
@@ -135,6 +138,7 @@ class MailIngestion:
                     for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
                 ]
                 prepared.append(prepare(self.ctx, page.account, incoming, now))
+                arrived.append(incoming)
                 for (fetched, _), message in zip(page.messages, incoming, strict=True):
                     v1 = fetched.ref.provider_message_id
                     if message.provider_message_id != v1:
@@ -145,6 +149,7 @@ class MailIngestion:
             except KeyErased:
                 log.info("ingestion.account_erased account_id=%s", page.account.id)
                 prepared.append(None)
+                arrived.append([])
         old = self.ctx.store.existing(twins.values()) if twins else set()
         stored = append_new(
             self.ctx,
@@ -156,6 +161,8 @@ class MailIngestion:
                 if twins.get(e.originator_id) not in old
             ],
         )
+        completed = self._complete_found(pages, arrived, twins, now)
+        self._hold_deferred(pages, arrived)
         self.ctx.mail.state.record_synced(
             {
                 str(page.account.id): page.cursor
@@ -171,7 +178,60 @@ class MailIngestion:
                 continue
             new = sum(e.originator_id in stored for e in events)
             results.append(PageStored(new, len(events) - new))
+        if completed:
+            log.info("ingestion.deferred_found completed=%d", completed)
         return results
+
+    def _hold_deferred(self, pages: Sequence[Page], arrived: list[list[IncomingMessage]]) -> None:
+        """Every deferred message of the pages goes on the list of bodies to fetch (again,
+        with its new place, if it was there): after its event, before the cursor."""
+        entries = [
+            DeferredBody(
+                str(page.account.id),
+                page.account.tenant_id,
+                str(message_id(str(page.account.id), message.provider_message_id)),
+                page.cursor.uidvalidity,
+                fetched.uid,
+                message.size_bytes,
+            )
+            for page, incoming in zip(pages, arrived, strict=True)
+            for (fetched, _), message in zip(page.messages, incoming, strict=True)
+            if fetched.deferred
+        ]
+        self.ctx.mail.deferred.hold(entries)
+
+    def _complete_found(
+        self,
+        pages: Sequence[Page],
+        arrived: list[list[IncomingMessage]],
+        twins: dict[UUID, UUID],
+        now: datetime,
+    ) -> int:
+        """A deferred message that came again with its body (a mailbox read again after a
+        UIDVALIDITY reset, or a racing worker's page) is completed with that body."""
+        bodies: dict[UUID, tuple[MailAccount, IncomingMessage]] = {}
+        for page, incoming in zip(pages, arrived, strict=True):
+            account_id = str(page.account.id)
+            for (fetched, _), message in zip(page.messages, incoming, strict=True):
+                if fetched.deferred:
+                    continue
+                own = message_id(account_id, message.provider_message_id)
+                for candidate in (own, twins.get(own)):
+                    if candidate is not None:
+                        bodies[candidate] = (page.account, message)
+        if not bodies:
+            return 0
+        held = self.ctx.mail.deferred.among(str(i) for i in bodies)
+        if not held:
+            return 0
+        found = [UUID(i) for i in held]
+        live = still_deferred(self.ctx, found)
+        events = [
+            body_fetched(self.ctx, bodies[i][0], i, bodies[i][1], now) for i in found if i in live
+        ]
+        done = append_second(self.ctx, events)
+        self.ctx.mail.deferred.drop(held)
+        return len(done)
 
     def store_apart(self, pages: Sequence[Page]) -> list[PageStored | Exception]:
         """``store`` for a group commit, never raising: when the group cannot be stored,
@@ -220,7 +280,9 @@ class MailIngestion:
         if received is None and parsed.date is not None and in_date_range(parsed.date):
             received = parsed.date
         state: MessageState = "ok"
-        if fetched.state == "too_large":
+        if fetched.state == "deferred":  # metadata first: the body decides later
+            state = "deferred"
+        elif fetched.state == "too_large":
             state = "too_large"
         elif account.trusted_authserv_id and self.parser.dmarc_failed(
             parsed, account.trusted_authserv_id
@@ -247,6 +309,23 @@ class MailIngestion:
             defects=tuple(defects),
         )
 
+    def read_bodies(
+        self, account: MailAccount, fetched: Sequence[FetchedMessage]
+    ) -> list[IncomingMessage]:
+        """Deferred messages' bodies as stored (``completion.Reader``): the inline ones as
+        one blob pack, each parsed and its state decided (raises ``KeyErased``)."""
+        owner = BlobOwner(account.tenant_id, str(account.id))
+        inline = [m for m in fetched if m.raw is not None]
+        packed = [(owner, m.raw or b"") for m in inline]
+        refs = self.ctx.mail.blobs.put_packed(packed) if packed else []
+        if any(ref is None for ref in refs):
+            raise KeyErased(str(account.id))
+        ref_of = {m.uid: ref for m, ref in zip(inline, refs, strict=True)}
+        return [
+            self.incoming(account, m, self._parse(m), ref_of.get(m.uid, m.blob_ref))
+            for m in fetched
+        ]
+
     def _parse(self, fetched: FetchedMessage) -> ParsedMessage:
         with self._parse_slots:
             try:
@@ -254,6 +333,8 @@ class MailIngestion:
                     return self.parser.parse_bytes(fetched.raw)
                 if fetched.blob_ref is not None:
                     return self.parser.parse_blob(fetched.blob_ref)
+                if fetched.header is not None:  # a deferred message: what its header says
+                    return self.parser.parse_bytes(fetched.header)
             except Exception as error:  # a message that cannot be read is malformed
                 log.warning(
                     "ingestion.parse_failed uid=%s error=%s",
