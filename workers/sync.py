@@ -155,11 +155,11 @@ class AccountSyncer:
         try:
             if session is None:
                 with self.open_session(account, deadline) as opened:
-                    ingested, duplicates = self._pages(opened, account, deadline, on_page)
-                    completed = self._bodies(opened, account, deadline)
+                    ingested, duplicates, found = self._pages(opened, account, deadline, on_page)
+                    completed = found + self._bodies(opened, account, deadline)
             else:
-                ingested, duplicates = self._pages(session, account, deadline, on_page)
-                completed = self._bodies(session, account, deadline)
+                ingested, duplicates, found = self._pages(session, account, deadline, on_page)
+                completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)
         except (KeyErased, _Erased):
@@ -223,6 +223,7 @@ class AccountSyncer:
                         result.ingested,
                         result.duplicates,
                         has_more=page.has_more,
+                        completed=result.completed,
                         cursor=page.cursor,
                     )
                 )
@@ -234,9 +235,11 @@ class AccountSyncer:
         account: MailAccount,
         deadline: float | None,
         on_page: Callable[[int], None] | None,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
+        """Pages until the server has no more: (ingested, duplicates, deferred messages
+        that came again with their bodies)."""
         cursor = self.ctx.mail.state.cursor(str(account.id))
-        ingested = duplicates = 0
+        ingested = duplicates = completed = 0
         while True:
             if deadline is not None and time.monotonic() > deadline:
                 raise DeadlineExceeded("the account's poll deadline passed")
@@ -245,11 +248,12 @@ class AccountSyncer:
             if result.erased:
                 raise _Erased
             ingested, duplicates = ingested + result.ingested, duplicates + result.duplicates
+            completed += result.completed
             cursor = page.cursor
             if on_page is not None:
                 on_page(len(page.messages))
             if not page.has_more:
-                return ingested, duplicates
+                return ingested, duplicates, completed
 
     def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
         """The deferred messages' bodies the budget allows now."""

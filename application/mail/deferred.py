@@ -18,6 +18,12 @@ Lifecycle of an entry:
 
 An entry is never the proof that a message is deferred: the stream is. Whoever completes
 one reads the stream first and appends version 2, so racing workers collide and one wins.
+
+Fingerprint twins: a deferred message on a server without OBJECTID is known by its
+version-1 fingerprint (Message-ID, Date, size: no bytes to digest yet), while a message
+whose body came is stored under version 2 (that plus a digest of its bytes). When a
+mailbox is read again (a UIDVALIDITY reset) past the budget, a message stored under
+version 2 comes back deferred; ``paired`` recognises it, so it is not recorded twice.
 """
 
 from __future__ import annotations
@@ -51,6 +57,15 @@ class DeferredBodies(Protocol):
         ...
 
     def drop(self, message_ids: Iterable[str]) -> None: ...
+
+    def pair(self, twins: Iterable[tuple[str, str, str]]) -> None:
+        """Remember, for messages stored under a version-2 fingerprint id, their version-1
+        id: ``(account id, version-1 id, version-2 id)``; the first pair of an id stays."""
+        ...
+
+    def paired(self, first_ids: Iterable[str]) -> set[str]:
+        """Which of these version-1 ids belong to a message stored under version 2."""
+        ...
 
     def forget_account(self, account_id: str) -> None: ...
 

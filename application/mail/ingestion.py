@@ -39,8 +39,13 @@ from uuid import UUID
 
 from application.context import Context
 from application.errors import ConcurrencyConflict, StoreUnavailable
-from application.mail.completion import append_second, body_fetched, still_deferred
-from application.mail.deferred import DeferredBody
+from application.mail.deferral import (
+    Arrival,
+    complete_found,
+    hold_deferred,
+    stored_as_v2,
+    twin_rows,
+)
 from application.mail.incoming import (
     MAX_SIZE_BYTES,
     IncomingMessage,
@@ -86,6 +91,7 @@ class PageStored:
     ingested: int = 0
     duplicates: int = 0
     erased: bool = False  # the account was deleted (its key shredded) meanwhile
+    completed: int = 0  # deferred messages of its account that came again with their body
 
 
 # -- the service -------------------------------------------------------------------------
@@ -123,8 +129,7 @@ class MailIngestion:
         }
         refs = iter(stored_bodies)
         prepared: list[list[MessageIngested] | None] = []
-        arrived: list[list[IncomingMessage]] = []  # per page, as stored
-        twins: dict[UUID, UUID] = {}  # a version-2 id -> its version-1 twin
+        arrivals: list[Arrival] = []  # every message of the pages not erased
         for page in pages:
             body_refs = [
                 next(refs) if fetched.raw is not None else fetched.blob_ref
@@ -138,19 +143,19 @@ class MailIngestion:
                     for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
                 ]
                 prepared.append(prepare(self.ctx, page.account, incoming, now))
-                arrived.append(incoming)
-                for (fetched, _), message in zip(page.messages, incoming, strict=True):
-                    v1 = fetched.ref.provider_message_id
-                    if message.provider_message_id != v1:
-                        account_id = str(page.account.id)
-                        twins[message_id(account_id, message.provider_message_id)] = message_id(
-                            account_id, v1
-                        )
+                arrivals += [
+                    Arrival(page.account, page.cursor, fetched, message)
+                    for (fetched, _), message in zip(page.messages, incoming, strict=True)
+                ]
             except KeyErased:
                 log.info("ingestion.account_erased account_id=%s", page.account.id)
                 prepared.append(None)
-                arrived.append([])
+        pairs = twin_rows(arrivals)
+        twins = {UUID(v2): UUID(v1) for _, v1, v2 in pairs}  # a version-2 id -> its version 1
         old = self.ctx.store.existing(twins.values()) if twins else set()
+        # A deferred message known only by its version-1 fingerprint may be stored under
+        # version 2 already (its body came before a UIDVALIDITY reset): then it is not new.
+        aliased = stored_as_v2(self.ctx, arrivals)
         stored = append_new(
             self.ctx,
             [
@@ -158,11 +163,12 @@ class MailIngestion:
                 for events in prepared
                 if events
                 for e in events
-                if twins.get(e.originator_id) not in old
+                if twins.get(e.originator_id) not in old and e.originator_id not in aliased
             ],
         )
-        completed = self._complete_found(pages, arrived, twins, now)
-        self._hold_deferred(pages, arrived)
+        self.ctx.mail.deferred.pair(pairs)
+        completed = complete_found(self.ctx, arrivals, twins, now)
+        hold_deferred(self.ctx, arrivals, aliased)
         self.ctx.mail.state.record_synced(
             {
                 str(page.account.id): page.cursor
@@ -172,66 +178,14 @@ class MailIngestion:
             now,
         )
         results: list[PageStored] = []
-        for events in prepared:
+        for page, events in zip(pages, prepared, strict=True):
             if events is None:
                 results.append(PageStored(erased=True))
                 continue
             new = sum(e.originator_id in stored for e in events)
-            results.append(PageStored(new, len(events) - new))
-        if completed:
-            log.info("ingestion.deferred_found completed=%d", completed)
+            done = completed.pop(str(page.account.id), 0)  # told once per account
+            results.append(PageStored(new, len(events) - new, completed=done))
         return results
-
-    def _hold_deferred(self, pages: Sequence[Page], arrived: list[list[IncomingMessage]]) -> None:
-        """Every deferred message of the pages goes on the list of bodies to fetch (again,
-        with its new place, if it was there): after its event, before the cursor."""
-        entries = [
-            DeferredBody(
-                str(page.account.id),
-                page.account.tenant_id,
-                str(message_id(str(page.account.id), message.provider_message_id)),
-                page.cursor.uidvalidity,
-                fetched.uid,
-                message.size_bytes,
-            )
-            for page, incoming in zip(pages, arrived, strict=True)
-            for (fetched, _), message in zip(page.messages, incoming, strict=True)
-            if fetched.deferred
-        ]
-        self.ctx.mail.deferred.hold(entries)
-
-    def _complete_found(
-        self,
-        pages: Sequence[Page],
-        arrived: list[list[IncomingMessage]],
-        twins: dict[UUID, UUID],
-        now: datetime,
-    ) -> int:
-        """A deferred message that came again with its body (a mailbox read again after a
-        UIDVALIDITY reset, or a racing worker's page) is completed with that body."""
-        bodies: dict[UUID, tuple[MailAccount, IncomingMessage]] = {}
-        for page, incoming in zip(pages, arrived, strict=True):
-            account_id = str(page.account.id)
-            for (fetched, _), message in zip(page.messages, incoming, strict=True):
-                if fetched.deferred:
-                    continue
-                own = message_id(account_id, message.provider_message_id)
-                for candidate in (own, twins.get(own)):
-                    if candidate is not None:
-                        bodies[candidate] = (page.account, message)
-        if not bodies:
-            return 0
-        held = self.ctx.mail.deferred.among(str(i) for i in bodies)
-        if not held:
-            return 0
-        found = [UUID(i) for i in held]
-        live = still_deferred(self.ctx, found)
-        events = [
-            body_fetched(self.ctx, bodies[i][0], i, bodies[i][1], now) for i in found if i in live
-        ]
-        done = append_second(self.ctx, events)
-        self.ctx.mail.deferred.drop(held)
-        return len(done)
 
     def store_apart(self, pages: Sequence[Page]) -> list[PageStored | Exception]:
         """``store`` for a group commit, never raising: when the group cannot be stored,

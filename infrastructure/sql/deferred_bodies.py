@@ -1,5 +1,6 @@
 """Implements ``DeferredBodies`` on the read-model database: one row per deferred message
-(its account, tenant, stream and place on the server), shared by every worker."""
+(its account, tenant, stream and place on the server), shared by every worker; and the
+fingerprint twins (version-1 id -> version-2 id, ids only) of fingerprinted messages."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ _HOLD = (
     " ON CONFLICT (message_id) DO UPDATE SET uidvalidity = excluded.uidvalidity,"
     " uid = excluded.uid, size_bytes = excluded.size_bytes"
 )
+TWINS = "mail_fingerprint_twins"
 _CHUNK = 500  # ids per IN list
 
 
@@ -35,6 +37,11 @@ class SqlDeferredBodies:
                 " (account_id, uidvalidity, uid)"
             )
             cur.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_tenant ON {TABLE} (tenant_id)")
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {TWINS} (first_id TEXT PRIMARY KEY,"
+                " account_id TEXT NOT NULL, message_id TEXT NOT NULL)"
+            )
+            cur.execute(f"CREATE INDEX IF NOT EXISTS {TWINS}_account ON {TWINS} (account_id)")
 
     def hold(self, entries: Sequence[DeferredBody]) -> None:
         if not entries:
@@ -83,9 +90,35 @@ class SqlDeferredBodies:
                     chunk,
                 )
 
+    def pair(self, twins: Iterable[tuple[str, str, str]]) -> None:
+        rows = sorted(set(twins), key=lambda row: row[1])
+        if not rows:
+            return
+        with self.db.transaction() as cur:
+            cur.executemany(
+                f"INSERT INTO {TWINS} (account_id, first_id, message_id) VALUES (?, ?, ?)"
+                " ON CONFLICT (first_id) DO NOTHING",
+                rows,
+            )
+
+    def paired(self, first_ids: Iterable[str]) -> set[str]:
+        ids = sorted(set(first_ids))
+        found: set[str] = set()
+        with self.db.reading() as cur:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                cur.execute(
+                    f"SELECT first_id FROM {TWINS}"
+                    f" WHERE first_id IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                )
+                found.update(str(row[0]) for row in cur.fetchall())
+        return found
+
     def forget_account(self, account_id: str) -> None:
         with self.db.transaction() as cur:
             cur.execute(f"DELETE FROM {TABLE} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {TWINS} WHERE account_id = ?", (account_id,))
 
     def forget_tenant(self, tenant_id: str) -> None:
         with self.db.transaction() as cur:
