@@ -2,7 +2,8 @@
 Dovecot on both backends, with the budget's clock injected (``test_provider_limits``):
 
 - a deferred message expunged before its body comes is recorded ``vanished`` (its own
-  feed item), the other bodies and new mail still arrive: the account never stalls;
+  feed item), the other bodies and new mail still arrive: the account never stalls; a
+  webhook subscribed to the two completion types gets exactly those items;
 - a UIDVALIDITY reset between deferral and body: the mailbox read again records nothing
   twice (a message whose body came before, now deferred, is recognised by its
   fingerprint twin), deferred entries move to their new place and their bodies arrive
@@ -34,8 +35,10 @@ from tests.integration.mail.test_provider_limits import (
     Clock,
     clocked_syncer,
 )
+from tests.integration.webhooks.helpers import create_webhook, deliveries, delivering, eventually
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.results import ok
+from tests.support.webhook_receiver import Receiver
 from workers.once import poll_once
 from workers.sync import SyncOutcome
 
@@ -95,6 +98,10 @@ def test_a_deferred_message_expunged_before_its_body_is_vanished_and_the_rest_ar
     sent = {f"budget {i}": raw_mail(i, subject=f"budget {i}", pad_to=SIZE) for i in range(10)}
     dovecot.deliver(mailbox, list(sent.values()))
     account_id = connect(app, admin, dovecot, mailbox)
+    receiver = Receiver()  # a webhook for the completions only, by their types
+    hook = create_webhook(
+        app, admin, receiver.url, ["message.body_fetched", "message.body_vanished"]
+    )
     today = datetime.now(UTC)
     first = poll_on(mail, database_url, today)
     assert (first.error_kind, first.ingested) == (None, 10)
@@ -123,6 +130,17 @@ def test_a_deferred_message_expunged_before_its_body_is_vanished_and_the_rest_ar
         "state": "vanished",
         "reason": "expunged",
     }
+    try:
+        with delivering(app):
+            got = receiver.wait_for(len(waiting))
+            eventually(
+                lambda: len(deliveries(app, admin, hook["webhookId"], "delivered")) == len(waiting)
+            )
+    finally:
+        receiver.stop()
+    assert sorted(r.item["type"] for r in got) == ["message.body_fetched"] * (len(waiting) - 1) + [
+        "message.body_vanished"
+    ]
     again = poll_on(mail, database_url, tomorrow)
     assert (again.error_kind, again.ingested, again.completed) == (None, 0, 0)
     before = messages(app, admin, accountId=account_id)
