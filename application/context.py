@@ -12,7 +12,7 @@ from application.mail.activity import UserActivity
 from application.mail.content import ContentReader
 from application.mail.deferred import DeferredBodies
 from application.mail.destinations import DestinationPolicy
-from application.mail.ports import BlobStore, MailProvider
+from application.mail.ports import BlobStore, DownloadBudgets, MailProvider
 from application.mail.read_model import MailReadModel
 from application.mail.state import MailboxStateStore
 from application.ports import Clock, EventStore
@@ -37,6 +37,7 @@ class MailPorts:
     destinations: DestinationPolicy
     activity: UserActivity
     content: ContentReader | None = None  # None: get-message gives no text/html/attachments
+    budgets: DownloadBudgets | None = None  # None: no account's bodies are ever deferred
 
 
 @dataclass(frozen=True)

@@ -197,6 +197,7 @@ def build_mail_ports(settings: Settings, db: SqlDatabase) -> MailPorts:
         if settings.redis_url
         else InProcessActivity(defaults.USER_ACTIVE_WINDOW),
         content=StreamingContentReader(),
+        budgets=budgets,
     )
 
 

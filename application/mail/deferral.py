@@ -48,6 +48,25 @@ class Arrival:
         return message_id(str(self.account.id), self.fetched.ref.provider_message_id)
 
 
+def may_defer(ctx: Context, arrivals: Sequence[Arrival]) -> list[Arrival]:
+    """The arrivals of accounts whose host has a download budget: only those accounts
+    defer bodies, so only they need twins remembered and pages checked for bodies still
+    to fetch (everyone else pays nothing for metadata first)."""
+    budgets = ctx.mail.budgets
+    if budgets is None:
+        return []
+    decided: dict[str, bool] = {}
+    kept = []
+    for a in arrivals:
+        account_id = str(a.account.id)
+        if account_id not in decided:
+            host = str(a.account.imap.get("host", ""))
+            decided[account_id] = budgets.meter(account_id, host) is not None
+        if decided[account_id]:
+            kept.append(a)
+    return kept
+
+
 def twin_rows(arrivals: Sequence[Arrival]) -> list[tuple[str, str, str]]:
     """(account, version-1 id, version-2 id) of the fingerprinted messages."""
     return [

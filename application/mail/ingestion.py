@@ -43,6 +43,7 @@ from application.mail.deferral import (
     Arrival,
     complete_found,
     hold_deferred,
+    may_defer,
     stored_as_v2,
     twin_rows,
 )
@@ -166,8 +167,10 @@ class MailIngestion:
                 if twins.get(e.originator_id) not in old and e.originator_id not in aliased
             ],
         )
-        self.ctx.mail.deferred.pair(pairs)
-        completed = complete_found(self.ctx, arrivals, twins, now)
+        # What only an account that may defer bodies needs (its host has a budget).
+        deferring = may_defer(self.ctx, arrivals)
+        self.ctx.mail.deferred.pair(twin_rows(deferring))
+        completed = complete_found(self.ctx, deferring, twins, now)
         hold_deferred(self.ctx, arrivals, aliased)
         self.ctx.mail.state.record_synced(
             {
