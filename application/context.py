@@ -10,8 +10,9 @@ from application.custom_fields.ports import CustomFieldsReadModel
 from application.feed.ports import FeedReadModel
 from application.mail.activity import UserActivity
 from application.mail.content import ContentReader
+from application.mail.deferred import DeferredBodies
 from application.mail.destinations import DestinationPolicy
-from application.mail.ports import BlobStore, MailProvider
+from application.mail.ports import BlobStore, DownloadBudgets, MailProvider
 from application.mail.read_model import MailReadModel
 from application.mail.state import MailboxStateStore
 from application.ports import Clock, EventStore
@@ -30,11 +31,13 @@ class MailPorts:
     provider: MailProvider
     blobs: BlobStore
     state: MailboxStateStore
+    deferred: DeferredBodies  # bodies still to fetch (metadata first, past the budget)
     read_model: MailReadModel
     signals: SignalBus
     destinations: DestinationPolicy
     activity: UserActivity
     content: ContentReader | None = None  # None: get-message gives no text/html/attachments
+    budgets: DownloadBudgets | None = None  # None: no account's bodies are ever deferred
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,17 @@
-"""Inbound messages: one stream per (account, provider message id), holding exactly one
+"""Inbound messages: one stream per (account, provider message id), opened by exactly one
 ``MessageIngested``. The stream id is derived from that pair, so two workers ingesting
 the same message collide in the store and exactly one event survives.
 
 ``state``: ``ok``; ``malformed`` (recorded with what could be read); ``too_large``
 (metadata only, body never fetched); ``rejected`` (DMARC failed per a trusted
-Authentication-Results; recorded, not shown as mail). Personal fields (addresses,
-subject, snippet) arrive encrypted.
+Authentication-Results; recorded, not shown as mail); ``deferred`` (metadata first: the
+account's daily download budget was spent, the body comes later). Personal fields
+(addresses, subject, snippet) arrive encrypted.
+
+A ``deferred`` message's stream takes exactly one second event, at version 2 (so racing
+workers collide in the store and one survives): ``MessageBodyFetched`` (the body came;
+its state is one of the four final ones) or ``MessageBodyVanished`` (the server no
+longer has the message: state ``vanished``). No other stream has a version 2.
 """
 
 from __future__ import annotations
@@ -18,8 +24,17 @@ from uuid import UUID
 from domain.events import DomainEvent
 from domain.identity import stream_id
 
-MessageState = Literal["ok", "malformed", "too_large", "rejected"]
-MESSAGE_STATES: tuple[MessageState, ...] = ("ok", "malformed", "too_large", "rejected")
+FinalState = Literal["ok", "malformed", "too_large", "rejected"]
+MessageState = Literal["ok", "malformed", "too_large", "rejected", "deferred", "vanished"]
+MESSAGE_STATES: tuple[MessageState, ...] = (
+    "ok",
+    "malformed",
+    "too_large",
+    "rejected",
+    "deferred",
+    "vanished",
+)
+BODY_VERSION = 2  # the version of a deferred message's second event
 
 
 FINGERPRINT_V1 = "fp:"
@@ -66,4 +81,30 @@ class MessageIngested(DomainEvent):
     extra: dict[str, Any]
 
 
-EVENTS: tuple[type[DomainEvent], ...] = (MessageIngested,)
+@dataclass(frozen=True, kw_only=True)
+class MessageBodyFetched(DomainEvent):
+    """The body of a ``deferred`` message came: what the body decides, the rest stays."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MessageBodyFetched"
+
+    tenant_id: str
+    account_id: str
+    snippet: str  # ciphertext
+    body_ref: str | None
+    size_bytes: int
+    state: FinalState
+    defects: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageBodyVanished(DomainEvent):
+    """A ``deferred`` message the server no longer has: its body will never come."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MessageBodyVanished"
+
+    tenant_id: str
+    account_id: str
+    reason: str  # expunged | uidvalidity_changed
+
+
+EVENTS: tuple[type[DomainEvent], ...] = (MessageIngested, MessageBodyFetched, MessageBodyVanished)

@@ -47,6 +47,7 @@ from infrastructure.sql.database import (
     SqliteDatabase,
     create_sqlite_file,
 )
+from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
@@ -170,6 +171,8 @@ def build_mail_ports(
     blobs = FilesystemBlobStore(settings.blob_dir, account_key=keys.account_key)
     state = SqlMailboxState(db)
     state.setup()
+    deferred = SqlDeferredBodies(db)
+    deferred.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
@@ -197,11 +200,13 @@ def build_mail_ports(
         provider=DestinationCheckedProvider(imap, destinations),
         blobs=blobs,
         state=state,
+        deferred=deferred,
         read_model=MailReader(db),
         signals=signals,
         destinations=destinations,
         activity=activity,
         content=StreamingContentReader(),
+        budgets=budgets,
     )
 
 

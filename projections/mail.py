@@ -6,7 +6,9 @@
   accounts at once).
 - ``messages``: one row per ingested message; deleted accounts' rows are removed with
   one set-based DELETE, and messages recorded after their account's delete are passed
-  over.
+  over. A ``deferred`` message's row takes what its body brought (``MessageBodyFetched``:
+  state, snippet, body ref, size) or becomes ``vanished`` (``MessageBodyVanished``); its
+  thread and counts were set when it was recorded and stay.
 - ``threads``: one row per (account, thread key) with count and latest time.
 """
 
@@ -27,7 +29,7 @@ from domain.mail_account import (
     MailAccountReconnected,
     MailAccountUpdated,
 )
-from domain.message import MessageIngested
+from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
 from projections.base import index_name, shadow_tables
 
 TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
@@ -132,7 +134,9 @@ class MailProjection:
             if ingested:
                 self._insert_messages(cur, ingested)
                 ingested = []
-            if isinstance(event, MailAccountConnected):
+            if isinstance(event, MessageBodyFetched | MessageBodyVanished):
+                self._complete(cur, event)
+            elif isinstance(event, MailAccountConnected):
                 cur.execute(
                     f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
                     " provider, auth_method, display_name, address, imap, trusted_authserv_id,"
@@ -168,6 +172,28 @@ class MailProjection:
                     )
         if ingested:
             self._insert_messages(cur, ingested)
+
+    def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
+        """A deferred message's second event: what its body brought, or ``vanished``."""
+        messages = self._tables["messages"]
+        if isinstance(event, MessageBodyVanished):
+            cur.execute(
+                f"UPDATE {messages} SET state = 'vanished'"
+                " WHERE message_id = ? AND state = 'deferred'",
+                (str(event.originator_id),),
+            )
+            return
+        cur.execute(
+            f"UPDATE {messages} SET state = ?, snippet = ?, body_ref = ?, size_bytes = ?"
+            " WHERE message_id = ? AND state = 'deferred'",
+            (
+                event.state,
+                event.snippet,
+                event.body_ref,
+                event.size_bytes,
+                str(event.originator_id),
+            ),
+        )
 
     def _insert_messages(self, cur: SqlCursor, events: Sequence[MessageIngested]) -> None:
         """A run of ``MessageIngested`` in a few set-wise statements (one round trip each,

@@ -4,7 +4,9 @@ storing is the application service ``application.mail.ingestion.MailIngestion``)
     load account (skip unless active) -> secret -> log in -> loop:
         fetch a page after the cursor (first sync: backfill window by date)
         parse it and store it (``MailIngestion``: bodies, events, cursor, in that order)
-    until the server has no more, or the deadline passed (-> transient failure).
+    until the server has no more, or the deadline passed (-> transient failure)
+    -> deferred messages' bodies, while the download budget allows
+       (``application.mail.completion``: metadata first, the body another day).
 
 The watch path pages the same way, but without waiting on the database: a page is
 fetched on the watch's thread and handed to a ``GroupCommitter``, which stores the pages
@@ -35,6 +37,7 @@ from application import worker_defaults as defaults
 from application.context import Context
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
+from application.mail.completion import BodyCompletion
 from application.mail.destinations import HostNotAllowed
 from application.mail.incoming import PageRefused
 from application.mail.ingestion import MailIngestion, Page
@@ -77,6 +80,7 @@ class SyncOutcome:
     retry_after: float | None = None
     skipped: bool = False
     has_more: bool = False  # a page was ingested and another waits (the watch path pages)
+    completed: int = 0  # deferred messages whose bodies came (or that vanished)
     cursor: MailboxCursor | None = None  # the watch path: the cursor its page saved
 
     @property
@@ -110,6 +114,7 @@ class AccountSyncer:
         self.settings = settings
         self.today = today
         self.ingestion = MailIngestion(ctx, parser, parse_concurrency=settings.parse_concurrency)
+        self.completion = BodyCompletion(ctx, self.ingestion.read_bodies)
 
     def open_session(self, account: MailAccount, deadline: float | None = None) -> MailboxSession:
         """Log in to the account's mailbox (raises ``MailProviderError``); ``deadline``
@@ -151,18 +156,26 @@ class AccountSyncer:
         try:
             if session is None:
                 with self.open_session(account, deadline) as opened:
-                    ingested, duplicates = self._pages(opened, account, deadline, on_page)
+                    ingested, duplicates, found = self._pages(opened, account, deadline, on_page)
+                    completed = found + self._bodies(opened, account, deadline)
             else:
-                ingested, duplicates = self._pages(session, account, deadline, on_page)
+                ingested, duplicates, found = self._pages(session, account, deadline, on_page)
+                completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)
         except (KeyErased, _Erased):
             log.info("sync.account_erased account_id=%s", account_id)
             return SyncOutcome(account_id, skipped=True)
         log.info(
-            "sync.ok account_id=%s ingested=%d duplicates=%d", account_id, ingested, duplicates
+            "sync.ok account_id=%s ingested=%d duplicates=%d completed=%d",
+            account_id,
+            ingested,
+            duplicates,
+            completed,
         )
-        return SyncOutcome(account_id, ingested=ingested, duplicates=duplicates)
+        return SyncOutcome(
+            account_id, ingested=ingested, duplicates=duplicates, completed=completed
+        )
 
     def sync_page(
         self,
@@ -211,6 +224,7 @@ class AccountSyncer:
                         result.ingested,
                         result.duplicates,
                         has_more=page.has_more,
+                        completed=result.completed,
                         cursor=page.cursor,
                     )
                 )
@@ -222,9 +236,11 @@ class AccountSyncer:
         account: MailAccount,
         deadline: float | None,
         on_page: Callable[[int], None] | None,
-    ) -> tuple[int, int]:
+    ) -> tuple[int, int, int]:
+        """Pages until the server has no more: (ingested, duplicates, deferred messages
+        that came again with their bodies)."""
         cursor = self.ctx.mail.state.cursor(str(account.id))
-        ingested = duplicates = 0
+        ingested = duplicates = completed = 0
         while True:
             if deadline is not None and time.monotonic() > deadline:
                 raise DeadlineExceeded("the account's poll deadline passed")
@@ -233,11 +249,22 @@ class AccountSyncer:
             if result.erased:
                 raise _Erased
             ingested, duplicates = ingested + result.ingested, duplicates + result.duplicates
+            completed += result.completed
             cursor = page.cursor
             if on_page is not None:
                 on_page(len(page.messages))
             if not page.has_more:
-                return ingested, duplicates
+                return ingested, duplicates, completed
+
+    def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
+        """The deferred messages' bodies the budget allows now."""
+
+        def on_time() -> None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise DeadlineExceeded("the account's poll deadline passed")
+
+        limit = self.settings.max_messages_per_poll
+        return self.completion.run(session, account, limit, on_time)
 
     def fetch_page(
         self,

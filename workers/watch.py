@@ -48,16 +48,13 @@ from typing import Literal, Protocol
 
 from application import worker_defaults as defaults
 from application.mail.ports import IdleNews, MailboxSession, MailProviderError
-from application.mail.state import ErrorKind
 from workers.policies.liveness import Liveness, Verdict
-from workers.policies.watch_stops import StopReason, WhyStopped
+from workers.policies.watch_stops import StopReason, WhyStopped, keeps_watching
 from workers.sync import SyncOutcome
 
 log = logging.getLogger("tidings.watch")
 
 State = Literal["opening", "parked", "idling", "fetching", "refreshing", "stopped"]
-# A page that failed on our side (the database) keeps the watch: the poll catches up.
-KEEP_WATCHING = frozenset({ErrorKind.STORE_UNAVAILABLE, ErrorKind.INGEST_CONFLICT})
 
 
 class WatchHooks(Protocol):
@@ -251,8 +248,9 @@ class WatchManager:
     def _synced(self, watch: Watch, outcome: SyncOutcome) -> None:
         """A page is in: the next page, or IDLE again with the socket back at the mux."""
         try:
-            if outcome.error_kind is not None and outcome.error_kind not in KEEP_WATCHING:
-                self._finish(watch, outcome.error_kind, None)
+            kind = outcome.error_kind
+            if kind is not None and not keeps_watching(kind):
+                self._finish(watch, kind, None)
                 return
             if outcome.ingested:
                 self._hooks.on_mail(watch.account_id, outcome)

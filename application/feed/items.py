@@ -29,12 +29,14 @@ from domain.mail_account import (
     MailAccountReconnected,
     MailAccountUpdated,
 )
-from domain.message import MessageIngested
+from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
 
 _ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
 
 TYPES = (
     "message.received",
+    "message.body_fetched",
+    "message.body_vanished",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -90,6 +92,27 @@ def _message(e: MessageIngested) -> Built:
         "state": e.state,
     }
     return "message.received", e.account_id, data, ("from", "to", "cc", "subject", "snippet")
+
+
+def _body_fetched(e: MessageBodyFetched) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "snippet": e.snippet,
+        "sizeBytes": e.size_bytes,
+        "state": e.state,
+    }
+    return "message.body_fetched", e.account_id, data, ("snippet",)
+
+
+def _body_vanished(e: MessageBodyVanished) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "state": "vanished",
+        "reason": e.reason,
+    }
+    return "message.body_vanished", e.account_id, data, ()
 
 
 def _account(kind: str) -> Callable[[Any], Built]:
@@ -153,6 +176,8 @@ def _value(kind: str) -> Callable[[Any], Built]:
 
 _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageIngested: _message,
+    MessageBodyFetched: _body_fetched,
+    MessageBodyVanished: _body_vanished,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

@@ -17,7 +17,7 @@ from application.result import Result, forbidden, not_found
 from application.streams import load
 from application.users import SYSTEM_ADMIN, User
 from domain.mail_account import MailAccount
-from domain.message import MessageState
+from domain.message import FinalState
 
 NAME = "ingest-message"
 
@@ -62,7 +62,7 @@ class Payload(Base):
     )
     size_bytes: Annotated[int, Field(ge=0, le=MAX_SIZE_BYTES)]
     folder: Short = "INBOX"
-    state: MessageState = "ok"
+    state: FinalState = "ok"
     thread_id: Short | None = None
 
 

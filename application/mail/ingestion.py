@@ -39,6 +39,14 @@ from uuid import UUID
 
 from application.context import Context
 from application.errors import ConcurrencyConflict, StoreUnavailable
+from application.mail.deferral import (
+    Arrival,
+    complete_found,
+    hold_deferred,
+    may_defer,
+    stored_as_v2,
+    twin_rows,
+)
 from application.mail.incoming import (
     MAX_SIZE_BYTES,
     IncomingMessage,
@@ -84,6 +92,7 @@ class PageStored:
     ingested: int = 0
     duplicates: int = 0
     erased: bool = False  # the account was deleted (its key shredded) meanwhile
+    completed: int = 0  # deferred messages of its account that came again with their body
 
 
 # -- the service -------------------------------------------------------------------------
@@ -121,7 +130,7 @@ class MailIngestion:
         }
         refs = iter(stored_bodies)
         prepared: list[list[MessageIngested] | None] = []
-        twins: dict[UUID, UUID] = {}  # a version-2 id -> its version-1 twin
+        arrivals: list[Arrival] = []  # every message of the pages not erased
         for page in pages:
             body_refs = [
                 next(refs) if fetched.raw is not None else fetched.blob_ref
@@ -135,17 +144,19 @@ class MailIngestion:
                     for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
                 ]
                 prepared.append(prepare(self.ctx, page.account, incoming, now))
-                for (fetched, _), message in zip(page.messages, incoming, strict=True):
-                    v1 = fetched.ref.provider_message_id
-                    if message.provider_message_id != v1:
-                        account_id = str(page.account.id)
-                        twins[message_id(account_id, message.provider_message_id)] = message_id(
-                            account_id, v1
-                        )
+                arrivals += [
+                    Arrival(page.account, page.cursor, fetched, message)
+                    for (fetched, _), message in zip(page.messages, incoming, strict=True)
+                ]
             except KeyErased:
                 log.info("ingestion.account_erased account_id=%s", page.account.id)
                 prepared.append(None)
+        pairs = twin_rows(arrivals)
+        twins = {UUID(v2): UUID(v1) for _, v1, v2 in pairs}  # a version-2 id -> its version 1
         old = self.ctx.store.existing(twins.values()) if twins else set()
+        # A deferred message known only by its version-1 fingerprint may be stored under
+        # version 2 already (its body came before a UIDVALIDITY reset): then it is not new.
+        aliased = stored_as_v2(self.ctx, arrivals)
         stored = append_new(
             self.ctx,
             [
@@ -153,9 +164,14 @@ class MailIngestion:
                 for events in prepared
                 if events
                 for e in events
-                if twins.get(e.originator_id) not in old
+                if twins.get(e.originator_id) not in old and e.originator_id not in aliased
             ],
         )
+        # What only an account that may defer bodies needs (its host has a budget).
+        deferring = may_defer(self.ctx, arrivals)
+        self.ctx.mail.deferred.pair(twin_rows(deferring))
+        completed = complete_found(self.ctx, deferring, twins, now)
+        hold_deferred(self.ctx, arrivals, aliased)
         self.ctx.mail.state.record_synced(
             {
                 str(page.account.id): page.cursor
@@ -165,12 +181,13 @@ class MailIngestion:
             now,
         )
         results: list[PageStored] = []
-        for events in prepared:
+        for page, events in zip(pages, prepared, strict=True):
             if events is None:
                 results.append(PageStored(erased=True))
                 continue
             new = sum(e.originator_id in stored for e in events)
-            results.append(PageStored(new, len(events) - new))
+            done = completed.pop(str(page.account.id), 0)  # told once per account
+            results.append(PageStored(new, len(events) - new, completed=done))
         return results
 
     def store_apart(self, pages: Sequence[Page]) -> list[PageStored | Exception]:
@@ -220,7 +237,9 @@ class MailIngestion:
         if received is None and parsed.date is not None and in_date_range(parsed.date):
             received = parsed.date
         state: MessageState = "ok"
-        if fetched.state == "too_large":
+        if fetched.state == "deferred":  # metadata first: the body decides later
+            state = "deferred"
+        elif fetched.state == "too_large":
             state = "too_large"
         elif account.trusted_authserv_id and self.parser.dmarc_failed(
             parsed, account.trusted_authserv_id
@@ -248,6 +267,23 @@ class MailIngestion:
             defects=tuple(defects),
         )
 
+    def read_bodies(
+        self, account: MailAccount, fetched: Sequence[FetchedMessage]
+    ) -> list[IncomingMessage]:
+        """Deferred messages' bodies as stored (``completion.Reader``): the inline ones as
+        one blob pack, each parsed and its state decided (raises ``KeyErased``)."""
+        owner = BlobOwner(account.tenant_id, str(account.id))
+        inline = [m for m in fetched if m.raw is not None]
+        packed = [(owner, m.raw or b"") for m in inline]
+        refs = self.ctx.mail.blobs.put_packed(packed) if packed else []
+        if any(ref is None for ref in refs):
+            raise KeyErased(str(account.id))
+        ref_of = {m.uid: ref for m, ref in zip(inline, refs, strict=True)}
+        return [
+            self.incoming(account, m, self._parse(m), ref_of.get(m.uid, m.blob_ref))
+            for m in fetched
+        ]
+
     def _parse(self, fetched: FetchedMessage) -> ParsedMessage:
         with self._parse_slots:
             try:
@@ -255,6 +291,8 @@ class MailIngestion:
                     return self.parser.parse_bytes(fetched.raw)
                 if fetched.blob_ref is not None:
                     return self.parser.parse_blob(fetched.blob_ref)
+                if fetched.header is not None:  # a deferred message: what its header says
+                    return self.parser.parse_bytes(fetched.header)
             except Exception as error:  # a message that cannot be read is malformed
                 log.warning(
                     "ingestion.parse_failed uid=%s error=%s",

@@ -26,6 +26,9 @@ Fetch contract (``MailboxSession.fetch_since``):
   was streamed to the blob store in chunks, or not at all when it is over the
   size cap (``too_large``: metadata only). Messages expunged between search
   and fetch are skipped; the cursor moves past them.
+- Past the account's daily download budget (``DownloadMeter``) a message comes
+  ``deferred``: its metadata and its header block (``header``), no body. The cursor
+  moves past it like any other; ``fetch_deferred`` fetches its body later by UID.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from application.errors import ApplicationError
 
 Security = Literal["tls", "starttls", "none"]
 AuthMethod = Literal["password", "xoauth2"]
-BodyState = Literal["inline", "blob", "too_large"]
+BodyState = Literal["inline", "blob", "too_large", "deferred"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +110,14 @@ class FetchedMessage:
     raw: bytes | None = field(default=None, repr=False)
     blob_ref: str | None = None
     streamed_sha256: bytes | None = None  # of a body streamed to ``blob_ref``, as it streamed
+    deferred: bool = False  # past the download budget: metadata first, the body later
+    header: bytes | None = field(default=None, repr=False)  # a deferred message's header block
 
     def __post_init__(self) -> None:
         if self.raw is not None and self.blob_ref is not None:
             raise ValueError("a fetched message has raw bytes or a blob ref, not both")
+        if self.deferred and (self.raw is not None or self.blob_ref is not None):
+            raise ValueError("a deferred message has no body")
 
     def body_sha256(self) -> bytes | None:
         """The SHA-256 of the message's bytes, inline or streamed; None without a body."""
@@ -120,6 +127,8 @@ class FetchedMessage:
 
     @property
     def state(self) -> BodyState:
+        if self.deferred:
+            return "deferred"
         if self.raw is not None:
             return "inline"
         return "blob" if self.blob_ref is not None else "too_large"
@@ -138,6 +147,15 @@ class FetchBatch:
     messages: tuple[FetchedMessage, ...]
     new_cursor: MailboxCursor
     has_more: bool
+
+
+@dataclass(frozen=True, slots=True)
+class DeferredFetch:
+    """The bodies ``fetch_deferred`` brought, by UID, and what it could not."""
+
+    messages: tuple[FetchedMessage, ...]  # never deferred: inline, blob or too_large
+    gone: tuple[int, ...]  # UIDs the mailbox no longer has (expunged)
+    uidvalidity: int  # the mailbox's, when the UIDs were asked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +258,12 @@ class MailboxSession(Protocol):
     ) -> FetchBatch:
         """``fetch_since`` for a watch after IDLE said mail came: no re-opening of the
         mailbox, and the session may be back in IDLE when this returns."""
+        ...
+
+    def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
+        """The bodies of deferred messages by UID, in UID order, while the download budget
+        allows (the rest are not in the answer); none when the mailbox's UIDVALIDITY is
+        no longer ``uidvalidity`` (the answer's own says so)."""
         ...
 
     def verify(self) -> None:

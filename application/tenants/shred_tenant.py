@@ -31,4 +31,6 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     if payload.tenant_id == SYSTEM_TENANT_ID:
         return Result.fail("system_tenant_not_allowed", 422, "the system tenant cannot be shredded")
     ctx.cipher.shred_tenant(payload.tenant_id)
+    if ctx.mail_ports is not None:  # bodies still to fetch would find no key: forget them
+        ctx.mail.deferred.forget_tenant(payload.tenant_id)
     return Result.ok({"tenantId": payload.tenant_id, "shredded": True})

@@ -17,7 +17,9 @@ One page after a cursor (``page``; the contract is in ``application.mail.ports``
    header fields (plus EMAILID / X-GM-MSGID where offered).
 4. Bodies: inline groups in one ``UID FETCH … BODY.PEEK[]`` each; big ones in
    ``BODY.PEEK[]<offset.length>`` chunks straight into the blob store; too big ones
-   not at all.
+   not at all. Past the account's download budget (``DownloadMeter``) a body is
+   deferred: its message comes with its header block only (``BODY.PEEK[HEADER]``) and
+   the cursor moves past it; ``deferred_bodies`` fetches such bodies later by UID.
 
 Server values are data: UIDs and UIDVALIDITY outside 1…2^32 - 1, sizes and dates out
 of range (``identity.refusal``) and FETCH answers that cannot be parsed skip their
@@ -37,6 +39,7 @@ from typing import Any, Protocol
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
+    DeferredFetch,
     DownloadMeter,
     FetchBatch,
     FetchedMessage,
@@ -124,7 +127,7 @@ class Pager:
             exists=exists if type(exists) is int and 0 <= exists <= ID_MAX else 0,
         )
 
-    def page(  # noqa: C901
+    def page(
         self,
         status: MailboxStatus,
         cursor: MailboxCursor | None,
@@ -172,27 +175,28 @@ class Pager:
             new = MailboxCursor(status.uidvalidity, last, status.highestmodseq)
             return FetchBatch((), new, has_more=more_windows)
         refs = [known[uid] for uid in page] if known else self._fetch_metadata(page)
-        deferred = False
+        later: set[int] = set()  # past the budget: metadata first, the body another day
         if self._meter is not None:
             self._meter.spend(sum(len(body) for body in bodies.values()))  # pushed with IDLE
-            affordable = self._affordable(refs, bodies, self._meter.allowance())
-            deferred = affordable < len(refs)
-            refs = refs[:affordable]
-            if deferred and not refs:  # the budget is spent: the cursor stays before these messages
-                log.info("imap.bodies_deferred account_id=%s", self._conn.account_id)
-                return FetchBatch((), cursor, has_more=False)
-        plan = plan_page(refs, self._settings)
+            later = self._unaffordable(refs, bodies, self._meter.allowance())
+        plan = plan_page([ref for ref in refs if ref.uid not in later], self._settings)
+        # The page ends at its last UID, including UIDs that vanished meanwhile; a page cut
+        # for its size ends at its last message, and the rest (deferred ones too) waits.
+        last_uid = plan.included[-1].uid if plan.cut else page[-1]
         messages = self._fetch_bodies(plan.included, plan.inline_groups, bodies)
-        # The page ends at its last UID, including UIDs that vanished meanwhile; a page
-        # cut for the budget ends at its last message, the rest waits for the next day.
-        last_uid = plan.included[-1].uid if plan.cut or deferred else page[-1]
-        has_more = (plan.cut or len(uids) > limit or more_windows) and not deferred
-        if backfill is not None and not has_more and not deferred:
+        deferred = [ref for ref in refs if ref.uid in later and ref.uid <= last_uid]
+        if deferred:
+            log.info(
+                "imap.bodies_deferred account_id=%s messages=%d",
+                self._conn.account_id,
+                len(deferred),
+            )
+            messages = sorted([*messages, *self._headers_only(deferred)], key=_uid)
+        has_more = plan.cut or len(uids) > limit or more_windows
+        if backfill is not None and not has_more:
             # The backfill is done: the older mail below its bound is skipped for good.
             last_uid, backfill = max(last_uid, backfill), None
-        if deferred:
-            log.info("imap.bodies_deferred account_id=%s", self._conn.account_id)
-        modseq = cursor.highestmodseq if has_more or deferred else status.highestmodseq
+        modseq = cursor.highestmodseq if has_more else status.highestmodseq
         log.debug(
             "imap.batch account_id=%s messages=%d streamed=%d too_large=%d has_more=%s",
             self._conn.account_id,
@@ -205,25 +209,62 @@ class Pager:
             status.uidvalidity,
             last_uid,
             modseq,
-            backfill_until=backfill if has_more or deferred else None,
+            backfill_until=backfill if has_more else None,
         )
         return FetchBatch(tuple(messages), new_cursor, has_more)
 
-    def _affordable(
+    def deferred_bodies(
+        self, status: MailboxStatus, uids: Sequence[int], uidvalidity: int
+    ) -> DeferredFetch:
+        """The bodies of deferred messages by UID (``MailboxSession.fetch_deferred``)."""
+        if status.uidvalidity != uidvalidity:
+            return DeferredFetch((), (), status.uidvalidity)
+        self._oversized = set()
+        wanted = sorted({uid for uid in uids if valid_id(uid)})
+        refs = self._fetch_metadata(wanted)
+        present = {ref.uid for ref in refs}
+        gone = tuple(uid for uid in wanted if uid not in present)
+        if self._meter is not None:
+            later = self._unaffordable(refs, {}, self._meter.allowance())
+            refs = [ref for ref in refs if ref.uid not in later]
+        plan = plan_page(refs, self._settings)
+        messages = self._fetch_bodies(plan.included, plan.inline_groups, {})
+        return DeferredFetch(tuple(messages), gone, status.uidvalidity)
+
+    def _unaffordable(
         self, refs: Sequence[MessageRef], pushed: dict[int, bytes], allowance: int
-    ) -> int:
-        """How many of ``refs`` (in UID order) to take under the budget's ``allowance``:
-        bodies are fetched while the bytes spent stay under it; a body already here
+    ) -> set[int]:
+        """The UIDs of ``refs`` (in UID order) whose bodies wait for the budget: bodies are
+        fetched while the bytes spent stay under its ``allowance``; a body already here
         (pushed with IDLE) or never fetched (over the size cap) costs nothing."""
         spent = 0
-        for i, ref in enumerate(refs):
-            free = ref.uid in pushed or ref.size > self._settings.max_message_bytes
-            if free:
+        later: set[int] = set()
+        for ref in refs:
+            if ref.uid in pushed or ref.size > self._settings.max_message_bytes:
                 continue
             if spent >= allowance:
-                return i
-            spent += max(0, ref.size)
-        return len(refs)
+                later.add(ref.uid)
+            else:
+                spent += max(0, ref.size)
+        return later
+
+    def _headers_only(self, refs: Sequence[MessageRef]) -> list[FetchedMessage]:
+        """Deferred messages with their header block (``BODY.PEEK[HEADER]``, counted against
+        the budget like any download): what a message shows before its body comes."""
+        headers: dict[int, bytes] = {}
+        step = self._settings.metadata_group
+        for start in range(0, len(refs), step):
+            group = [ref.uid for ref in refs[start : start + step]]
+            self._refused = 0
+            resp = self._fetch_each(group, ["BODY.PEEK[HEADER]"])
+            refused = self._refused  # a header block refused for its size: none is shown
+            for uid in group:
+                block = resp.get(uid, {}).get(b"BODY[HEADER]")
+                if isinstance(block, bytes) and not refused:
+                    headers[uid] = block
+            if self._meter is not None:
+                self._meter.spend(sum(len(headers.get(uid, b"")) for uid in group))
+        return [FetchedMessage(ref, deferred=True, header=headers.get(ref.uid)) for ref in refs]
 
     def _pushed(self, after_idle: Callable[[int], Pushed] | None, last: int) -> Pushed | None:
         if after_idle is None:
@@ -407,6 +448,10 @@ class Pager:
             return {uid: item for uid, item in resp.items() if valid_id(uid)}
         # Only the messages asked for: a FETCH may also bring news of others.
         return {uid: resp[uid] for uid in uids if uid in resp}
+
+
+def _uid(message: FetchedMessage) -> int:
+    return message.uid
 
 
 def _has_header(item: dict[bytes, Any]) -> bool:

@@ -18,6 +18,7 @@ not taken from a reused status: that answer comes from a fresh EXAMINE.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import date
 from types import TracebackType
 from typing import Any, Self
@@ -25,6 +26,7 @@ from typing import Any, Self
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
+    DeferredFetch,
     DownloadMeter,
     FetchBatch,
     IdleNews,
@@ -162,6 +164,12 @@ class ImapMailboxSession:
             self._pass = status
         self._idle.last_uid = None if batch.has_more else batch.new_cursor.last_uid
         return batch
+
+    def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
+        self._idle.done()
+        self._pass = None
+        status = self.select_inbox()
+        return self._pager.deferred_bodies(status, uids, uidvalidity)
 
     def _uid_fetch(self, uids: list[int] | str, items: list[str]) -> FetchData:
         """The paging side's ``UID FETCH`` (compared with imapclient's by a test)."""

@@ -7,6 +7,10 @@ unclaimed just as its lease was won would otherwise leave the account unwatched 
 good). A stop that is not of the attempt the supervisor started (``current`` false) is
 treated as quiet too. An authentication failure forgets the account; any other failure
 restarts it after backoff, if the lease is still ours.
+
+A page that failed on our side of the watch path — the database away, a concurrent
+writer, a page that could not be stored — does not stop the watch at all
+(``keeps_watching``): the reconciliation poll catches up, and the IDLE session lives on.
 """
 
 from __future__ import annotations
@@ -49,6 +53,17 @@ QUIET_STOPS = frozenset(
         StopReason.UNCLAIMED,
     }
 )
+
+
+# A failed page of these kinds keeps the watch running: the poll catches up.
+KEEP_WATCHING = frozenset(
+    {ErrorKind.STORE_UNAVAILABLE, ErrorKind.INGEST_CONFLICT, ErrorKind.INGEST_FAILED}
+)
+
+
+def keeps_watching(kind: ErrorKind | None) -> bool:
+    """Whether a watch whose page ended with ``kind`` (None: it succeeded) goes on."""
+    return kind is None or kind in KEEP_WATCHING
 
 
 class AfterStop(Enum):

@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from application.errors import StoreUnavailable
+from workers.policies.watch_stops import KEEP_WATCHING
 from workers.sync import AccountSyncer, SyncSettings
-from workers.watch import KEEP_WATCHING
 
 
 class DownStore:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from application.mail.ports import IdleNews
+from application.mail.state import ErrorKind
 from workers.policies.watch_stops import StopReason
 from workers.sync import SyncOutcome
 from workers.watch import WatchManager
@@ -57,6 +58,7 @@ class FakeHooks:
         self.sessions: dict[str, FakeSession] = {}
         self.syncs: Counter[str] = Counter()
         self.stopped: list[tuple[str, str]] = []
+        self.failing: ErrorKind | None = None  # every page ends with this kind
         self._lock = threading.Lock()
 
     def open_session(self, account_id: str) -> Any:
@@ -69,7 +71,8 @@ class FakeHooks:
         with self._lock:
             self.syncs[account_id] += 1
         # As the group committer does: the outcome comes back from another thread.
-        threading.Thread(target=done, args=(SyncOutcome(account_id),)).start()
+        outcome = SyncOutcome(account_id, error_kind=self.failing)
+        threading.Thread(target=done, args=(outcome,)).start()
 
     def on_stopped(
         self, account_id: str, generation: int, reason: str, error: Any, lived: float
@@ -130,6 +133,27 @@ def test_stopped_watches_close_and_report(manager: tuple[WatchManager, FakeHooks
     wait_for(lambda: len(hooks.stopped) == 50)
     assert {reason for _, reason in hooks.stopped} == {StopReason.DEACTIVATED}
     assert watches.watching() == {}
+
+
+def test_a_page_that_could_not_be_stored_leaves_the_watch_running(
+    manager: tuple[WatchManager, FakeHooks],
+) -> None:
+    watches, hooks = manager
+    hooks.failing = ErrorKind.INGEST_FAILED
+    watches.start("a")
+    wait_for(lambda: watches.watching() == {"a": "idling"})
+    for rounds in (2, 3):  # new mail, a page that cannot be stored: IDLE again each time
+        hooks.sessions["a"].server.sendall(b"* 2 EXISTS\r\n")
+
+        def synced(rounds: int = rounds) -> bool:
+            return hooks.syncs["a"] == rounds
+
+        wait_for(synced)
+        wait_for(lambda: watches.watching() == {"a": "idling"})
+    assert hooks.stopped == []
+    hooks.failing = ErrorKind.TRANSIENT  # the server's trouble still stops it
+    hooks.sessions["a"].server.sendall(b"* 3 EXISTS\r\n")
+    wait_for(lambda: hooks.stopped == [("a", ErrorKind.TRANSIENT)])
 
 
 class FakeClock:

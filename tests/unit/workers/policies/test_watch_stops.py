@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from application.mail.state import ErrorKind
-from workers.policies.watch_stops import QUIET_STOPS, AfterStop, StopReason, after_stop
+from workers.policies.watch_stops import (
+    QUIET_STOPS,
+    AfterStop,
+    StopReason,
+    after_stop,
+    keeps_watching,
+)
 
 
 @pytest.mark.parametrize("reason", sorted(QUIET_STOPS))
@@ -34,3 +40,19 @@ def test_an_auth_failure_forgets_the_account() -> None:
 def test_a_failure_backs_off(reason: StopReason | ErrorKind) -> None:
     assert after_stop(reason, current=True, held=True, watching=False) is AfterStop.BACK_OFF
     assert after_stop(reason, current=True, held=False, watching=False) is AfterStop.BACK_OFF
+
+
+@pytest.mark.parametrize(
+    "kind", [ErrorKind.STORE_UNAVAILABLE, ErrorKind.INGEST_CONFLICT, ErrorKind.INGEST_FAILED]
+)
+def test_a_page_that_failed_on_our_side_keeps_the_watch(kind: ErrorKind) -> None:
+    # The poll catches up; the IDLE session lives on (a failed ingest stops nothing).
+    assert keeps_watching(kind)
+
+
+@pytest.mark.parametrize(
+    "kind", [ErrorKind.AUTH, ErrorKind.TRANSIENT, ErrorKind.TIMEOUT, ErrorKind.THROTTLED]
+)
+def test_a_page_that_failed_on_the_servers_side_stops_the_watch(kind: ErrorKind) -> None:
+    assert not keeps_watching(kind)
+    assert keeps_watching(None)

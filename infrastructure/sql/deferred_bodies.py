@@ -1,0 +1,132 @@
+"""Implements ``DeferredBodies`` on the read-model database: one row per deferred message
+(its account, tenant, stream and place on the server), shared by every worker; and the
+fingerprint twins (version-1 id -> version-2 id, ids only) of fingerprinted messages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from application.mail.deferred import DeferredBody
+from application.ports import SqlDatabase
+
+TABLE = "mail_deferred_bodies"
+_COLUMNS = "account_id, tenant_id, message_id, uidvalidity, uid, size_bytes"
+_HOLD = (
+    f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (message_id) DO UPDATE SET uidvalidity = excluded.uidvalidity,"
+    " uid = excluded.uid, size_bytes = excluded.size_bytes"
+)
+TWINS = "mail_fingerprint_twins"
+_CHUNK = 500  # ids per IN list
+
+
+class SqlDeferredBodies:
+    def __init__(self, db: SqlDatabase) -> None:
+        self.db = db
+
+    def setup(self) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {TABLE} (message_id TEXT PRIMARY KEY,"
+                " account_id TEXT NOT NULL, tenant_id TEXT NOT NULL,"
+                " uidvalidity BIGINT NOT NULL, uid BIGINT NOT NULL, size_bytes BIGINT NOT NULL)"
+            )
+            cur.execute(
+                f"CREATE INDEX IF NOT EXISTS {TABLE}_place ON {TABLE}"
+                " (account_id, uidvalidity, uid)"
+            )
+            cur.execute(f"CREATE INDEX IF NOT EXISTS {TABLE}_tenant ON {TABLE} (tenant_id)")
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {TWINS} (first_id TEXT PRIMARY KEY,"
+                " account_id TEXT NOT NULL, message_id TEXT NOT NULL)"
+            )
+            cur.execute(f"CREATE INDEX IF NOT EXISTS {TWINS}_account ON {TWINS} (account_id)")
+
+    def hold(self, entries: Sequence[DeferredBody]) -> None:
+        if not entries:
+            return
+        with self.db.transaction() as cur:
+            cur.executemany(
+                _HOLD,
+                [
+                    (e.account_id, e.tenant_id, e.message_id, e.uidvalidity, e.uid, e.size_bytes)
+                    for e in entries
+                ],
+            )
+
+    def due(self, account_id: str, limit: int) -> list[DeferredBody]:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE account_id = ?"
+                " ORDER BY uidvalidity, uid LIMIT ?",
+                (account_id, limit),
+            )
+            return [_entry(row) for row in cur.fetchall()]
+
+    def among(self, message_ids: Iterable[str]) -> dict[str, DeferredBody]:
+        ids = sorted(set(message_ids))
+        found: dict[str, DeferredBody] = {}
+        with self.db.reading() as cur:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                cur.execute(
+                    f"SELECT {_COLUMNS} FROM {TABLE}"
+                    f" WHERE message_id IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                )
+                found.update((row[2], _entry(row)) for row in cur.fetchall())
+        return found
+
+    def drop(self, message_ids: Iterable[str]) -> None:
+        ids = sorted(set(message_ids))
+        if not ids:
+            return
+        with self.db.transaction() as cur:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                cur.execute(
+                    f"DELETE FROM {TABLE} WHERE message_id IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                )
+
+    def pair(self, twins: Iterable[tuple[str, str, str]]) -> None:
+        rows = sorted(set(twins), key=lambda row: row[1])
+        if not rows:
+            return
+        with self.db.transaction() as cur:
+            cur.executemany(
+                f"INSERT INTO {TWINS} (account_id, first_id, message_id) VALUES (?, ?, ?)"
+                " ON CONFLICT (first_id) DO NOTHING",
+                rows,
+            )
+
+    def paired(self, first_ids: Iterable[str]) -> set[str]:
+        ids = sorted(set(first_ids))
+        found: set[str] = set()
+        with self.db.reading() as cur:
+            for start in range(0, len(ids), _CHUNK):
+                chunk = ids[start : start + _CHUNK]
+                cur.execute(
+                    f"SELECT first_id FROM {TWINS}"
+                    f" WHERE first_id IN ({', '.join('?' * len(chunk))})",
+                    chunk,
+                )
+                found.update(str(row[0]) for row in cur.fetchall())
+        return found
+
+    def forget_account(self, account_id: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(f"DELETE FROM {TABLE} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {TWINS} WHERE account_id = ?", (account_id,))
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(f"DELETE FROM {TABLE} WHERE tenant_id = ?", (tenant_id,))
+
+
+def _entry(row: Sequence[Any]) -> DeferredBody:
+    account_id, tenant_id, message_id, uidvalidity, uid, size = row
+    return DeferredBody(
+        str(account_id), str(tenant_id), str(message_id), int(uidvalidity), int(uid), int(size)
+    )
