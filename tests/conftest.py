@@ -16,6 +16,7 @@ import pytest
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
+from tests.support.later import finish, later
 
 PG_DSN = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", "postgresql"]
@@ -32,7 +33,17 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-def _drop_schema(schema: str) -> None:
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    failed = finish()  # the background teardowns (tests/support/later.py)
+    if failed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in failed:
+            if reporter is not None:
+                reporter.write_line(f"background teardown failed: {line}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def drop_schema(schema: str) -> None:
     with psycopg.connect(PG_DSN.split("?")[0], autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
@@ -45,7 +56,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     schema = "t_" + uuid.uuid4().hex[:12]
     yield f"{PG_DSN}?schema={schema}"
-    _drop_schema(schema)
+    later(drop_schema, schema)
 
 
 @pytest.fixture

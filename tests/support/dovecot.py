@@ -10,16 +10,15 @@ Usage::
         server.set_uidvalidity(user, 42)
         server.who(); server.process_titles()    # sessions, e.g. "dovecot/imap [u1 127.0.0.1 IDLE]"
 
-Leaving the ``with`` block stops the server in the background: its master takes about a
-second to exit on SIGTERM and the wait for its process group another one or two, time
-the next test need not wait for (each server has its own port and directory). Every
-stop has finished before the test run's interpreter exits. ``stop()``, ``halt()`` and
-``restart()`` called by a test still return once the server is down.
+Leaving the ``with`` block stops the server in the background (``tests.support.later``):
+its master takes about a second to exit on SIGTERM and the wait for its process group
+another one or two, time the next test need not wait for (each server has its own port
+and directory). ``stop()``, ``halt()`` and ``restart()`` called by a test still return
+once the server is down.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any
 
@@ -30,6 +29,7 @@ from infrastructure.devserver.dovecot import (
     DovecotUser,
     dovecot_available,
 )
+from tests.support.later import later
 
 TEST_CONFIG = "auth_verbose = yes\n"
 
@@ -42,9 +42,6 @@ __all__ = [
     "dovecot_available",
 ]
 
-# Threads start on the first stop; the interpreter joins them (every stop finished) at exit.
-_stopping = ThreadPoolExecutor(max_workers=4, thread_name_prefix="dovecot-stop")
-
 
 class DovecotServer(_dovecot.DovecotServer):
     def __init__(self, *, extra_config: str = "", **kwargs: Any) -> None:
@@ -56,4 +53,4 @@ class DovecotServer(_dovecot.DovecotServer):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        _stopping.submit(self.stop)
+        later(self.stop)
