@@ -1,7 +1,8 @@
 """The quality gates' commands, and mypy's run in the background.
 
-mypy over the code, the tests and the benchmarks takes about a minute of one core (cold
-cache, as in CI), while the unit tests keep only the other core busy. So ``MYPY`` starts
+mypy over the code, the tests and the benchmarks takes ~14 s of one core with a cold cache
+(as in CI; close to a minute on a loaded machine), while the unit tests keep only the
+other core busy. So ``MYPY`` starts
 when the first unit test does (``tests/unit/conftest.py``; after the process tests,
 whose timings a busy core would squeeze) and ``test_mypy_strict`` waits for its answer,
 starting it itself when it runs alone.
