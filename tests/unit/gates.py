@@ -2,10 +2,10 @@
 
 mypy over the code, the tests and the benchmarks takes ~14 s of one core with a cold cache
 (as in CI; close to a minute on a loaded machine), while the unit tests keep only the
-other core busy. So ``MYPY`` starts
-when the first unit test does (``tests/unit/conftest.py``; after the process tests,
-whose timings a busy core would squeeze) and ``test_mypy_strict`` waits for its answer,
-starting it itself when it runs alone.
+other core busy. So ``MYPY`` starts when the first unit test does
+(``tests/unit/conftest.py``; after the process tests, whose timings a busy core would
+squeeze) and ``test_mypy_strict`` waits for its answer, starting it itself when it runs
+alone.
 """
 
 from __future__ import annotations
