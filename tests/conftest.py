@@ -4,6 +4,8 @@ fresh PostgreSQL schema (real server at 127.0.0.1:5432, database ``test``)."""
 from __future__ import annotations
 
 import os
+import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,12 +17,37 @@ import pytest
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
+from tests.support.later import finish, later
 
 PG_DSN = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 BACKENDS = ["sqlite", "postgresql"]
 
 
-def _drop_schema(schema: str) -> None:
+def pytest_configure(config: pytest.Config) -> None:
+    # The tests start hundreds of Python processes (the CLI, workers, servers), each
+    # importing the whole app. Under PYTHONDONTWRITEBYTECODE each would compile the
+    # project's modules again (~0.1 s of CPU a process), and pytest would rewrite every
+    # test module again each run (~3 s); they share one bytecode cache outside the source
+    # tree instead, which keeps the tree as clean as the setting asks.
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        os.environ.setdefault(
+            "PYTHONPYCACHEPREFIX", os.path.join(tempfile.gettempdir(), "tidings-tests-pycache")
+        )
+        sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+        sys.dont_write_bytecode = False
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    failed = finish()  # the background teardowns (tests/support/later.py)
+    if failed:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        for line in failed:
+            if reporter is not None:
+                reporter.write_line(f"background teardown failed: {line}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def drop_schema(schema: str) -> None:
     with psycopg.connect(PG_DSN.split("?")[0], autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
@@ -33,7 +60,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         return
     schema = "t_" + uuid.uuid4().hex[:12]
     yield f"{PG_DSN}?schema={schema}"
-    _drop_schema(schema)
+    later(drop_schema, schema)
 
 
 @pytest.fixture

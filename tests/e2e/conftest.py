@@ -10,10 +10,11 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
+from tests.conftest import drop_schema
 from tests.e2e.process import Cli, cli_env
+from tests.support.later import later
 
 PG_DSN = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -46,5 +47,4 @@ def other_database_url(database_url: str, tmp_path: Path) -> Iterator[str]:
         return
     schema = "t_" + uuid.uuid4().hex[:12]
     yield f"{PG_DSN}?schema={schema}"
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    later(drop_schema, schema)

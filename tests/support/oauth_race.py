@@ -1,14 +1,16 @@
 """One process of the OAuth2 refresh race: ``python -m tests.support.oauth_race DB REDIS
-BLOB_DIR MASTER_KEY ACCOUNT_ID THREADS START_AT``. It bootstraps an app on the shared
-database and Redis, waits for ``START_AT`` (unix time), then ``THREADS`` threads each
-log in to the account's mailbox at once (``AccountSyncer.open_session``: the worker's own
-path, refresh included) and select INBOX. Prints one line: ``ok=N failed=M``."""
+BLOB_DIR MASTER_KEY ACCOUNT_ID THREADS READY_FILE``. It bootstraps an app on the shared
+database and Redis, creates ``READY_FILE``, reads the start time (unix time, one line)
+from stdin and waits for it, then ``THREADS`` threads each log in to the account's
+mailbox at once (``AccountSyncer.open_session``: the worker's own path, refresh included)
+and select INBOX. Prints one line: ``ok=N failed=M``."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
+from pathlib import Path
 from uuid import UUID
 
 from application.streams import load
@@ -18,7 +20,7 @@ from infrastructure.runtime.settings import Settings
 
 
 def main(argv: list[str]) -> int:
-    database_url, redis_url, blob_dir, master_key, account_id, threads, start_at = argv
+    database_url, redis_url, blob_dir, master_key, account_id, threads, ready = argv
     settings = Settings(
         database_url=database_url,
         redis_url=redis_url,
@@ -44,7 +46,9 @@ def main(argv: list[str]) -> int:
             results.append(outcome)
 
     workers = [threading.Thread(target=login) for _ in range(int(threads))]
-    time.sleep(max(0.0, float(start_at) - time.time()))
+    Path(ready).touch()
+    start_at = float(sys.stdin.readline())
+    time.sleep(max(0.0, start_at - time.time()))
     for worker in workers:
         worker.start()
     for worker in workers:

@@ -101,7 +101,10 @@ class Receiver:
         self._server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
         self._server.daemon_threads = True
         self._port = self._server.server_address[1]
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        # Polled 20 times a second, so ``stop`` (``shutdown``) returns at once, not after
+        # up to the default half second.
+        serve = self._server.serve_forever
+        threading.Thread(target=serve, kwargs={"poll_interval": 0.05}, daemon=True).start()
 
     def stop(self) -> None:
         if self._server is not None:

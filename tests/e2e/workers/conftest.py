@@ -17,6 +17,7 @@ from tests.e2e.timing import WORKER_SETTINGS
 from tests.e2e.workers.harness import DOVECOT_EXTRA, Fleet
 from tests.e2e.workers.servers import RedisServer, drop_schema
 from tests.support.dovecot import DovecotServer, dovecot_available
+from tests.support.later import later
 
 PG_DSN = os.environ.get("TIDINGS_TEST_PG", "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -48,7 +49,7 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 def pg_url() -> Iterator[str]:
     schema = "w_" + uuid.uuid4().hex[:12]
     yield f"{PG_DSN}?schema={schema}"
-    drop_schema(PG_DSN, schema)
+    later(drop_schema, PG_DSN, schema)
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ before use, ``invalid_grant`` -> ``reauth_required`` and back, transient failure
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import subprocess
@@ -133,18 +134,30 @@ def test_three_processes_racing_make_one_refresh(
     mail = make_mail_app(redis_url=REDIS_URL)
     account_id = connect_oauth(mail.app, admin, oauth_box)
     oauth_server.delay = 0.3
-    start_at = time.time() + 4.0  # after every process has bootstrapped
     args = [database_url, REDIS_URL, str(tmp_path / "blobs"), MASTER_KEY, account_id, "7"]
+    ready = [tmp_path / f"ready-{n}" for n in range(3)]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "tests.support.oauth_race", *args, str(start_at)],
+            [sys.executable, "-m", "tests.support.oauth_race", *args, str(path)],
             cwd=ROOT,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(3)
+        for path in ready
     ]
+    # Every process has bootstrapped (or died, and fails below): all start at one moment.
+    deadline = time.monotonic() + 120
+    while not all(p.exists() or proc.poll() is not None for p, proc in zip(ready, procs)):
+        assert time.monotonic() < deadline, "the racing processes did not bootstrap in 120 s"
+        time.sleep(0.05)
+    start_at = time.time() + 0.5
+    for proc in procs:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):  # a dead process fails below
+            proc.stdin.write(f"{start_at}\n")
+            proc.stdin.flush()
     outputs = [proc.communicate(timeout=120) for proc in procs]
     for proc, (out, err) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, err[-2000:]

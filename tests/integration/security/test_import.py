@@ -14,14 +14,14 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import psycopg
 import pytest
 
 from application import User
 from application.app import App
 from infrastructure.bootstrap import event_store
 from infrastructure.eventstore.jsonl import BadRecord, ImportConflict, export_events, import_events
-from tests.conftest import PG_DSN
+from tests.conftest import PG_DSN, drop_schema
+from tests.support.later import later
 from tests.support.results import ok
 
 Record = dict[str, Any]
@@ -40,8 +40,7 @@ def target(make_app: Callable[..., App], database_url: str, tmp_path: Any) -> It
     app = make_app(database_url=f"{PG_DSN}?schema={schema}")
     yield app
     app.close()
-    with psycopg.connect(PG_DSN, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    later(drop_schema, schema)
 
 
 def account(app: App, admin: User, name: str = "Box") -> str:
