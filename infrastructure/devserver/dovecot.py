@@ -489,9 +489,30 @@ def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
     # as a service manager would, so stopping the server cuts every session.
     if _signal_group(proc.pid, signal.SIGTERM):
         deadline = time.monotonic() + 2.0
-        while _signal_group(proc.pid, 0) and time.monotonic() < deadline:
+        while group_alive(proc.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
         _signal_group(proc.pid, signal.SIGKILL)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Exited sessions stay in the group as
+    zombies until whoever adopted them reaps them (seconds, under some inits), and a
+    signal still "reaches" a zombie: on Linux the group is read from /proc instead."""
+    if not _signal_group(pgid, 0):
+        return False
+    if not os.path.isdir("/proc"):
+        return True
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(os.path.join(entry.path, "stat"), "rb") as stat:
+                fields = stat.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
 
 
 def _signal_group(pgid: int, signum: int) -> bool:
