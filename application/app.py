@@ -5,11 +5,17 @@ Every payload passes the generic boundary rules (``application.payloads``) befor
 handler sees it. A write whose events committed answers success whatever its inline
 projection step does: a retry would repeat a write that happened, and the next
 catch-up applies (or quarantines) its events anyway.
+
+Inline catch-ups are shared: a write waits for one catch-up that started after its
+commit. Writers that finish while a catch-up runs wait for it, then one of them runs the
+next for all of them, so concurrent writes (committed together by the event store's
+group commit) cost one catch-up, not one each.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -38,13 +44,14 @@ class App:
         self.projections = projections
         self._on_close = on_close
         self._project_inline = project_inline
+        self._catch_ups = SharedCatchUp(projections.catch_up)
         self.feed = Feed(self)
 
     def write(self, name: str, payload: Any, user: User) -> Result:
         result = self._dispatch(WRITES, "write handler", name, payload, user)
         if result.is_success and self._project_inline:
             try:
-                self.projections.catch_up()
+                self._catch_ups.run()
             except Exception as error:  # the write is committed: see the module docstring
                 log.warning(
                     "inline projection deferred handler=%s error=%s", name, type(error).__name__
@@ -102,6 +109,37 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class SharedCatchUp:
+    """``run`` returns once a catch-up that started after the call has finished; one
+    catch-up at a time, shared by every caller that waited for it. A failed catch-up
+    raises in the thread that ran it only; its waiters count it as done (the next write's
+    catch-up, or the projections process, applies the events)."""
+
+    def __init__(self, catch_up: Callable[[], int]) -> None:
+        self._catch_up = catch_up
+        self._changed = threading.Condition()
+        self._started = 0
+        self._finished = 0
+        self._running = False
+
+    def run(self) -> None:
+        with self._changed:
+            wanted = self._started + 1  # the next one to start covers this caller
+            while self._finished < wanted and self._running:
+                self._changed.wait()
+            if self._finished >= wanted:
+                return
+            self._running = True
+            self._started += 1
+        try:
+            self._catch_up()
+        finally:
+            with self._changed:
+                self._running = False
+                self._finished += 1
+                self._changed.notify_all()
 
 
 class Feed:

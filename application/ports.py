@@ -25,6 +25,10 @@ class EventStore(Protocol):
         """Every event of one stream, in version order (empty for a new stream)."""
         ...
 
+    def load_many(self, stream_ids: Iterable[UUID]) -> dict[UUID, list[DomainEvent]]:
+        """``load`` of several streams in one round trip: each id maps to its events."""
+        ...
+
     def existing(self, stream_ids: Iterable[UUID]) -> set[UUID]:
         """Which of these streams hold any event (one round trip for all of them)."""
         ...

@@ -19,7 +19,11 @@ ATTEMPTS = 5
 
 
 def load(store: EventStore, cls: type[A], stream_id: UUID) -> A:
-    events = store.load(stream_id)
+    return replay(cls, stream_id, store.load(stream_id))
+
+
+def replay(cls: type[A], stream_id: UUID, events: list[DomainEvent]) -> A:
+    """The aggregate from its stream's events (those of ``store.load_many``, say)."""
     try:
         return cls.replay(stream_id, events)
     except (DomainError, Invalid, LookupError, TypeError, ValueError) as error:

@@ -416,7 +416,9 @@ def bench_define(backend: Backend, defines: int, existing: int = 20, warmup: int
     from other processes on the machine hits both sides alike."""
     tenant = "tenant-define"
     with scratch_database(backend, "define") as scratch:
-        app = bootstrap(database_url=scratch.url, project_inline=False)
+        app = bootstrap(
+            database_url=scratch.url, project_inline=False, blob_dir=scratch.workdir / "blobs"
+        )
         es_app = BenchApp(env=_eventsourcing_env(scratch))
         try:
             admin = admin_of(tenant)

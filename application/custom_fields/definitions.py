@@ -10,7 +10,7 @@ from pydantic.alias_generators import to_camel
 from application.context import Context
 from application.payloads import Payload
 from application.result import Result, forbidden, invalid_payload, not_found
-from application.streams import commit, load, retrying
+from application.streams import commit, load, replay, retrying
 from application.users import KNOWN_ROLES, SYSTEM_ADMIN, SYSTEM_TENANT_ID, User
 from domain.field_definition import (
     CapExceeded,
@@ -124,9 +124,17 @@ def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Contex
         return settings
     entity, key = payload.entity_name, payload.field_key
 
+    own = definition_id(tenant_id, entity, key)
+    system_id = definition_id(SYSTEM_TENANT_ID, entity, key)
+    catalog_stream = catalog_id(tenant_id)
+    # One round trip: the system's definition (the reserved-key rule), the tenant's own,
+    # and the tenant's catalog (the exact cap).
+    streams = (own,) if scope == "system" else (system_id, own, catalog_stream)
+
     def attempt() -> Result:
+        loaded = ctx.store.load_many(streams)
         if scope == "tenant":
-            system = load(ctx.store, FieldDefinition, definition_id(SYSTEM_TENANT_ID, entity, key))
+            system = replay(FieldDefinition, system_id, loaded[system_id])
             if system.active:
                 return Result.fail(
                     "field_key_reserved",
@@ -135,7 +143,7 @@ def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Contex
                     entityName=entity,
                     fieldKey=key,
                 )
-        definition = load(ctx.store, FieldDefinition, definition_id(tenant_id, entity, key))
+        definition = replay(FieldDefinition, own, loaded[own])
         if definition.active:
             return Result.fail("version_conflict", 409, f"{entity}.{key} is already defined")
         now = ctx.clock.now()
@@ -150,7 +158,7 @@ def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Contex
         if scope == "system":
             commit(ctx.store, definition)
             return Result.ok(_described(payload, scope, definition.generation))
-        catalog = load(ctx.store, FieldCatalog, catalog_id(tenant_id))
+        catalog = replay(FieldCatalog, catalog_stream, loaded[catalog_stream])
         limit = ctx.policy.field_definition_limit_per_tenant
         try:
             catalog.claim(
@@ -208,15 +216,18 @@ def update(payload: DefinitionPayload, tenant_id: str, ctx: Context) -> Result:
 def delete(payload: FieldRef, tenant_id: str, ctx: Context) -> Result:
     entity, key = payload.entity_name, payload.field_key
 
+    own, catalog_stream = definition_id(tenant_id, entity, key), catalog_id(tenant_id)
+
     def attempt() -> Result:
-        definition = load(ctx.store, FieldDefinition, definition_id(tenant_id, entity, key))
+        loaded = ctx.store.load_many((own, catalog_stream))  # one round trip for both
+        definition = replay(FieldDefinition, own, loaded[own])
         if not definition.active:
             return not_found(f"field {entity}.{key}")
         now = ctx.clock.now()
         definition.delete(tenant_id=tenant_id, entity_name=entity, field_key=key, now=now)
         aggregates: list[FieldDefinition | FieldCatalog] = [definition]
         if definition.scope == "tenant":
-            catalog = load(ctx.store, FieldCatalog, catalog_id(tenant_id))
+            catalog = replay(FieldCatalog, catalog_stream, loaded[catalog_stream])
             catalog.release(tenant_id=tenant_id, entity_name=entity, field_key=key, now=now)
             aggregates.append(catalog)
         commit(ctx.store, *aggregates)

@@ -1,5 +1,8 @@
 """What set and clear share: the gates (roles, an active definition, the field's own
-access), validation and sealing, and one retrying commit on the entity's stream."""
+access), validation and sealing, and one retrying commit on the entity's stream.
+
+The definitions (the tenant's and the system's) and the entity are read in one round
+trip; a retry after a version conflict reads the entity again, alone."""
 
 from __future__ import annotations
 
@@ -11,9 +14,10 @@ from application.context import Context
 from application.custom_fields.definitions import EntityId, FieldRef
 from application.custom_fields.sealing import seal_value
 from application.result import Result, forbidden, not_found
-from application.streams import commit, load, retrying
+from application.streams import commit, load, replay, retrying
 from application.users import SYSTEM_TENANT_ID, User
 from domain.custom_field_values import EntityCustomFields, entity_stream_id
+from domain.events import DomainEvent
 from domain.field_definition import FieldDefinition, definition_id
 from domain.field_types import Invalid, validate_value
 
@@ -42,22 +46,26 @@ class Clear(Enum):
 CLEAR: Literal[Clear.VALUE] = Clear.VALUE
 
 
+def _definition_ids(tenant_id: str, entity: str, key: str) -> tuple[UUID, UUID]:
+    return definition_id(tenant_id, entity, key), definition_id(SYSTEM_TENANT_ID, entity, key)
+
+
 def active_definition(
-    ctx: Context, tenant_id: str, entity: str, key: str
+    loaded: dict[UUID, list[DomainEvent]], ids: tuple[UUID, UUID]
 ) -> FieldDefinition | None:
-    """The tenant's own definition of the key, else the system's, if active."""
-    for owner in (tenant_id, SYSTEM_TENANT_ID):
-        definition = load(ctx.store, FieldDefinition, definition_id(owner, entity, key))
+    """The tenant's own definition of the key, else the system's, if active (``ids``:
+    the two definition streams, tenant first, as loaded)."""
+    for stream in ids:
+        definition = replay(FieldDefinition, stream, loaded[stream])
         if definition.active:
             return definition
     return None
 
 
-def writable_definition(payload: ValueRef, user: User, ctx: Context) -> FieldDefinition | Result:
+def _writable(
+    definition: FieldDefinition | None, payload: ValueRef, user: User
+) -> FieldDefinition | Result:
     """The definition the caller may write this value under, or the refusal to answer."""
-    if not user.has_any(ctx.policy.value_write_roles):
-        return forbidden()
-    definition = active_definition(ctx, user.tenant_id, payload.entity_name, payload.field_key)
     if definition is None or definition.settings is None:
         return not_found(f"field {payload.entity_name}.{payload.field_key}")
     required = definition.settings.write_roles
@@ -73,10 +81,15 @@ def writable_definition(payload: ValueRef, user: User, ctx: Context) -> FieldDef
 
 def write_value(payload: ValueRef, user: User, ctx: Context, change: Any) -> Result:
     """Set the value ``change`` (validated, then sealed), or clear it (``CLEAR``)."""
-    definition = writable_definition(payload, user, ctx)
+    if not user.has_any(ctx.policy.value_write_roles):
+        return forbidden()
+    tenant, entity_name, entity_id = user.tenant_id, payload.entity_name, payload.entity_id
+    stream = entity_stream_id(tenant, entity_name, entity_id)
+    ids = _definition_ids(tenant, entity_name, payload.field_key)
+    loaded = ctx.store.load_many((*ids, stream))
+    definition = _writable(active_definition(loaded, ids), payload, user)
     if isinstance(definition, Result):
         return definition
-    tenant, entity_name, entity_id = user.tenant_id, payload.entity_name, payload.entity_id
     answer: dict[str, Any] = {
         "entityName": entity_name,
         "entityId": entity_id,
@@ -105,10 +118,10 @@ def write_value(payload: ValueRef, user: User, ctx: Context, change: Any) -> Res
             value=value,
         )
         answer["value"] = value
-    stream = entity_stream_id(tenant, entity_name, entity_id)
+    first: list[EntityCustomFields] = [replay(EntityCustomFields, stream, loaded[stream])]
 
     def attempt() -> Result:
-        entity = load(ctx.store, EntityCustomFields, stream)
+        entity = first.pop() if first else load(ctx.store, EntityCustomFields, stream)
         target = ValueTarget(
             tenant_id=tenant,
             entity_name=entity_name,

@@ -10,13 +10,24 @@ Long streams (a tenant's field catalog gains an event at every define and delete
 their decoded events in a small in-process cache, so a load reads and decodes only the
 events after the cached version: stored events are never changed or removed, so a
 cached prefix stays true, and every load still asks the database for what is newer.
+``load_many`` reads several streams' news in one statement (one round trip).
+
+Appends go through a group commit (``group_commit.py``): concurrent callers' events are
+inserted in one transaction, each caller answered with its own outcome. A version
+conflict inside the combined batch fails only its caller: callers of one batch that
+claim the same (stream, version) are told apart before the insert, and a combined insert
+the database refuses is retried caller by caller (like the watch path's
+``store_apart``), so one bad write never fails the others. An unavailable database
+fails the whole batch at once (503), and every caller queued behind it: writing them
+apart, or in another batch, would only multiply the wait.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
@@ -39,9 +50,12 @@ from application.errors import ConcurrencyConflict, StoreUnavailable, Unreadable
 from application.ports import Recorded, Unreadable
 from domain.events import DomainEvent
 from infrastructure.eventstore.codec import EventCodec, UnknownTopic
+from infrastructure.eventstore.group_commit import Entry, GroupCommit
 from infrastructure.sql.database import DatabaseUrl
 
 EVENTS_TABLE = "stored_events"
+
+log = logging.getLogger("tidings.eventstore")
 
 
 def _tenant_of(state: bytes) -> str | None:
@@ -88,6 +102,9 @@ class RecorderEventStore:
         self.recorder = recorder
         self.codec = codec
         self._cache = _StreamCache()
+        self._group: GroupCommit[list[StoredEvent]] = GroupCommit(
+            self._write_batch, outages=(StoreUnavailable,)
+        )
 
     def load(self, stream_id: UUID) -> list[DomainEvent]:
         known = self._cache.get(stream_id)
@@ -107,6 +124,74 @@ class RecorderEventStore:
         )
         self._cache.put(stream_id, events)
         return list(events)
+
+    def load_many(self, stream_ids: Iterable[UUID]) -> dict[UUID, list[DomainEvent]]:
+        """Every event of each stream (empty for a new one), read in one statement."""
+        wanted = list(dict.fromkeys(stream_ids))
+        known = {u: self._cache.get(u) for u in wanted}
+        after = {u: (k[-1].originator_version if k else -1) for u, k in known.items()}
+        try:
+            rows: list[tuple[UUID, int, str, bytes]] = self._select_many(after) if wanted else []
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+        news: defaultdict[UUID, list[DomainEvent]] = defaultdict(list)
+        for stream, version, topic, state in rows:
+            news[stream].append(self.codec.decode(stream, version, topic, state))
+        loaded: dict[UUID, list[DomainEvent]] = {}
+        for stream in wanted:
+            events = (*known[stream], *news.get(stream, ()))
+            if stream in news:
+                self._cache.put(stream, events)
+            loaded[stream] = list(events)
+        return loaded
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _select_many(self, after: dict[UUID, int]) -> list[tuple[UUID, int, str, bytes]]:
+        recorder = self.recorder
+        if isinstance(recorder, PostgresApplicationRecorder):
+            query = SQL(
+                "SELECT e.originator_id, e.originator_version, e.topic, e.state"
+                " FROM unnest(%s::uuid[], %s::bigint[]) AS w(id, after)"
+                " JOIN {schema}.{table} e"
+                " ON e.originator_id = w.id AND e.originator_version > w.after"
+                " ORDER BY e.originator_id, e.originator_version"
+            ).format(
+                schema=Identifier(recorder.datastore.schema),
+                table=Identifier(recorder.events_table_name),
+            )
+            with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
+                curs.execute(query, (list(after), list(after.values())), prepare=True)
+                return [
+                    (
+                        UUID(str(r["originator_id"])),
+                        r["originator_version"],
+                        r["topic"],
+                        bytes(r["state"]),
+                    )
+                    for r in curs.fetchall()
+                ]
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            rows: list[tuple[UUID, int, str, bytes]] = []
+            streams = list(after.items())
+            with recorder.datastore.transaction(commit=False) as cursor:
+                for at in range(0, len(streams), 400):  # SQLite's bound-variable limit
+                    chunk = streams[at : at + 400]
+                    where = " OR ".join(
+                        ["(originator_id = ? AND originator_version > ?)"] * len(chunk)
+                    )
+                    cursor.execute(
+                        "SELECT originator_id, originator_version, topic, state"
+                        f" FROM {recorder.events_table_name} WHERE {where}"
+                        " ORDER BY originator_id, originator_version",
+                        [v for stream, gt in chunk for v in (stream.hex, gt)],
+                    )
+                    rows += [(UUID(r[0]), r[1], r[2], r[3]) for r in cursor.fetchall()]
+            return rows
+        return [
+            (u, e.originator_version, e.topic, e.state)
+            for u, gt in after.items()
+            for e in recorder.select_events(u, gt=gt)
+        ]
 
     def existing(self, stream_ids: Iterable[UUID]) -> set[UUID]:
         """Which of these streams hold any event: one query, whatever their number."""
@@ -149,12 +234,45 @@ class RecorderEventStore:
         return {u for u in wanted if self.load(u)}
 
     def append(self, events: Sequence[DomainEvent]) -> None:
+        stored = [self.codec.encode(e) for e in events]
+        if stored:
+            self._group.submit(stored, len(stored))
+
+    def _insert(self, stored: Sequence[StoredEvent]) -> None:
         try:
-            self.recorder.insert_events([self.codec.encode(e) for e in events])
+            self.recorder.insert_events(stored)
         except IntegrityError:
             raise ConcurrencyConflict("a stream version is taken already") from None
         except (OperationalError, InterfaceError) as error:
             raise StoreUnavailable(str(error)) from None
+
+    def _write_batch(self, batch: Sequence[Entry[list[StoredEvent]]]) -> None:
+        """Insert every caller's events in one transaction; see the module docstring."""
+        accepted: list[Entry[list[StoredEvent]]] = []
+        claimed: set[tuple[UUID | str, int]] = set()
+        for entry in batch:
+            keys = {(e.originator_id, e.originator_version) for e in entry.item}
+            if keys & claimed:  # another caller of this batch claims it already
+                entry.error = ConcurrencyConflict("a stream version is taken already")
+            else:
+                claimed |= keys
+                accepted.append(entry)
+        if len(accepted) > 1:
+            try:
+                self._insert([e for entry in accepted for e in entry.item])
+            except StoreUnavailable as error:
+                for entry in accepted:
+                    entry.error = StoreUnavailable(str(error))
+                return
+            except Exception:  # a conflict or a refused event: write each caller apart
+                log.info("group_commit.apart callers=%d", len(accepted))
+            else:
+                return
+        for entry in accepted:
+            try:
+                self._insert(entry.item)
+            except Exception as error:  # this caller's own outcome, raised in its thread
+                entry.error = error
 
     def append_stored(self, rows: Sequence[tuple[UUID, int, str, bytes]]) -> None:
         """Append already-encoded events as they are (``events import``)."""

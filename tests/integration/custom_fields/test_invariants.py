@@ -16,7 +16,7 @@ from application.custom_fields.sealing import seal_value
 from application.ports import SqlCursor, SqlDatabase
 from application.streams import commit, load
 from domain.custom_field_values import EntityCustomFields, entity_stream_id
-from domain.field_definition import definition_id
+from domain.field_definition import catalog_id, definition_id
 from projections.custom_fields import TABLES, CustomFieldsProjection
 from projections.runner import ProjectionRunner
 from tests.integration.custom_fields.helpers import (
@@ -484,3 +484,22 @@ def test_invariant_6_cascade_is_one_set_based_statement_per_table(app: App, admi
 
     assert keys_everywhere(app, admin, ["c0000", f"c{entities - 1:04}"]) == {"keep"}
     assert len(all_entities(app, admin, limit=500)) == entities
+
+
+def test_invariant_5_concurrent_defines_in_one_app_share_commits_one_wins_the_others_409(
+    app: App, admin: User
+) -> None:
+    # Threads of one app: their appends meet in one group commit.
+    for round_ in range(3):
+        key = f"tier{round_}"
+        results = run_together(
+            [app] * 6, lambda app, i: define(app, admin, key, "number" if i % 2 else "text")
+        )
+        assert sum(r.is_success for r in results) == 1, results
+        for result in results:
+            if not result.is_success:
+                failed(result, "version_conflict", 409)
+    app.projections.catch_up()
+    assert sorted(d["fieldKey"] for d in definitions(app, admin)) == ["tier0", "tier1", "tier2"]
+    catalog = app.ctx.store.load(catalog_id(admin.tenant_id))
+    assert len(catalog) == 3, "one slot claimed per key"

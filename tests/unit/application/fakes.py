@@ -32,6 +32,9 @@ class FakeEventStore:
             raise StoreUnavailable("fake store is down")
         return list(self.streams.get(stream_id, []))
 
+    def load_many(self, stream_ids: Iterable[UUID]) -> dict[UUID, list[DomainEvent]]:
+        return {stream: self.load(stream) for stream in stream_ids}
+
     def existing(self, stream_ids: Iterable[UUID]) -> set[UUID]:
         if self.unavailable:
             raise StoreUnavailable("fake store is down")
