@@ -33,6 +33,7 @@ import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -50,6 +51,7 @@ from bench._mail import (
     Line,
     cpu_by_process,
     cpu_by_program,
+    cpu_seconds,
     machine_busy,
     open_app,
     private_redis,
@@ -125,6 +127,35 @@ def balanced(sim: SimulatorProcess, workers: list[Worker], n: int) -> bool:
 
 def fmt_counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
+
+
+@contextlib.contextmanager
+def profiled(worker: Worker, out: Path | None, label: str) -> Iterator[None]:
+    """``py-spy record --gil`` (CPU, not waits) of one worker while the block runs, as raw
+    collapsed stacks in ``out`` (nothing without ``out`` or without py-spy)."""
+    binary = shutil.which("py-spy")
+    if out is None or binary is None:
+        yield
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{label}-{worker.name}.txt"
+    argv = [binary, "record", "-p", str(worker.pid), "--gil", "-r", "50", "-f", "raw"]
+    proc = subprocess.Popen(
+        [*argv, "-o", str(path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
 
 
 # --- the phases ---------------------------------------------------------------------------
@@ -213,6 +244,8 @@ def phase_burst(
         rows_before = count(poll, "SELECT count(*) FROM mail_messages")
         say(f"burst: one new message in each of {n} mailboxes")
         cpu0 = cpu_by_process()
+        workers_cpu0 = sum(cpu_seconds(w.pid) for w in workers)
+        sim_cpu0 = cpu_seconds(sim.pid)
         busy0, total0 = machine_busy()
         t0 = time.perf_counter()
         delivered = sim.call("deliver")["delivered"]
@@ -238,14 +271,20 @@ def phase_burst(
     finally:
         poll.close()
     busy, total = machine_busy()
-    by_program = cpu_by_program(cpu0, cpu_by_process())
+    cpu1 = cpu_by_process()
+    by_program = cpu_by_program(cpu0, cpu1)
+
+    # All threads of each (schedstat of a pid is its main thread's alone).
+    workers_cpu = sum(cpu_seconds(w.pid) for w in workers) - workers_cpu0
+    sim_cpu = cpu_seconds(sim.pid) - sim_cpu0
     busy_share = (busy - busy0) / max(total - total0, 1e-9)
     top = sorted(by_program.items(), key=lambda kv: -kv[1])[:6]
     say(
         f"burst: {delivered} delivered and pushed in {pushed:.2f}s, ingested after "
         f"{ingested:.2f}s, queryable after {queryable:.2f}s; CPU "
         + ", ".join(f"{k} {v:.1f}s" for k, v in top)
-        + f"; machine {busy_share:.0%} busy"
+        + f"; workers {workers_cpu:.1f}s ({workers_cpu / n * 1e3:.2f} ms an account), "
+        f"simulator {sim_cpu:.1f}s; machine {busy_share:.0%} busy"
     )
     return [
         Line(
@@ -258,12 +297,12 @@ def phase_burst(
             queryable <= BURST_GOAL_S,
         ),
         Line(
-            "  ... CPU during it (s): workers / PostgreSQL / simulator",
+            "  ... CPU during it (s): workers (reference: PostgreSQL / simulator)",
             "postgresql",
-            f"{by_program.get('python', 0.0) + by_program.get('tidings', 0.0):.1f}",
-            f"{by_program.get('postgres', 0.0):.1f}",
+            f"{workers_cpu:.1f}",
+            f"{by_program.get('postgres', 0.0):.1f} / {sim_cpu:.1f}",
             f"machine {busy_share:.0%} busy",
-            "(informational; the simulator is a python process too)",
+            "(informational)",
             None,
         ),
     ]
@@ -421,6 +460,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="workers at the start (4)")
     parser.add_argument("--ttl", type=float, default=20.0, help="watch lease ttl, s (20)")
     parser.add_argument("--keep-logs", type=Path, help="copy the worker logs here at the end")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy (CPU) profiles of a worker per phase, into this dir"
+    )
     args = parser.parse_args(argv)
     n, ttl = args.accounts, args.ttl
     tick = min(5.0, ttl / 6)
@@ -430,11 +472,16 @@ def main(argv: list[str] | None = None) -> int:
     with bench_env(n, args.workers, ttl, args.keep_logs) as (sim, scratch, app, fleet):
         accounts = seed(app, sim, n)
         workers = [fleet.start(f"w{i + 1}") for i in range(args.workers)]
-        hot_lines, _ = phase_hot(sim, app, workers, accounts)
+        prof = args.profile
+        with profiled(workers[0], prof, "hot"):
+            hot_lines, _ = phase_hot(sim, app, workers, accounts)
         lines += hot_lines
-        lines += phase_burst(sim, scratch, workers, n)
-        lines += phase_join(sim, fleet, workers, n, tick)
-        lines += phase_kill(sim, workers, n, ttl)
+        with profiled(workers[0], prof, "burst"):
+            lines += phase_burst(sim, scratch, workers, n)
+        with profiled(workers[1], prof, "join"):
+            lines += phase_join(sim, fleet, workers, n, tick)
+        with profiled(workers[1], prof, "kill"):  # a survivor: the first worker is killed
+            lines += phase_kill(sim, workers, n, ttl)
         final = sim.stats()
     elapsed = time.perf_counter() - started
     load_after = os.getloadavg()
