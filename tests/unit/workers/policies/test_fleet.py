@@ -242,3 +242,13 @@ def test_the_lease_holder_owns_the_poll_else_the_preferred_live_worker() -> None
 def test_with_the_fleet_unknown_everyone_polls() -> None:
     assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=None)
     assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=[])
+
+
+def test_poll_owner_is_the_same_whatever_the_order_or_kind_of_the_worker_collection() -> None:
+    workers = ["w3", "w1", "w2"]
+    for account in ACCOUNTS[:100]:
+        owner = poll_owner(account, workers)
+        assert owner == ranked_workers(account, workers)[0]
+        assert poll_owner(account, set(workers)) == owner
+        assert poll_owner(account, {w: 0 for w in sorted(workers)}) == owner
+        assert poll_owner(account, [w for w in workers if w != owner]) != owner
