@@ -19,8 +19,7 @@ Each turn:
 2. leases: stop watches whose lease expired; renew held leases when due
    ("not yours" -> stop that watch now);
 3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
-   refresh (at most once per ``fleet_tick``; with the fleet's shared tier state:
-   ``workers.shared_tiers``), heartbeat,
+   refresh (with the fleet's shared tier state: ``workers.shared_tiers``), heartbeat,
    classify tiers, plan claims/releases, acquire leases and start watches for claims,
    stop watches and release leases for releases; park sessions for a dead worker's
    accounts this worker will claim once their leases lapse; report watch states and
@@ -121,7 +120,6 @@ class Supervisor:
         self._live: dict[str, int] | None = None
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
-        self._next_directory = 0.0
         self._next_chores = 0.0
         self._wake_at = 0.0
         self._next_metrics = 0.0
@@ -277,12 +275,7 @@ class Supervisor:
 
     def _fleet_tick(self, now: float) -> None:
         wall = time.time()
-        if now >= self._next_directory:
-            # Once a tick, not on every tick a signal brings forward: a burst of signals
-            # (user-active for thousands of users) would re-read every account back to
-            # back. A signal's own news comes by lookup, or from the directory we have.
-            self._next_directory = now + self.settings.fleet_tick
-            self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
+        self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
         try:
             self.registry.heartbeat(len(self.owner))
             self._live = self.registry.live_workers()

@@ -119,28 +119,6 @@ def test_a_failed_watch_backs_off_and_is_reported_so(
     assert report.reports[-1] == {"a": WatchStatus("backoff", "hot")}
 
 
-def test_a_burst_of_signals_reads_the_directory_once_per_fleet_tick(
-    world: tuple[Supervisor, fakes.Watches, fakes.Report],
-) -> None:
-    sup, _, _ = world
-    reader, registry = sup.reader, sup.registry
-    assert isinstance(reader, fakes.Reader) and isinstance(registry, fakes.Registry)
-    sup.inbox.tell(DirectoryFetched({"a": info("a")}))
-    sup.turn()
-    first, ticks = reader.refreshes, registry.heartbeats
-    assert first == 1
-    for _ in range(5):  # five signal-driven fleet ticks within one fleet tick
-        sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
-        time.sleep(FLEET_COALESCE * 1.5)
-        sup.turn()
-    assert registry.heartbeats == ticks + 5 and reader.refreshes == first
-    sup._next_directory = 0.0  # the fleet tick has come round
-    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
-    time.sleep(FLEET_COALESCE * 1.5)
-    sup.turn()
-    assert reader.refreshes == first + 1
-
-
 def test_a_long_claim_round_gives_way_to_the_renewals_and_goes_on_next_turn(
     world: tuple[Supervisor, fakes.Watches, fakes.Report], monkeypatch: pytest.MonkeyPatch
 ) -> None:
