@@ -6,6 +6,7 @@ logins and of sessions in IDLE — and our FETCH parser never handing over to im
 from __future__ import annotations
 
 import selectors
+import socket
 import time
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -121,3 +122,22 @@ def test_a_wrong_password_is_refused(sim: Running, tmp_path: Path) -> None:
     with pytest.raises(MailboxAuthError):
         open_session(sim, tmp_path, "nobody", password="pw-nobody")
     assert sim.call({"op": "stats"})["failedLogins"] == 2
+
+
+def test_garbage_and_an_overlong_line_do_not_break_the_server(sim: Running) -> None:
+    with socket.create_connection((sim.host, sim.port), timeout=5) as sock:
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"* OK [CAPABILITY IMAP4rev1 IDLE")
+        for line in (b"\r\n", b"a1\r\n", b"a2 FROB x\r\n", b"a3 UID FETCH 1:* (BODY)\r\n"):
+            sock.sendall(line)
+            assert b" BAD " in reader.readline(), line
+        sock.sendall(b"a4 LOGIN " + b"x" * (70 * 1024))  # no line end: over the cap
+        assert reader.readline() == b""  # closed
+    with socket.create_connection((sim.host, sim.port), timeout=5) as sock:
+        reader = sock.makefile("rb")
+        reader.readline()
+        user = user_name(0)
+        sock.sendall(f'b1 LOGIN {user} "{password_of(user)}"\r\nb2 EXAMINE INBOX\r\n'.encode())
+        assert reader.readline().startswith(b"b1 OK")
+        lines = [reader.readline() for _ in range(7)]
+        assert lines[-1].startswith(b"b2 OK [READ-ONLY]"), lines
