@@ -55,6 +55,10 @@ class AccountDirectory:
         self._clock = clock
         self._learnt: dict[str, tuple[AccountInfo | None, float]] = {}
         self.syncable: dict[str, AccountInfo] = {}
+        # ``of_user``'s index, rebuilt on first use after a change: a burst of user-active
+        # signals (one per user) would otherwise scan every account for each of them.
+        self._of_user: dict[tuple[str, str | None], list[str]] | None = None
+        self._shared: dict[str, list[str]] = {}
 
     # --- reading (any thread) -----------------------------------------------------------
 
@@ -103,6 +107,7 @@ class AccountDirectory:
             else:
                 fresh[account_id] = info
         self.syncable = fresh
+        self._of_user = None
 
     def learn(self, account_id: str, info: AccountInfo | None) -> None:
         """A ``lookup`` result: syncable (``info``) or not, whatever the read model says yet."""
@@ -111,6 +116,7 @@ class AccountDirectory:
         else:
             self.syncable[account_id] = info
         self._learnt[account_id] = (info, self._clock())
+        self._of_user = None
 
     def forget(self, account_id: str) -> None:
         """Not syncable any more (e.g. an auth error)."""
@@ -118,11 +124,20 @@ class AccountDirectory:
 
     def of_user(self, tenant_id: str, user_id: str) -> list[str]:
         """A user's own accounts and its tenant's shared ones."""
-        return [
-            a.account_id
-            for a in self.syncable.values()
-            if a.tenant_id == tenant_id and (a.scope == "shared" or a.owner_user_id == user_id)
-        ]
+        if self._of_user is None:
+            self._index()
+        assert self._of_user is not None
+        return [*self._shared.get(tenant_id, ()), *self._of_user.get((tenant_id, user_id), ())]
+
+    def _index(self) -> None:
+        own: dict[tuple[str, str | None], list[str]] = {}
+        shared: dict[str, list[str]] = {}
+        for a in self.syncable.values():
+            if a.scope == "shared":
+                shared.setdefault(a.tenant_id, []).append(a.account_id)
+            else:
+                own.setdefault((a.tenant_id, a.owner_user_id), []).append(a.account_id)
+        self._of_user, self._shared = own, shared
 
 
 class DirectoryReader:

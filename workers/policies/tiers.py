@@ -93,23 +93,30 @@ class TierPolicy:
         return rose
 
     def classify(self, now: float, hot_budget: int) -> dict[str, Tier]:
-        s = self.settings
+        # Runs every fleet tick over every account (10,000 in a worker of a big fleet):
+        # kept to plain comparisons, and the budget's sort only when it must choose.
+        active_since = now - self.settings.user_active_window
+        mail_since = now - self.settings.recent_mail_window
+        warm_since = now - self.settings.warm_window
         tiers: dict[str, Tier] = {}
         candidates: list[tuple[float, str]] = []
         for account_id, a in self._accounts.items():
-            user_active, mail = min(a.user_active, now), min(a.mail, now)
-            if now - user_active < s.user_active_window or now - mail < s.recent_mail_window:
-                candidates.append((max(user_active, mail), account_id))
-                tiers[account_id] = "warm"  # until it makes the budget
-            elif now - max(user_active, mail, min(a.seen, now)) < s.warm_window:
+            user_active = a.user_active if a.user_active < now else now
+            mail = a.mail if a.mail < now else now
+            latest = user_active if user_active > mail else mail
+            if user_active > active_since or mail > mail_since:
+                candidates.append((latest, account_id))
+                tiers[account_id] = "hot"  # unless the budget sheds it
+            elif latest > warm_since or (a.seen if a.seen < now else now) > warm_since:
                 tiers[account_id] = "warm"
             else:
                 tiers[account_id] = "cold"
-        # Most recent first; equal times: the smaller account id first.
-        for _, account_id in heapq.nsmallest(
-            max(hot_budget, 0), candidates, key=lambda c: (-c[0], c[1])
-        ):
-            tiers[account_id] = "hot"
+        budget = max(hot_budget, 0)
+        if len(candidates) > budget:
+            # Most recent first; equal times: the smaller account id first.
+            kept = heapq.nsmallest(budget, candidates, key=lambda c: (-c[0], c[1]))
+            for _, account_id in set(candidates).difference(kept):
+                tiers[account_id] = "warm"
         return tiers
 
     def poll_interval(self, tier: Tier) -> float:

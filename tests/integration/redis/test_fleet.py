@@ -1,8 +1,10 @@
-"""RedisFleet: heartbeats with a ttl, live workers found by SCAN, with their lease counts."""
+"""RedisFleet: heartbeats with a ttl, live workers found through their index set, with their
+lease counts."""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -75,3 +77,53 @@ def test_worker_id_and_ttl_are_checked(client: redis.Redis) -> None:
         RedisFleet(client, "", 3.0)
     with pytest.raises(ValueError):
         RedisFleet(client, "w1", 0)
+
+
+def test_live_workers_do_not_depend_on_the_size_of_the_keyspace(
+    client: redis.Redis, prefix: str
+) -> None:
+    """The workers are found through their index, not by walking every key: thousands of
+    other keys (leases, activity) cost nothing, and a stray hash under the prefix whose id
+    never heartbeat is not a worker."""
+    w1 = fleet(client, prefix, "w1")
+    w1.heartbeat(held=2)
+    pipe = client.pipeline(transaction=False)
+    for i in range(5000):
+        pipe.set(f"{prefix}lease:{i}", "token", px=60_000)
+    pipe.hset(prefix + "worker:stray", "held", "9")
+    pipe.execute()
+    recording = Recording(connection_pool=client.connection_pool)
+    reader = RedisFleet(recording, "w2", 3.0, prefix=prefix + "worker:")
+    assert reader.live_workers() == {"w1": 2}
+    assert reader.live_workers() == {"w1": 2}
+    # One script call per look (EVAL the first time, when the script is not cached yet).
+    assert recording.sent[-1] == "EVALSHA" and len(recording.sent) <= 4, recording.sent
+
+
+class Recording(redis.Redis):
+    """A client that notes the name of every command it sends."""
+
+    sent: list[str]
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.__dict__.setdefault("sent", []).append(str(args[0]).upper())
+        return super().execute_command(*args, **options)  # type: ignore[no-untyped-call]
+
+
+def test_a_lapsed_worker_leaves_the_index(client: redis.Redis, prefix: str) -> None:
+    gone = fleet(client, prefix, "gone", ttl=0.2)
+    alive = fleet(client, prefix, "alive")
+    gone.heartbeat(held=1)
+    alive.heartbeat(held=1)
+    index = prefix + "worker-index"
+    assert {m.decode() if isinstance(m, bytes) else m for m in client.smembers(index)} == {
+        "gone",
+        "alive",
+    }
+    time.sleep(0.3)
+    assert alive.live_workers() == {"alive": 1}
+    assert {m.decode() if isinstance(m, bytes) else m for m in client.smembers(index)} == {"alive"}
+    gone.heartbeat(held=3)  # back: its heartbeat adds it again
+    assert alive.live_workers() == {"alive": 1, "gone": 3}
+    alive.leave()
+    assert gone.live_workers() == {"gone": 3}

@@ -52,9 +52,11 @@ class Registry:
         self.worker_id = worker_id
         self.interval = 1.0
         self.held = 0
+        self.heartbeats = 0  # one per fleet tick
 
     def heartbeat(self, held: int) -> None:
         self.held = held
+        self.heartbeats += 1
 
     def live_workers(self) -> dict[str, int]:
         return {self.worker_id: self.held}

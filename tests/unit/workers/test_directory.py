@@ -76,3 +76,22 @@ def test_of_user_lists_own_and_shared_accounts() -> None:
         }
     )
     assert sorted(d.of_user("t1", "ann")) == ["own", "shared"]
+
+
+def test_of_user_finds_the_users_own_and_the_tenants_shared_accounts_after_every_change() -> None:
+    d = directory(Clock())
+    own = AccountInfo("own", "t1", "u1", "user", "imap.example")
+    others = AccountInfo("others", "t1", "u2", "user", "imap.example")
+    shared = AccountInfo("shared", "t1", None, "shared", "imap.example")
+    elsewhere = AccountInfo("elsewhere", "t2", "u1", "user", "imap.example")
+    d.apply({a.account_id: a for a in (own, others, shared, elsewhere)})
+    assert sorted(d.of_user("t1", "u1")) == ["own", "shared"]
+    assert d.of_user("t2", "u1") == ["elsewhere"]
+    assert d.of_user("t3", "u1") == []
+    d.learn("new", AccountInfo("new", "t1", "u1", "user", "imap.example"))
+    assert sorted(d.of_user("t1", "u1")) == ["new", "own", "shared"]
+    d.forget("own")
+    assert sorted(d.of_user("t1", "u1")) == ["new", "shared"]
+    d.apply({"others": others})  # "new" stays: learnt, the read model lags
+    assert sorted(d.of_user("t1", "u1")) == ["new"]
+    assert d.of_user("t1", "u2") == ["others"]

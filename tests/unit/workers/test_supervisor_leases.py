@@ -15,6 +15,7 @@ import pytest
 
 from infrastructure.in_process.lease import InProcessLease
 from tests.unit.workers import fakes
+from workers import supervisor
 from workers.directory import AccountDirectory, AccountInfo
 from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox, SignalReceived, WatchStopped
@@ -116,3 +117,29 @@ def test_a_failed_watch_backs_off_and_is_reported_so(
     sup.turn()
     assert watches.started == ["a"]  # not at once: after backoff
     assert report.reports[-1] == {"a": WatchStatus("backoff", "hot")}
+
+
+def test_a_long_claim_round_gives_way_to_the_renewals_and_goes_on_next_turn(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, watches, _ = world
+    monkeypatch.setattr(supervisor, "CLAIM_BUDGET", 0.05)
+    acquire = sup.owner.lease.acquire
+
+    def slow(key: str) -> str | None:  # a loaded lease backend: a round trip takes 10 ms
+        time.sleep(0.01)
+        return acquire(key)
+
+    monkeypatch.setattr(sup.owner.lease, "acquire", slow)
+    accounts = {f"a{i:02d}": info(f"a{i:02d}") for i in range(30)}
+    sup.inbox.tell(DirectoryFetched(accounts))
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
+    sup.turn()
+    first = len(watches.started)
+    assert 1 <= first <= 10, first  # cut short after the budget
+    for _ in range(20):
+        if len(watches.started) == 30:
+            break
+        time.sleep(FLEET_COALESCE * 1.5)  # the next fleet tick is due at once
+        sup.turn()
+    assert sorted(watches.started) == sorted(accounts)

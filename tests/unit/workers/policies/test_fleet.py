@@ -68,26 +68,88 @@ def test_a_worker_over_capacity_releases_down_to_it() -> None:
 
 
 def test_well_above_the_fair_share_gives_back_to_the_target() -> None:
+    hot = set(ACCOUNTS[:300])
+    mine = set(ACCOUNTS[:130])
+    # Fair share 100, target 100 + 1 + 5 = 106, threshold 126; nobody is short (< 89).
+    result = plan(
+        "w1",
+        live_workers={"w1": 130, "w2": 95, "w3": 95},
+        hot=hot,
+        mine=mine,
+        taken=hot,
+        capacity=1000,
+    )
+    assert result.fair_share == 100 and result.target == 106
+    assert len(result.release) == 24 and result.claim == ()
+
+
+def test_a_joining_worker_makes_the_others_give_back_to_the_fair_share() -> None:
     hot = set(ACCOUNTS[:100])
     mine = set(ACCOUNTS[:100])
-    # A second worker joined: fair share 50, target 50 + 1 + 2 = 53, threshold 63.5.
+    # A second worker joined: fair share 50; w2 holds nothing, so w1 keeps just 50.
     result = plan(
         "w1", live_workers={"w1": 100, "w2": 0}, hot=hot, mine=mine, taken=mine, capacity=1000
     )
     assert result.fair_share == 50 and result.target == 53
-    assert len(result.release) == 47 and result.claim == ()
+    assert len(result.release) == 50 and result.claim == ()
     # What is kept is mostly what w1 is preferred for.
     kept = mine - set(result.release)
     assert sum(poll_owner(a, ["w1", "w2"]) == "w1" for a in kept) >= 45
 
 
-def test_slightly_above_the_fair_share_keeps_everything() -> None:
+def test_slightly_above_the_fair_share_keeps_everything_while_nobody_is_short() -> None:
+    hot = set(ACCOUNTS[:150])
+    mine = set(ACCOUNTS[:60])
+    # Fair share 50, give-back threshold 63.5; nobody below 50 - 5 - 1 = 44.
+    result = plan(
+        "w1",
+        live_workers={"w1": 60, "w2": 45, "w3": 45},
+        hot=hot,
+        mine=mine,
+        taken=hot,
+        capacity=1000,
+    )
+    assert result.release == () and result.claim == ()
+
+
+def test_a_short_worker_makes_the_others_give_back_down_to_the_fair_share() -> None:
     hot = set(ACCOUNTS[:100])
     mine = set(ACCOUNTS[:63])
+    # Fair share 50: w2 (37) is short, so w1 gives back 13 although 63 < 63.5.
     result = plan(
         "w1", live_workers={"w1": 63, "w2": 37}, hot=hot, mine=mine, taken=hot, capacity=1000
     )
-    assert result.release == () and result.claim == ()
+    assert len(result.release) == 13 and result.claim == ()
+
+
+def test_while_a_worker_is_short_nobody_else_claims_past_the_fair_share() -> None:
+    hot = set(ACCOUNTS[:100])
+    free = set(ACCOUNTS[:10])
+    counts = {"w1": 48, "w2": 42}  # fair 50: w2 is short (below 44)
+    claims = {
+        w: plan(w, live_workers=counts, hot=hot, mine=set(), taken=hot - free, capacity=1000)
+        for w in counts
+    }
+    # (``mine`` is empty here, so each plan's own count is 0: only the shared counts
+    # above decide the room, as they do for every worker alike.)
+    assert all(len(p.claim) <= 50 for p in claims.values())
+
+
+def test_a_fifth_worker_joining_gets_its_share_in_two_rounds() -> None:
+    workers = ["w1", "w2", "w3", "w4"]
+    hot = set(ACCOUNTS[:400])
+    holdings: dict[str, set[str]] = {w: set() for w in workers}
+    simulate(workers, hot, holdings, capacity=1000, rounds=3)
+    assert all(95 <= len(h) <= 105 for h in holdings.values())
+    holdings["w5"] = set()
+    # Round 1: the others see w5 short and give back; round 2: w5 claims what they gave.
+    simulate([*workers, "w5"], hot, holdings, capacity=1000, rounds=2)
+    assert set().union(*holdings.values()) == hot
+    assert all(72 <= len(h) <= 88 for h in holdings.values()), {
+        w: len(h) for w, h in holdings.items()
+    }
+    history = simulate([*workers, "w5"], hot, holdings, capacity=1000, rounds=3)
+    assert all(p.claim == () and p.release == () for p in history[-1].values())
 
 
 def test_fair_share() -> None:
@@ -180,3 +242,13 @@ def test_the_lease_holder_owns_the_poll_else_the_preferred_live_worker() -> None
 def test_with_the_fleet_unknown_everyone_polls() -> None:
     assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=None)
     assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=[])
+
+
+def test_poll_owner_is_the_same_whatever_the_order_or_kind_of_the_worker_collection() -> None:
+    workers = ["w3", "w1", "w2"]
+    for account in ACCOUNTS[:100]:
+        owner = poll_owner(account, workers)
+        assert owner == ranked_workers(account, workers)[0]
+        assert poll_owner(account, set(workers)) == owner
+        assert poll_owner(account, {w: 0 for w in sorted(workers)}) == owner
+        assert poll_owner(account, [w for w in workers if w != owner]) != owner

@@ -129,3 +129,51 @@ def test_learn_takes_shared_times_for_tracked_accounts_only_and_says_when_they_r
     assert tiers.learn({}, {"a": NOW + 86400}, NOW) is True
     later = NOW + 3600 + 1
     assert tiers.classify(later, 10) == {"a": "warm", "b": "warm"}
+
+
+def reference_classify(policy: TierPolicy, now: float, hot_budget: int) -> dict[str, str]:
+    """The rule as the module docstring states it, written plainly (the policy's own
+    loop is tuned for 10,000 accounts a tick)."""
+    s = policy.settings
+    tiers: dict[str, str] = {}
+    candidates = []
+    for account_id, a in policy._accounts.items():
+        user_active, mail = min(a.user_active, now), min(a.mail, now)
+        if now - user_active < s.user_active_window or now - mail < s.recent_mail_window:
+            candidates.append((max(user_active, mail), account_id))
+            tiers[account_id] = "warm"
+        elif now - max(user_active, mail, min(a.seen, now)) < s.warm_window:
+            tiers[account_id] = "warm"
+        else:
+            tiers[account_id] = "cold"
+    for _, account_id in sorted(candidates, key=lambda c: (-c[0], c[1]))[: max(hot_budget, 0)]:
+        tiers[account_id] = "hot"
+    return tiers
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(
+        st.tuples(
+            st.sampled_from(["track", "user", "mail"]),
+            st.integers(0, 30),
+            st.sampled_from([0.0, 1.0, 59.0, 30 * MIN, HOUR, DAY, 2 * DAY, 3 * DAY]),
+        ),
+        max_size=60,
+    ),
+    now=st.sampled_from([0.0, 30 * MIN, HOUR, DAY, 1.5 * DAY, 2 * DAY + 1, 4 * DAY]),
+    budget=st.integers(-1, 35),
+)
+def test_classify_agrees_with_the_plain_rule(
+    events: list[tuple[str, int, float]], now: float, budget: int
+) -> None:
+    policy = TierPolicy()
+    for kind, account, at in events:
+        account_id = f"a{account:02d}"
+        if kind == "track":
+            policy.track(account_id, at)
+        elif kind == "user":
+            policy.on_user_active([account_id], at)
+        else:
+            policy.on_mail(account_id, at, now=at)
+    assert policy.classify(now, budget) == reference_classify(policy, now, budget)

@@ -1,0 +1,676 @@
+"""A load simulator for the fleet benchmark: a lightweight IMAP server on loopback that
+holds thousands of idle sessions cheaply (one asyncio thread; one small protocol object
+per connection), where Dovecot needs a process per session.
+
+It speaks the part of IMAP4rev1 the workers use: the greeting with its capabilities,
+CAPABILITY, LOGIN, SELECT/EXAMINE, UID SEARCH (``UID`` sets, ``SINCE``, ``ALL``), UID
+FETCH (``UID RFC822.SIZE INTERNALDATE FLAGS``, ``BODY.PEEK[HEADER.FIELDS (...)]``,
+``BODY.PEEK[]`` and ``BODY.PEEK[]<offset.length>``), IDLE/DONE with ``* N EXISTS``
+pushed on new mail, NOOP, CHECK, LOGOUT; pipelined commands are answered in order.
+Each user has one in-memory INBOX; mail is added by ``deliver`` (the bench's APPEND),
+never by the protocol. Anything else is answered ``BAD``.
+
+The server keeps its own view of the sessions, so the benchmark can see what the
+workers do from the other side: logins per user, the users with a session in IDLE, and
+every time a mailbox had two sessions in IDLE at once ("watched twice").
+
+Two ways to run it:
+
+- in a thread of the calling process (``running_simulator``): the tests;
+- as a process of its own (``python bench/imap_sim.py --users N``), driven over a local
+  control socket (one JSON object a line, ``SimulatorProcess``): the benchmark, so the
+  server's CPU is not the bench process's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import re
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+CAPABILITIES = b"IMAP4rev1 IDLE LITERAL+"
+MAX_LINE = 64 * 1024  # a client line longer than this closes the connection
+UIDVALIDITY = 1
+_ATOM_OR_QUOTED = re.compile(rb'"((?:[^"\\]|\\.)*)"|(\S+)')
+_PARTIAL = re.compile(rb"BODY\.PEEK\[\]<(\d+)\.(\d+)>")
+_HEADER_FIELDS = re.compile(rb"BODY\.PEEK\[HEADER\.FIELDS \(([^)]*)\)\]")
+_MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+
+
+def password_of(user: str) -> str:
+    """The password of a simulated user (the benchmark is its only client)."""
+    return f"pw-{user}"
+
+
+def user_name(i: int) -> str:
+    return f"user{i:05d}"
+
+
+def sample_mail(user: str, n: int) -> bytes:
+    """A small CRLF text/plain message, unique per (user, n)."""
+    return (
+        f"Message-ID: <{n}.{uuid.uuid4().hex}@{user}.sim.example>\r\n"
+        f"Date: {format_datetime(datetime.now(UTC))}\r\n"
+        f"From: Sender {n} <sender{n}@origin.example>\r\n"
+        f"To: {user} <{user}@sim.example>\r\n"
+        f"Subject: sim {user} {n}\r\n"
+        "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n"
+        f"Hello {user}, this is message {n}.\r\n"
+    ).encode()
+
+
+@dataclass(slots=True)
+class Message:
+    uid: int
+    raw: bytes
+    arrived: datetime
+
+    def internaldate(self) -> bytes:
+        d = self.arrived
+        return (
+            f'"{d.day:02d}-{_MONTHS[d.month - 1]}-{d.year:04d} '
+            f'{d.hour:02d}:{d.minute:02d}:{d.second:02d} +0000"'
+        ).encode()
+
+    def header_fields(self, names: list[bytes]) -> bytes:
+        wanted = tuple(name.lower() + b":" for name in names)
+        head = self.raw.split(b"\r\n\r\n", 1)[0]
+        lines = [line for line in head.split(b"\r\n") if line.lower().startswith(wanted)]
+        return b"".join(line + b"\r\n" for line in lines) + b"\r\n"
+
+
+@dataclass(slots=True)
+class Mailbox:
+    user: str
+    password: str
+    messages: list[Message] = field(default_factory=list)
+    idlers: set[Session] = field(default_factory=set)
+    logins: int = 0
+
+    @property
+    def uidnext(self) -> int:
+        return self.messages[-1].uid + 1 if self.messages else 1
+
+
+@dataclass
+class Stats:
+    """The server's view, as the control API reports it."""
+
+    connections: int = 0  # open now
+    accepted: int = 0
+    logins: int = 0
+    failed_logins: int = 0
+    commands: int = 0
+    bad_commands: int = 0
+    idle_users: int = 0  # mailboxes with at least one session in IDLE now
+    doubled: int = 0  # times a mailbox got a second session in IDLE
+    doubled_users: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "connections": self.connections,
+            "accepted": self.accepted,
+            "logins": self.logins,
+            "failedLogins": self.failed_logins,
+            "commands": self.commands,
+            "badCommands": self.bad_commands,
+            "idleUsers": self.idle_users,
+            "doubled": self.doubled,
+            "doubledUsers": sorted(self.doubled_users)[:20],
+        }
+
+
+class ImapSimulator:
+    """The mailboxes and the counters; ``Session`` objects speak the protocol. Touched
+    only from the event loop's thread (``deliver`` and friends: through ``call``)."""
+
+    def __init__(self, users: int = 0) -> None:
+        self.mailboxes: dict[str, Mailbox] = {}
+        self.stats = Stats()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._delivered = 0
+        self.add_users(users)
+
+    def add_users(self, count: int, start: int = 0) -> None:
+        for i in range(start, start + count):
+            name = user_name(i)
+            self.mailboxes.setdefault(name, Mailbox(name, password_of(name)))
+
+    def deliver(self, user: str, raw: bytes) -> int:
+        """Add a message to the user's INBOX and push EXISTS to its sessions in IDLE;
+        its UID."""
+        box = self.mailboxes[user]
+        message = Message(box.uidnext, raw, datetime.now(UTC).replace(microsecond=0))
+        box.messages.append(message)
+        for session in box.idlers:
+            session.announce()
+        return message.uid
+
+    def deliver_all(self, users: list[str] | None = None) -> int:
+        names = list(self.mailboxes) if users is None else users
+        for name in names:
+            self._delivered += 1
+            self.deliver(name, sample_mail(name, self._delivered))
+        return len(names)
+
+    def idle_per_user(self) -> dict[str, int]:
+        return {name: len(box.idlers) for name, box in self.mailboxes.items() if box.idlers}
+
+    def control(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One control request (loop thread): ``stats``, ``deliver`` (``users``: names,
+        or every user), ``reset_doubled``, ``idle`` (idle sessions per user)."""
+        op = request.get("op")
+        if op == "stats":
+            return self.stats.as_dict()
+        if op == "deliver":
+            users = request.get("users")
+            return {"delivered": self.deliver_all(users if isinstance(users, list) else None)}
+        if op == "reset_doubled":
+            self.stats.doubled, self.stats.doubled_users = 0, set()
+            return {"ok": True}
+        if op == "idle":
+            return {"idle": self.idle_per_user()}
+        if op == "logins":
+            return {"logins": {n: b.logins for n, b in self.mailboxes.items() if b.logins}}
+        return {"error": f"unknown op {op!r}"}
+
+    # -- serving ----------------------------------------------------------------------
+
+    async def serve(self, host: str, port: int) -> asyncio.Server:
+        self.loop = asyncio.get_running_loop()
+        return await self.loop.create_server(
+            lambda: Session(self), host, port, backlog=4096, reuse_address=True
+        )
+
+    def enter_idle(self, session: Session, box: Mailbox) -> None:
+        box.idlers.add(session)
+        if len(box.idlers) == 1:
+            self.stats.idle_users += 1
+        elif len(box.idlers) == 2:
+            self.stats.doubled += 1
+            self.stats.doubled_users.add(box.user)
+
+    def leave_idle(self, session: Session, box: Mailbox) -> None:
+        if session in box.idlers:
+            box.idlers.discard(session)
+            if not box.idlers:
+                self.stats.idle_users -= 1
+
+
+class Session(asyncio.Protocol):
+    """One client connection: a line buffer, the login and the selected mailbox, and
+    the IDLE it is in (its tag)."""
+
+    __slots__ = ("box", "buffer", "idle_tag", "known", "selected", "server", "transport")
+
+    def __init__(self, server: ImapSimulator) -> None:
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.buffer = b""
+        self.box: Mailbox | None = None
+        self.selected = False
+        self.idle_tag: bytes | None = None
+        self.known = 0  # the message count this session was told (EXISTS)
+
+    # -- transport --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.stats.connections += 1
+        self.server.stats.accepted += 1
+        self.send(b"* OK [CAPABILITY " + CAPABILITIES + b"] imap-sim ready\r\n")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.stats.connections -= 1
+        if self.box is not None:
+            self.server.leave_idle(self, self.box)
+        self.transport = None
+
+    def send(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while self.transport is not None:
+            line, sep, rest = self.buffer.partition(b"\n")
+            if not sep:
+                break
+            self.buffer = rest
+            self.line(line.rstrip(b"\r"))
+        if len(self.buffer) > MAX_LINE and self.transport is not None:
+            self.transport.close()
+
+    def announce(self) -> None:
+        """Tell an idling session of mail it does not know yet."""
+        assert self.box is not None
+        count = len(self.box.messages)
+        if count > self.known:
+            self.known = count
+            self.send(b"* %d EXISTS\r\n" % count)
+
+    # -- commands ---------------------------------------------------------------------
+
+    def line(self, line: bytes) -> None:
+        self.server.stats.commands += 1
+        if self.idle_tag is not None:
+            if line.strip().upper() == b"DONE":
+                tag, self.idle_tag = self.idle_tag, None
+                assert self.box is not None
+                self.server.leave_idle(self, self.box)
+                self.send(tag + b" OK IDLE terminated\r\n")
+            else:
+                self.bad(b"*", b"expected DONE")
+            return
+        tag, _, rest = line.partition(b" ")
+        name, _, args = rest.partition(b" ")
+        verb = name.upper()
+        if not tag or not verb:
+            self.bad(b"*", b"no command")
+            return
+        if verb == b"UID":
+            sub, _, args = args.partition(b" ")
+            verb = b"UID " + sub.upper()
+        if self.selected:
+            self.announce()  # mail that came since the last answer
+        handler = _COMMANDS.get(verb)
+        if handler is None:
+            self.bad(tag, b"unknown command")
+            return
+        handler(self, tag, args)
+
+    def bad(self, tag: bytes, text: bytes) -> None:
+        self.server.stats.bad_commands += 1
+        self.send(tag + b" BAD " + text + b"\r\n")
+
+    def ok(self, tag: bytes, text: bytes = b"done") -> None:
+        self.send(tag + b" OK " + text + b"\r\n")
+
+    def cmd_capability(self, tag: bytes, args: bytes) -> None:
+        self.send(b"* CAPABILITY " + CAPABILITIES + b"\r\n")
+        self.ok(tag)
+
+    def cmd_noop(self, tag: bytes, args: bytes) -> None:
+        self.ok(tag)
+
+    def cmd_logout(self, tag: bytes, args: bytes) -> None:
+        self.send(b"* BYE logging out\r\n")
+        self.ok(tag)
+        if self.transport is not None:
+            self.transport.close()
+
+    def cmd_login(self, tag: bytes, args: bytes) -> None:
+        if self.box is not None:
+            self.bad(tag, b"already logged in")
+            return
+        words = [
+            (m[1].replace(b'\\"', b'"').replace(b"\\\\", b"\\") if m[1] is not None else m[2])
+            for m in _ATOM_OR_QUOTED.finditer(args)
+        ]
+        box = None
+        if len(words) == 2:
+            box = self.server.mailboxes.get(words[0].decode(errors="replace"))
+        if box is None or box.password.encode() != words[1]:
+            self.server.stats.failed_logins += 1
+            self.send(tag + b" NO [AUTHENTICATIONFAILED] Authentication failed.\r\n")
+            return
+        self.box = box
+        box.logins += 1
+        self.server.stats.logins += 1
+        self.send(tag + b" OK [CAPABILITY " + CAPABILITIES + b"] Logged in\r\n")
+
+    def cmd_select(self, tag: bytes, args: bytes, readonly: bool = False) -> None:
+        if self.box is None:
+            self.bad(tag, b"not logged in")
+            return
+        if args.strip().strip(b'"').upper() != b"INBOX":
+            self.send(tag + b" NO [NONEXISTENT] Mailbox doesn't exist\r\n")
+            return
+        box = self.box
+        self.selected = True
+        self.known = len(box.messages)
+        self.send(
+            b"* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft)\r\n"
+            b"* OK [PERMANENTFLAGS ()] Read-only mailbox.\r\n"
+            b"* %d EXISTS\r\n* 0 RECENT\r\n"
+            b"* OK [UIDVALIDITY %d] UIDs valid\r\n"
+            b"* OK [UIDNEXT %d] Predicted next UID\r\n" % (self.known, UIDVALIDITY, box.uidnext)
+        )
+        self.ok(tag, b"[READ-ONLY] Examine completed" if readonly else b"[READ-WRITE] Select")
+
+    def cmd_examine(self, tag: bytes, args: bytes) -> None:
+        self.cmd_select(tag, args, readonly=True)
+
+    def cmd_check(self, tag: bytes, args: bytes) -> None:
+        self.ok(tag)
+
+    def cmd_idle(self, tag: bytes, args: bytes) -> None:
+        if not self.selected or self.box is None:
+            self.bad(tag, b"no mailbox selected")
+            return
+        self.idle_tag = tag
+        self.send(b"+ idling\r\n")
+        self.server.enter_idle(self, self.box)
+        self.announce()
+
+    def cmd_uid_search(self, tag: bytes, args: bytes) -> None:
+        if not self.selected or self.box is None:
+            self.bad(tag, b"no mailbox selected")
+            return
+        messages = self.box.messages
+        words = args.split()
+        found = list(messages)
+        i = 0
+        while i < len(words):
+            key = words[i].upper()
+            if key == b"ALL":
+                i += 1
+            elif key == b"UID" and i + 1 < len(words):
+                wanted = uid_set(words[i + 1], self.box)
+                found = [m for m in found if m.uid in wanted]
+                i += 2
+            elif key == b"SINCE" and i + 1 < len(words):
+                since = parse_date(words[i + 1])
+                if since is None:
+                    self.bad(tag, b"bad date")
+                    return
+                found = [m for m in found if m.arrived.date() >= since]
+                i += 2
+            else:
+                self.bad(tag, b"unsupported search key")
+                return
+        self.send(b"* SEARCH" + b"".join(b" %d" % m.uid for m in found) + b"\r\n")
+        self.ok(tag)
+
+    def cmd_uid_fetch(self, tag: bytes, args: bytes) -> None:
+        if not self.selected or self.box is None:
+            self.bad(tag, b"no mailbox selected")
+            return
+        set_text, _, items = args.partition(b" ")
+        wanted_items = FetchItems.parse(items)
+        if wanted_items is None:
+            self.bad(tag, b"unsupported fetch item")
+            return
+        wanted = uid_set(set_text, self.box)
+        self.send(
+            b"".join(
+                wanted_items.render(seq, message)
+                for seq, message in enumerate(self.box.messages, 1)
+                if message.uid in wanted
+            )
+        )
+        self.ok(tag)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchItems:
+    """The items of a UID FETCH this server answers."""
+
+    simple: frozenset[bytes]  # UID RFC822.SIZE INTERNALDATE FLAGS
+    header_fields: tuple[bytes, ...] | None  # BODY.PEEK[HEADER.FIELDS (...)]
+    partial: tuple[int, int] | None  # BODY.PEEK[]<offset.length>
+    whole: bool  # BODY.PEEK[]
+
+    @classmethod
+    def parse(cls, items: bytes) -> FetchItems | None:
+        upper = items.upper()
+        if upper.startswith(b"(") and upper.endswith(b")"):
+            upper = upper[1:-1]
+        fields = _HEADER_FIELDS.search(upper)
+        partial = _PARTIAL.search(upper)
+        rest = _PARTIAL.sub(b"", _HEADER_FIELDS.sub(b"", upper)).split()
+        whole = b"BODY.PEEK[]" in rest
+        simple = frozenset(item for item in rest if item != b"BODY.PEEK[]")
+        if not simple <= {b"UID", b"RFC822.SIZE", b"INTERNALDATE", b"FLAGS"}:
+            return None
+        return cls(
+            simple,
+            tuple(fields[1].split()) if fields else None,
+            (int(partial[1]), int(partial[2])) if partial else None,
+            whole,
+        )
+
+    def render(self, seq: int, message: Message) -> bytes:
+        parts = [b"UID %d" % message.uid]  # a UID FETCH always answers the UID
+        if b"RFC822.SIZE" in self.simple:
+            parts.append(b"RFC822.SIZE %d" % len(message.raw))
+        if b"INTERNALDATE" in self.simple:
+            parts.append(b"INTERNALDATE " + message.internaldate())
+        if b"FLAGS" in self.simple:
+            parts.append(b"FLAGS ()")
+        if self.header_fields is not None:
+            value = message.header_fields(list(self.header_fields))
+            key = b"BODY[HEADER.FIELDS (" + b" ".join(self.header_fields) + b")]"
+            parts.append(key + b" {%d}\r\n" % len(value) + value)
+        if self.partial is not None:
+            offset, length = self.partial
+            piece = message.raw[offset : offset + length]
+            parts.append(b"BODY[]<%d> {%d}\r\n" % (offset, len(piece)) + piece)
+        if self.whole:
+            parts.append(b"BODY[] {%d}\r\n" % len(message.raw) + message.raw)
+        return b"* %d FETCH (" % seq + b" ".join(parts) + b")\r\n"
+
+
+_COMMANDS = {
+    b"CAPABILITY": Session.cmd_capability,
+    b"NOOP": Session.cmd_noop,
+    b"LOGOUT": Session.cmd_logout,
+    b"LOGIN": Session.cmd_login,
+    b"SELECT": Session.cmd_select,
+    b"EXAMINE": Session.cmd_examine,
+    b"CHECK": Session.cmd_check,
+    b"IDLE": Session.cmd_idle,
+    b"UID SEARCH": Session.cmd_uid_search,
+    b"UID FETCH": Session.cmd_uid_fetch,
+}
+
+
+def uid_set(text: bytes, box: Mailbox) -> set[int]:
+    """The UIDs of ``box`` a UID set names (``1:5,7``, ``3:*``; ``*`` is the largest UID,
+    so ``n:*`` past it still names the last message, as RFC 3501 says)."""
+    top = box.messages[-1].uid if box.messages else 0
+    ranges: list[tuple[int, int]] = []
+    for part in text.split(b","):
+        lo_text, _, hi_text = part.partition(b":")
+        try:
+            lo = top if lo_text == b"*" else int(lo_text)
+            hi = lo if not hi_text else (top if hi_text == b"*" else int(hi_text))
+        except ValueError:
+            return set()
+        ranges.append((min(lo, hi), max(lo, hi)))
+    return {m.uid for m in box.messages if any(lo <= m.uid <= hi for lo, hi in ranges)}
+
+
+def parse_date(text: bytes) -> date | None:
+    try:
+        day, month, year = text.strip(b'"').decode().split("-")
+        return date(int(year), _MONTHS.index(month.capitalize()) + 1, int(day))
+    except ValueError:
+        return None
+
+
+# --- running it ---------------------------------------------------------------------------
+
+
+@dataclass
+class Running:
+    """A simulator serving on a thread of this process."""
+
+    sim: ImapSimulator
+    host: str
+    port: int
+    loop: asyncio.AbstractEventLoop
+
+    def call(self, request: dict[str, Any], timeout: float = 30.0) -> dict[str, Any]:
+        """A control request, answered on the loop's thread."""
+
+        async def run() -> dict[str, Any]:
+            return self.sim.control(request)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def deliver(self, user: str, raw: bytes) -> int:
+        async def run() -> int:
+            return self.sim.deliver(user, raw)
+
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+
+@contextlib.contextmanager
+def running_simulator(users: int = 10) -> Iterator[Running]:
+    """A simulator with ``users`` users on 127.0.0.1 (a free port), on a daemon thread;
+    stopped on leaving the block."""
+    sim = ImapSimulator(users)
+    loop = asyncio.new_event_loop()
+    started = threading.Event()
+    holder: dict[str, asyncio.Server] = {}
+
+    async def start() -> None:
+        holder["server"] = await sim.serve("127.0.0.1", 0)
+        started.set()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+        loop.run_until_complete(start())
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="imap-sim", daemon=True)
+    thread.start()
+    if not started.wait(10):
+        raise RuntimeError("the IMAP simulator did not start")
+    port = holder["server"].sockets[0].getsockname()[1]
+    try:
+        yield Running(sim, "127.0.0.1", port, loop)
+    finally:
+
+        async def stop() -> None:
+            holder["server"].close()
+            for box in sim.mailboxes.values():
+                for session in list(box.idlers):
+                    if session.transport is not None:
+                        session.transport.close()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), loop).result(5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+
+
+class ControlConnection(asyncio.Protocol):
+    """The control socket: one JSON request a line, one JSON answer a line."""
+
+    def __init__(self, sim: ImapSimulator) -> None:
+        self.sim = sim
+        self.buffer = b""
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while b"\n" in self.buffer and self.transport is not None:
+            line, _, self.buffer = self.buffer.partition(b"\n")
+            try:
+                answer = self.sim.control(json.loads(line))
+            except (ValueError, KeyError, TypeError) as error:
+                answer = {"error": f"{type(error).__name__}: {error}"}
+            self.transport.write(json.dumps(answer).encode() + b"\n")
+
+
+async def _serve_process(users: int, port: int, control_port: int) -> None:
+    sim = ImapSimulator(users)
+    server = await sim.serve("127.0.0.1", port)
+    loop = asyncio.get_running_loop()
+    control = await loop.create_server(lambda: ControlConnection(sim), "127.0.0.1", control_port)
+    ports = {
+        "port": server.sockets[0].getsockname()[1],
+        "control": control.sockets[0].getsockname()[1],
+    }
+    print(json.dumps(ports), flush=True)
+    await asyncio.Event().wait()  # until killed
+
+
+class SimulatorProcess:
+    """``python bench/imap_sim.py`` as a child process, and a client of its control
+    socket. ``close`` ends the child."""
+
+    def __init__(self, users: int, log: Path) -> None:
+        with open(log, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--users", str(users)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+            )
+        assert self.proc.stdout is not None
+        first = self.proc.stdout.readline()
+        if not first:
+            self.proc.wait(timeout=10)
+            raise RuntimeError(f"the IMAP simulator did not start: {log.read_text()[-2000:]}")
+        ports = json.loads(first)
+        self.host = "127.0.0.1"
+        self.port = int(ports["port"])
+        self._control = socket.create_connection((self.host, int(ports["control"])), timeout=60)
+        self._reader = self._control.makefile("rb")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def call(self, op: str, **args: Any) -> dict[str, Any]:
+        self._control.sendall(json.dumps({"op": op, **args}).encode() + b"\n")
+        answer: dict[str, Any] = json.loads(self._reader.readline())
+        if "error" in answer:
+            raise RuntimeError(f"imap-sim {op}: {answer['error']}")
+        return answer
+
+    def stats(self) -> dict[str, Any]:
+        return self.call("stats")
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._control.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--users", type=int, default=100, help="users user00000 ... (100)")
+    parser.add_argument("--port", type=int, default=0, help="IMAP port (0: a free one)")
+    parser.add_argument("--control-port", type=int, default=0, help="control port (0: free)")
+    args = parser.parse_args(argv)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    del soft
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_process(args.users, args.port, args.control_port))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""The fleet benchmark's IMAP simulator (``bench/imap_sim.py``) against our real IMAP
+adapter: a first sync, IDLE with the pipelined push exchange, the server's own view of
+logins and of sessions in IDLE — and our FETCH parser never handing over to imapclient's
+(the simulator's answers are in the shape the workers read fast)."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import time
+from collections.abc import Iterator
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from application.mail.ports import Credentials, ImapEndpoint, MailboxAuthError
+from bench.imap_sim import Running, password_of, running_simulator, sample_mail, user_name
+from infrastructure.blobs.filesystem import FilesystemBlobStore
+from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession, ImapMailProvider
+from infrastructure.imap.fetch_response import fallback_count
+
+WINDOW = date.today() - timedelta(days=30)
+
+
+@pytest.fixture
+def sim() -> Iterator[Running]:
+    with running_simulator(users=3) as running:
+        yield running
+
+
+def open_session(
+    sim: Running, tmp_path: Path, user: str, password: str | None = None
+) -> ImapMailboxSession:
+    provider = ImapMailProvider(
+        blob_store=FilesystemBlobStore(tmp_path / "blobs"),
+        settings=ImapAdapterSettings(connect_timeout=5, read_timeout=10),
+    )
+    return provider.open(
+        ImapEndpoint(sim.host, sim.port, "none", user),
+        Credentials("password", password or password_of(user)),
+        account_id=f"acct-{user}",
+    )
+
+
+def wait_for_news(session: ImapMailboxSession, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as selector:
+        selector.register(session.idle_fileno(), selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if selector.select(deadline - time.monotonic()) and session.idle_read().exists:
+                return True
+    return False
+
+
+def wait_stats(sim: Running, key: str, value: int, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while sim.call({"op": "stats"})[key] != value:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{key} is {sim.call({'op': 'stats'})[key]}, not {value}")
+        time.sleep(0.02)
+
+
+def test_sync_idle_and_push_as_a_watch_does(sim: Running, tmp_path: Path) -> None:
+    user = user_name(0)
+    old = [sample_mail(user, 1), sample_mail(user, 2)]
+    for raw in old:
+        sim.deliver(user, raw)
+    fallbacks = fallback_count()
+    session = open_session(sim, tmp_path, user)
+    try:
+        first = session.fetch_since(None, backfill_since=WINDOW, limit=50)
+        assert [m.raw for m in first.messages] == old
+        assert [m.ref.uid for m in first.messages] == [1, 2]
+        assert first.new_cursor.last_uid == 2 and not first.has_more
+        assert first.messages[0].ref.size == len(old[0])
+        assert first.messages[0].ref.internal_date is not None
+
+        session.idle_start()
+        wait_stats(sim, "idleUsers", 1)
+        new = sample_mail(user, 3)
+        sim.deliver(user, new)
+        assert wait_for_news(session), "no EXISTS pushed to the idling session"
+        pushed = session.fetch_after_idle(first.new_cursor, backfill_since=WINDOW, limit=50)
+        assert [m.raw for m in pushed.messages] == [new]
+        assert pushed.new_cursor.last_uid == 3 and not pushed.has_more
+        wait_stats(sim, "idleUsers", 1)  # the exchange ended in IDLE again
+
+        # Nothing new: the open-ended search and the "n:*" quirk must not bring uid 3 back.
+        again = session.fetch_since(pushed.new_cursor, backfill_since=WINDOW, limit=50)
+        assert again.messages == () and again.new_cursor.last_uid == 3
+    finally:
+        session.close()
+    stats = sim.call({"op": "stats"})
+    assert stats["badCommands"] == 0
+    assert stats["logins"] == 1
+    assert fallback_count() == fallbacks, "our FETCH parser handed the answer to imapclient's"
+
+
+def test_the_server_sees_a_mailbox_watched_twice(sim: Running, tmp_path: Path) -> None:
+    one, two = user_name(1), user_name(2)
+    sessions = [open_session(sim, tmp_path, u) for u in (one, one, two)]
+    try:
+        for session in sessions:
+            session.fetch_since(None, backfill_since=WINDOW, limit=50)
+            session.idle_start()
+        wait_stats(sim, "idleUsers", 2)
+        stats = sim.call({"op": "stats"})
+        assert stats["doubled"] == 1 and stats["doubledUsers"] == [one]
+        assert sim.call({"op": "idle"})["idle"] == {one: 2, two: 1}
+        assert sim.call({"op": "logins"})["logins"] == {one: 2, two: 1}
+    finally:
+        for session in sessions:
+            session.close()
+    wait_stats(sim, "idleUsers", 0)  # dropped connections leave IDLE
+    wait_stats(sim, "connections", 0)
+
+
+def test_a_wrong_password_is_refused(sim: Running, tmp_path: Path) -> None:
+    with pytest.raises(MailboxAuthError):
+        open_session(sim, tmp_path, user_name(0), password="wrong")
+    with pytest.raises(MailboxAuthError):
+        open_session(sim, tmp_path, "nobody", password="pw-nobody")
+    assert sim.call({"op": "stats"})["failedLogins"] == 2
+
+
+def test_garbage_and_an_overlong_line_do_not_break_the_server(sim: Running) -> None:
+    with socket.create_connection((sim.host, sim.port), timeout=5) as sock:
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"* OK [CAPABILITY IMAP4rev1 IDLE")
+        for line in (b"\r\n", b"a1\r\n", b"a2 FROB x\r\n", b"a3 UID FETCH 1:* (BODY)\r\n"):
+            sock.sendall(line)
+            assert b" BAD " in reader.readline(), line
+        sock.sendall(b"a4 LOGIN " + b"x" * (70 * 1024))  # no line end: over the cap
+        assert reader.readline() == b""  # closed
+    with socket.create_connection((sim.host, sim.port), timeout=5) as sock:
+        reader = sock.makefile("rb")
+        reader.readline()
+        user = user_name(0)
+        sock.sendall(f'b1 LOGIN {user} "{password_of(user)}"\r\nb2 EXAMINE INBOX\r\n'.encode())
+        assert reader.readline().startswith(b"b1 OK")
+        lines = [reader.readline() for _ in range(7)]
+        assert lines[-1].startswith(b"b2 OK [READ-ONLY]"), lines
