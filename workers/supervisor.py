@@ -22,7 +22,8 @@ Each turn:
    refresh (with the fleet's shared tier state: ``workers.shared_tiers``), heartbeat,
    classify tiers, plan claims/releases, acquire leases and start watches for claims,
    stop watches and release leases for releases; park sessions for a dead worker's
-   accounts this worker will claim once their leases lapse; report watch states and
+   accounts this worker will claim once their leases lapse, starting when this worker's
+   measured login rate says they must (a tick is run then); report watch states and
    tiers;
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns (``fleet.owns_poll``).
@@ -309,7 +310,9 @@ class Supervisor:
         for account_id in plan.claim:
             if self.owner.claim(account_id):
                 self._watch_started(account_id)
-        self.owner.park(live, hot, taken)
+        logins_due = self.owner.park(now, live, hot, taken)
+        if logins_due is not None:  # a dead worker's accounts: their logins start then
+            self._next_fleet = min(self._next_fleet, logins_due)
 
     def _report(self, tiers: dict[str, Tier]) -> None:
         held = self.owner.keeper.held_accounts()

@@ -1,5 +1,5 @@
-"""Failing over a dead worker's accounts: when to look for its lapsing leases, and
-which accounts to log in to before their leases are free. Pure.
+"""Failing over a dead worker's accounts: when to look for its lapsing leases, which
+accounts to log in to before their leases are free, and when to start. Pure.
 
 After a worker dies its leases lapse up to a ttl later, and only then may another worker
 watch its accounts. The restart itself (login, EXAMINE, catch-up poll: seconds for a
@@ -7,9 +7,16 @@ thousand accounts) need not wait for the lease; only IDLE must. So a survivor op
 those sessions while the leases run out, and at the lapse only has to say IDLE.
 
 A live holder renews every ttl/3, so its leases always have more than 2/3 of the ttl
-left; a lease with less than half left has missed a renewal: its holder is presumed
-dead (``orphaned``), and one that lapses before the next fleet tick certainly is: the
-supervisor looks again the moment it lapses (``look_again_at``), not up to a tick later.
+left; a lease with less than ``ORPHANED_BELOW`` left has missed a renewal by more than
+ttl/9: its holder is presumed dead (``orphaned``), and one that lapses before the next
+fleet tick certainly is: the supervisor looks again the moment it lapses
+(``look_again_at``), not up to a tick later.
+
+When to start those logins (``start_logins_at``) follows from this worker's own login
+rate, measured on the running machine (``policies.login_rate``): late enough that a
+false alarm on a fast machine costs nothing (the holder renews first), early enough
+that on a slow one every session is open when its lease lapses. Never before the
+holder is presumed dead: that is when the caller first asks.
 
 Which survivor prepares which orphan is the claim plan every survivor will compute once
 the leases lapse (``fleet.plan``), computed now as if the dead holders had already left
@@ -20,11 +27,14 @@ decides, and sessions nobody claims are closed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Set
 
 from workers.policies import fleet
 
-ORPHANED_BELOW = 0.5  # of the ttl: less left than this and a renewal was missed
+ORPHANED_BELOW = 5 / 9  # of the ttl: less left than this and a renewal was missed
+LEAD_SLACK = 0.25  # a failover's logins may run this much slower than measured
+LEAD_MARGIN = 2.0  # seconds: the fleet tick that parks them, the first IDLE
 
 
 def look_again_at(
@@ -34,6 +44,19 @@ def look_again_at(
     hold: ``margin`` after the first lapses, if one lapses before the next tick."""
     lapsing = [left for left in seconds_left if left < fleet_tick]
     return now + min(lapsing) + margin if lapsing else None
+
+
+def start_logins_at(lapses: Iterable[float], rate: float | None) -> float:
+    """When to start logging in to accounts whose leases lapse at ``lapses`` (one
+    each, on the caller's clock) so that at ``rate`` logins a second each is in before
+    its lapse: the k-th earliest lapse less k logins' time, the earliest of those, less
+    the margins. No rate measured yet: at once (-inf), the safe default."""
+    if rate is None or rate <= 0:
+        return -math.inf
+    start = math.inf
+    for k, lapse in enumerate(sorted(lapses), start=1):
+        start = min(start, lapse - k / rate * (1 + LEAD_SLACK))
+    return start - LEAD_MARGIN
 
 
 def orphaned(taken: Mapping[str, float], ttl: float) -> set[str]:

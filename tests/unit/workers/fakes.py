@@ -48,8 +48,9 @@ class Watches:
 
 
 class Registry:
-    def __init__(self, worker_id: str) -> None:
+    def __init__(self, worker_id: str, others: dict[str, int] | None = None) -> None:
         self.worker_id = worker_id
+        self.others = others or {}  # other workers whose heartbeats are live
         self.interval = 1.0
         self.held = 0
 
@@ -57,7 +58,7 @@ class Registry:
         self.held = held
 
     def live_workers(self) -> dict[str, int]:
-        return {self.worker_id: self.held}
+        return {**self.others, self.worker_id: self.held}
 
     def leave(self) -> None:
         pass

@@ -9,6 +9,7 @@ Unit tests with fakes for every collaborator (no database, no mail server)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,9 +28,13 @@ from workers.watch_owner import WatchOwner
 TTL = 30.0
 
 
-def owner(watches: fakes.Watches, lease: InProcessLease | None = None) -> WatchOwner:
+def owner(
+    watches: fakes.Watches,
+    lease: InProcessLease | None = None,
+    login_rate: Callable[[], float | None] = lambda: None,
+) -> WatchOwner:
     lease = lease or InProcessLease(TTL, holder="w1")
-    parking = ParkedSessions("w1", lease, ttl=TTL, capacity=100)
+    parking = ParkedSessions("w1", lease, ttl=TTL, capacity=100, login_rate=login_rate)
     return WatchOwner(lease, watches, parking, WorkerMetrics(), ttl=TTL)
 
 
@@ -116,3 +121,62 @@ def test_a_failed_watch_backs_off_and_is_reported_so(
     sup.turn()
     assert watches.started == ["a"]  # not at once: after backoff
     assert report.reports[-1] == {"a": WatchStatus("backoff", "hot")}
+
+
+# --- a failover: the dead worker's accounts are logged in to when the login rate says ---
+
+DEAD_ACCOUNTS = [f"d{i}" for i in range(20)]
+LEFT = 2.5  # seconds left on the dead worker's leases when the survivor first looks
+
+
+def survivor(rate: float | None) -> tuple[Supervisor, fakes.Watches]:
+    """A survivor (w1) beside a dead worker whose heartbeat is still live and whose
+    leases on 20 hot accounts have LEFT seconds left."""
+    offset = [LEFT - TTL]  # the dead worker acquired its leases TTL - LEFT ago
+    lease = InProcessLease(TTL, lambda: time.monotonic() + offset[0], holder="dead")
+    for account in DEAD_ACCOUNTS:
+        assert lease.acquire(account)
+    offset[0] = 0.0
+    watches = fakes.Watches()
+    sup = Supervisor(
+        SupervisorSettings(worker_id="w1", lease_ttl=TTL),
+        inbox=Inbox(),
+        registry=fakes.Registry("w1", others={"dead": len(DEAD_ACCOUNTS)}),
+        owner=owner(watches, lease, login_rate=lambda: rate),
+        directory=AccountDirectory(object()),  # type: ignore[arg-type]
+        reader=fakes.Reader(),
+        ingest=fakes.Ingest(),
+        poller=fakes.Polls(),
+        status=fakes.Report(),
+        metrics=WorkerMetrics(),
+    )
+    sup.inbox.tell(DirectoryFetched({a: info(a) for a in DEAD_ACCOUNTS}))
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))  # all of them hot
+    return sup, watches
+
+
+def test_a_fast_survivor_logs_in_to_a_dead_workers_accounts_when_its_rate_says() -> None:
+    # 1,000 logins a second: 20 take 20 ms; with the margins, start ~2 s before the
+    # lapse, ~0.5 s from now — long before the next fleet tick (5 s).
+    sup, watches = survivor(rate=1000.0)
+    sup.turn()
+    assert watches.parked == [] and watches.started == []
+    start = time.monotonic() + LEFT - 0.02 * 1.25 - 2.0
+    while time.monotonic() < start - 0.1:
+        sup.turn()
+        assert watches.parked == []  # not before its time
+        time.sleep(0.02)
+    deadline = start + 0.5
+    while not watches.parked and time.monotonic() < deadline:
+        sup.turn()
+        time.sleep(0.02)
+    assert sorted(watches.parked) == sorted(DEAD_ACCOUNTS)  # a tick ran at the start
+    assert watches.started == []  # the leases are not ours yet
+
+
+@pytest.mark.parametrize("rate", [None, 5.0], ids=["no rate measured yet", "a slow machine"])
+def test_a_slow_or_unmeasured_survivor_logs_in_at_once(rate: float | None) -> None:
+    # 5 logins a second: 20 take 4 s, more than the 2.5 s left.
+    sup, watches = survivor(rate)
+    sup.turn()
+    assert sorted(watches.parked) == sorted(DEAD_ACCOUNTS)
