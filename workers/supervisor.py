@@ -373,6 +373,7 @@ class Supervisor:
             self.metrics.watchers.labels(state).set(states.get(state, 0))
         for outcome, count in self.owner.watches.take_probe_counts().items():
             self.metrics.watch_probes.labels(outcome).inc(count)
+        self.metrics.login_rate.set(self.owner.watches.login_rate() or 0.0)
 
     def shutdown(self) -> None:
         """Graceful stop: watches closed, leases released, heartbeat withdrawn, the watch

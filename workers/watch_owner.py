@@ -125,6 +125,14 @@ class WatchOwner:
         """Open sessions for the orphans this worker will claim, once their logins are
         due; close the unclaimed. Returns when to plan again for logins not yet due."""
         plan = self.parking.plan(now, live, hot, self.mine(), dict(taken))
+        if plan.park:
+            rate = self.watches.login_rate()
+            log.info(
+                "failover.logins accounts=%d login_rate=%s lapse_in=%.1f",
+                len(plan.park),
+                f"{rate:.1f}" if rate else "-",
+                min(taken[a] for a in plan.park),
+            )
         for account_id in plan.park:
             if not self.watches.is_watching(account_id):
                 self.parking.parked(account_id)

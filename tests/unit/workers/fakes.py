@@ -43,6 +43,9 @@ class Watches:
     def take_probe_counts(self) -> dict[str, int]:
         return {}
 
+    def login_rate(self) -> float | None:
+        return None
+
     def close(self) -> None:
         self.watching_now.clear()
 
