@@ -295,8 +295,17 @@ class Supervisor:
         early = failover.look_again_at(
             taken.values(), now, fleet_tick=self.settings.fleet_tick, margin=FLEET_COALESCE
         )
-        if early is not None:
-            self._next_fleet = min(self._next_fleet, early)
+        sight = failover.first_sight_at(
+            taken.values(),
+            now,
+            ttl=self.settings.lease_ttl,
+            fleet_tick=self.settings.fleet_tick,
+            rate=self.owner.watches.login_rate(),
+            margin=FLEET_COALESCE,
+        )
+        for at in (early, sight):
+            if at is not None:
+                self._next_fleet = min(self._next_fleet, at)
         plan = fleet.plan(
             self.settings.worker_id,
             live_workers=live,

@@ -12,6 +12,8 @@ ttl/9: its holder is presumed dead (``orphaned``), and one that lapses before th
 fleet tick certainly is: the supervisor looks again the moment it lapses
 (``look_again_at``), not up to a tick later.
 
+On a machine where those logins take long, the supervisor also looks again the moment
+a lease would cross that threshold (``first_sight_at``), not up to a fleet tick later.
 When to start those logins (``start_logins_at``) follows from this worker's own login
 rate, measured on the running machine (``policies.login_rate``): late enough that a
 false alarm on a fast machine costs nothing (the holder renews first), early enough
@@ -57,6 +59,30 @@ def start_logins_at(lapses: Iterable[float], rate: float | None) -> float:
     for k, lapse in enumerate(sorted(lapses), start=1):
         start = min(start, lapse - k / rate * (1 + LEAD_SLACK))
     return start - LEAD_MARGIN
+
+
+def first_sight_at(
+    seconds_left: Iterable[float],
+    now: float,
+    *,
+    ttl: float,
+    fleet_tick: float,
+    rate: float | None,
+    margin: float,
+) -> float | None:
+    """When to run a fleet tick early so that a holder that stopped renewing is presumed
+    dead the moment it can be (``ORPHANED_BELOW``), not up to a tick later: ``margin``
+    after the first lease not yet orphaned would cross, if that comes before the next
+    tick — and only when it matters: the leases crossing by then could not all be logged
+    in to at ``rate`` if their logins began at the next tick. A live holder's leases
+    cross nothing (they keep more than 2/3 of the ttl): looking costs one tick."""
+    threshold = ttl * ORPHANED_BELOW
+    crossing = [left for left in seconds_left if threshold <= left < threshold + fleet_tick]
+    if not crossing:
+        return None
+    if start_logins_at((now + left for left in crossing), rate) >= now + fleet_tick:
+        return None  # the next tick is early enough
+    return now + min(crossing) - threshold + margin
 
 
 def orphaned(taken: Mapping[str, float], ttl: float) -> set[str]:

@@ -20,6 +20,7 @@ class Watches:
         self.parked: list[str] = []
         self.stopped: list[tuple[str, WhyStopped]] = []
         self.activated: list[str] = []
+        self.rate: float | None = None  # logins a second, as measured
 
     def start(self, account_id: str, *, parked: bool = False) -> int:
         (self.parked if parked else self.started).append(account_id)
@@ -44,7 +45,7 @@ class Watches:
         return {}
 
     def login_rate(self) -> float | None:
-        return None
+        return self.rate
 
     def close(self) -> None:
         self.watching_now.clear()

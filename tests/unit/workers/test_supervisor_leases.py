@@ -20,6 +20,7 @@ from workers.directory import AccountDirectory, AccountInfo
 from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox, SignalReceived, WatchStopped
 from workers.parking import ParkedSessions
+from workers.policies import failover
 from workers.policies.watch_report import WatchStatus
 from workers.policies.watch_stops import StopReason
 from workers.supervisor import FLEET_COALESCE, Supervisor, SupervisorSettings
@@ -129,20 +130,21 @@ DEAD_ACCOUNTS = [f"d{i}" for i in range(20)]
 LEFT = 2.5  # seconds left on the dead worker's leases when the survivor first looks
 
 
-def survivor(rate: float | None) -> tuple[Supervisor, fakes.Watches]:
+def survivor(rate: float | None, left: float = LEFT) -> tuple[Supervisor, fakes.Watches]:
     """A survivor (w1) beside a dead worker whose heartbeat is still live and whose
-    leases on 20 hot accounts have LEFT seconds left."""
-    offset = [LEFT - TTL]  # the dead worker acquired its leases TTL - LEFT ago
+    leases on 20 hot accounts have ``left`` seconds left."""
+    offset = [left - TTL]  # the dead worker acquired its leases TTL - left ago
     lease = InProcessLease(TTL, lambda: time.monotonic() + offset[0], holder="dead")
     for account in DEAD_ACCOUNTS:
         assert lease.acquire(account)
     offset[0] = 0.0
     watches = fakes.Watches()
+    watches.rate = rate
     sup = Supervisor(
         SupervisorSettings(worker_id="w1", lease_ttl=TTL),
         inbox=Inbox(),
         registry=fakes.Registry("w1", others={"dead": len(DEAD_ACCOUNTS)}),
-        owner=owner(watches, lease, login_rate=lambda: rate),
+        owner=owner(watches, lease, login_rate=watches.login_rate),
         directory=AccountDirectory(object()),  # type: ignore[arg-type]
         reader=fakes.Reader(),
         ingest=fakes.Ingest(),
@@ -180,3 +182,30 @@ def test_a_slow_or_unmeasured_survivor_logs_in_at_once(rate: float | None) -> No
     sup, watches = survivor(rate)
     sup.turn()
     assert sorted(watches.parked) == sorted(DEAD_ACCOUNTS)
+
+
+def test_a_slow_survivor_looks_again_the_moment_a_holder_can_be_presumed_dead() -> None:
+    # One login a second: 20 take 20 s, more than the 17 s to the lapse. The leases are
+    # 0.3 s above the point where their holder is presumed dead; the next regular tick
+    # is 5 s away. A tick runs at that point.
+    threshold = TTL * failover.ORPHANED_BELOW
+    sup, watches = survivor(rate=1.0, left=threshold + 0.3)
+    sup.turn()
+    assert watches.parked == []  # not yet presumed dead
+    deadline = time.monotonic() + 1.0
+    while not watches.parked and time.monotonic() < deadline:
+        sup.turn()
+        time.sleep(0.02)
+    assert sorted(watches.parked) == sorted(DEAD_ACCOUNTS)
+
+
+def test_a_fast_survivor_waits_for_its_regular_tick_to_see_a_holder_dead() -> None:
+    # 1,000 logins a second: seeing it up to a tick later still leaves time for all.
+    threshold = TTL * failover.ORPHANED_BELOW
+    sup, watches = survivor(rate=1000.0, left=threshold + 0.3)
+    sup.turn()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        sup.turn()
+        time.sleep(0.02)
+    assert watches.parked == []

@@ -181,3 +181,36 @@ def test_the_fleet_looks_again_when_the_first_lease_lapses_before_the_next_tick(
     assert at == 100.0 + 1.5 + 0.05
     assert failover.look_again_at([5.0, 30.0], 100.0, fleet_tick=5.0, margin=0.05) is None
     assert failover.look_again_at([], 100.0, fleet_tick=5.0, margin=0.05) is None
+
+
+def test_a_slow_machine_looks_again_when_a_holder_can_first_be_presumed_dead() -> None:
+    threshold = 20.0 * failover.ORPHANED_BELOW  # ttl 20: 11.1 s
+    leases = [threshold + 1.0] * 1000 + [19.0] * 500  # one holder late, one just renewed
+    at = failover.first_sight_at(leases, 100.0, ttl=20.0, fleet_tick=20 / 6, rate=40.0, margin=0.05)
+    assert at == pytest.approx(100.0 + 1.0 + 0.05)
+
+
+def test_a_fast_machine_waits_for_its_next_tick_to_see_a_holder_dead() -> None:
+    threshold = 20.0 * failover.ORPHANED_BELOW
+    leases = [threshold + 1.0] * 1000
+    at = failover.first_sight_at(
+        leases, 100.0, ttl=20.0, fleet_tick=20 / 6, rate=400.0, margin=0.05
+    )
+    assert at is None  # 1,000 logins take ~5 s: 12 s ahead of the lapse is plenty
+
+
+def test_no_lease_about_to_cross_means_no_early_tick() -> None:
+    # Live holders' leases keep more than 2/3 of the ttl: the window below that is empty.
+    assert (
+        failover.first_sight_at(
+            [19.0, 14.0], 100.0, ttl=20.0, fleet_tick=2.0, rate=None, margin=0.05
+        )
+        is None
+    )
+    assert (
+        failover.first_sight_at([], 100.0, ttl=20.0, fleet_tick=2.0, rate=None, margin=0.05) is None
+    )
+    # Unmeasured: looking is the safe side.
+    assert failover.first_sight_at(
+        [12.0], 100.0, ttl=20.0, fleet_tick=2.0, rate=None, margin=0.05
+    ) == pytest.approx(100.0 + 12.0 - 20.0 * failover.ORPHANED_BELOW + 0.05)
