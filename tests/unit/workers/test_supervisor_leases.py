@@ -163,7 +163,7 @@ def test_a_fast_survivor_logs_in_to_a_dead_workers_accounts_when_its_rate_says()
     sup, watches = survivor(rate=1000.0)
     sup.turn()
     assert watches.parked == [] and watches.started == []
-    start = time.monotonic() + LEFT - 0.02 * 1.25 - 2.0
+    start = time.monotonic() + LEFT - 0.02 * (1 + failover.LEAD_SLACK) - failover.LEAD_MARGIN
     while time.monotonic() < start - 0.1:
         sup.turn()
         assert watches.parked == []  # not before its time
