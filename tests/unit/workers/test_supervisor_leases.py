@@ -168,7 +168,7 @@ def test_a_fast_survivor_logs_in_to_a_dead_workers_accounts_when_its_rate_says()
         sup.turn()
         assert watches.parked == []  # not before its time
         time.sleep(0.02)
-    deadline = start + 0.5
+    deadline = start + 1.5  # before the lapse (LEFT): then they would be claimed outright
     while not watches.parked and time.monotonic() < deadline:
         sup.turn()
         time.sleep(0.02)
@@ -192,7 +192,7 @@ def test_a_slow_survivor_looks_again_the_moment_a_holder_can_be_presumed_dead() 
     sup, watches = survivor(rate=1.0, left=threshold + 0.3)
     sup.turn()
     assert watches.parked == []  # not yet presumed dead
-    deadline = time.monotonic() + 1.0
+    deadline = time.monotonic() + 3.0  # the next regular tick is 5 s away
     while not watches.parked and time.monotonic() < deadline:
         sup.turn()
         time.sleep(0.02)
