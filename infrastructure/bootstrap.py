@@ -420,7 +420,11 @@ def _supervisor(
         probe_timeout=settings.probe_timeout,
     )
     parking = ParkedSessions(
-        settings.worker_id, lease, ttl=settings.lease_ttl, capacity=settings.max_accounts_per_worker
+        settings.worker_id,
+        lease,
+        ttl=settings.lease_ttl,
+        capacity=settings.max_accounts_per_worker,
+        login_rate=watches.login_rate,
     )
     return Supervisor(
         settings,

@@ -48,6 +48,11 @@ class WorkerMetrics:
         self.logins = Counter(
             "tidings_imap_logins_total", "IMAP logins (polls and watches)", registry=r
         )
+        self.login_rate = Gauge(
+            "tidings_watch_login_rate",
+            "Watch logins a second, open to parked or IDLE, as measured (0: not yet)",
+            registry=r,
+        )
         self.watch_probes = Counter(
             "tidings_watch_probes_total",
             "IDLE liveness probes: sent, answered, unanswered (the watch restarts)",

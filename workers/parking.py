@@ -2,14 +2,16 @@
 while a dead worker's leases run out, handed on to IDLE once the lease is ours, closed
 when nobody claims them.
 
-This only keeps the record and asks the lease backend who holds the orphans; the
-supervisor starts, activates and stops the watches (it alone decides which exist), so a
-parked session and a lease won meanwhile are seen by one owner. Loop thread only.
+This keeps the record, asks the lease backend who holds the orphans, and says when the
+logins for them should start — from this worker's measured login rate
+(``login_rate``), so that all are open when the leases lapse. The supervisor starts,
+activates and stops the watches (it alone decides which exist), so a parked session and
+a lease won meanwhile are seen by one owner. Loop thread only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass
 
 from application.leases import LeaseBackend, LeaseBackendUnavailable
@@ -20,21 +22,38 @@ from workers.policies import failover
 class Parking:
     park: tuple[str, ...]  # open a parked session for these (if none is open)
     close: tuple[str, ...]  # no longer expected: stop their parked sessions
+    look_again_at: float | None = None  # orphans wait for their start: plan again then
 
 
 class ParkedSessions:
-    def __init__(self, worker_id: str, lease: LeaseBackend, *, ttl: float, capacity: int) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        lease: LeaseBackend,
+        *,
+        ttl: float,
+        capacity: int,
+        login_rate: Callable[[], float | None],
+    ) -> None:
         self._me = worker_id
         self._lease = lease
         self._ttl = ttl
         self._capacity = capacity
+        self._login_rate = login_rate
         self._parked: set[str] = set()
 
     def plan(
-        self, live: dict[str, int], hot: set[str], mine: Set[str], taken: dict[str, float]
+        self,
+        now: float,
+        live: dict[str, int],
+        hot: set[str],
+        mine: Set[str],
+        taken: dict[str, float],
     ) -> Parking:
-        """After a fleet tick's claims: the orphans this worker will claim once their
-        leases lapse, and the parked sessions no longer expected."""
+        """After a fleet tick's claims (``taken``: account -> seconds left on the lease
+        someone else holds, at ``now``): the orphans this worker will claim once their
+        leases lapse and whose logins are due, and the parked sessions no longer
+        expected."""
         wanted: set[str] = set()
         orphans = failover.orphaned(taken, self._ttl)
         if orphans:
@@ -51,7 +70,15 @@ class ParkedSessions:
                 orphans=holders,
                 capacity=self._capacity,
             )
-        return Parking(tuple(sorted(wanted - self._parked)), tuple(sorted(self._parked - wanted)))
+        close = tuple(sorted(self._parked - wanted))
+        new = wanted - self._parked
+        if not new:
+            return Parking((), close)
+        start = failover.start_logins_at((now + taken[a] for a in new), self._login_rate())
+        if now < start:
+            return Parking((), close, look_again_at=start)
+        # The earliest lapse first: the login pool takes them in this order.
+        return Parking(tuple(sorted(new, key=lambda a: (taken[a], a))), close)
 
     def parked(self, account_id: str) -> None:
         """A parked session was opened for it."""

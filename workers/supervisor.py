@@ -22,7 +22,8 @@ Each turn:
    refresh (with the fleet's shared tier state: ``workers.shared_tiers``), heartbeat,
    classify tiers, plan claims/releases, acquire leases and start watches for claims,
    stop watches and release leases for releases; park sessions for a dead worker's
-   accounts this worker will claim once their leases lapse; report watch states and
+   accounts this worker will claim once their leases lapse, starting when this worker's
+   measured login rate says they must (a tick is run then); report watch states and
    tiers;
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns (``fleet.owns_poll``).
@@ -299,8 +300,17 @@ class Supervisor:
         early = failover.look_again_at(
             taken.values(), now, fleet_tick=self.settings.fleet_tick, margin=FLEET_COALESCE
         )
-        if early is not None:
-            self._next_fleet = min(self._next_fleet, early)
+        sight = failover.first_sight_at(
+            taken.values(),
+            now,
+            ttl=self.settings.lease_ttl,
+            fleet_tick=self.settings.fleet_tick,
+            rate=self.owner.watches.login_rate(),
+            margin=FLEET_COALESCE,
+        )
+        for at in (early, sight):
+            if at is not None:
+                self._next_fleet = min(self._next_fleet, at)
         plan = fleet.plan(
             self.settings.worker_id,
             live_workers=live,
@@ -318,7 +328,9 @@ class Supervisor:
                 break
             if self.owner.claim(account_id):
                 self._watch_started(account_id)
-        self.owner.park(live, hot, taken)
+        logins_due = self.owner.park(now, live, hot, taken)
+        if logins_due is not None:  # a dead worker's accounts: their logins start then
+            self._next_fleet = min(self._next_fleet, logins_due)
 
     def _report(self, tiers: dict[str, Tier]) -> None:
         held = self.owner.keeper.held_accounts()
@@ -379,6 +391,7 @@ class Supervisor:
             self.metrics.watchers.labels(state).set(states.get(state, 0))
         for outcome, count in self.owner.watches.take_probe_counts().items():
             self.metrics.watch_probes.labels(outcome).inc(count)
+        self.metrics.login_rate.set(self.owner.watches.login_rate() or 0.0)
 
     def shutdown(self) -> None:
         """Graceful stop: watches closed, leases released, heartbeat withdrawn, the watch

@@ -29,6 +29,9 @@ watch sees a stale generation and only closes its own session.
 
 A failed ingest on the watch path keeps the watch (the poll catches up); a failed
 IMAP exchange stops it, and the supervisor restarts it with backoff.
+
+Every open is timed, from ``start`` to parked or IDLE (``policies.login_rate``): the
+login rate a failover's logins are planned with (``login_rate``).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import Literal, Protocol
 from application import worker_defaults as defaults
 from application.mail.ports import IdleNews, MailboxSession, MailProviderError
 from workers.policies.liveness import Liveness, Verdict
+from workers.policies.login_rate import LoginRate
 from workers.policies.watch_stops import StopReason, WhyStopped, keeps_watching
 from workers.sync import SyncOutcome
 
@@ -90,6 +94,7 @@ class Watch:
     stop_reason: WhyStopped | None = None
     fileno: int = -1
     parked: bool = False  # stop short of IDLE until ``activate``
+    opening: bool = True  # its open is still timed (``LoginRate``)
     probe_sent_at: float | None = None  # a liveness probe awaits its answer
     draw: float = 0.0  # where in the probe spread this watch's next probe falls
 
@@ -112,6 +117,7 @@ class WatchManager:
         self._clock = clock
         self._probes = {"sent": 0, "answered": 0, "unanswered": 0}  # since the last take
         self._watches: dict[str, Watch] = {}
+        self._logins_timed = LoginRate()
         self._generation = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="watch")
@@ -139,6 +145,7 @@ class WatchManager:
             self._generation += 1
             watch = Watch(account_id, self._generation, parked=parked)
             self._watches[account_id] = watch
+            self._logins_timed.started(self._clock())
         self._logins.submit(self._open, watch)
         return watch.generation
 
@@ -163,6 +170,18 @@ class WatchManager:
             return False
         self._command("stop", watch, reason)
         return True
+
+    def login_rate(self) -> float | None:
+        """Logins (open to parked or IDLE) a second, measured here; None: too few yet."""
+        with self._lock:
+            return self._logins_timed.per_second(self._clock())
+
+    def _opened(self, watch: Watch, *, ok: bool) -> None:
+        with self._lock:
+            if not watch.opening:
+                return
+            watch.opening = False
+            self._logins_timed.finished(self._clock(), ok=ok)
 
     def watching(self) -> dict[str, State]:
         with self._lock:
@@ -262,6 +281,7 @@ class WatchManager:
                 if parked:
                     watch.state = "parked"  # ``activate`` or ``stop`` takes it on
             if parked:
+                self._opened(watch, ok=True)
                 log.info("watch.parked account_id=%s", watch.account_id)
                 return
             self._idle(watch)
@@ -276,6 +296,7 @@ class WatchManager:
                 return
             assert watch.session is not None
             news = watch.session.idle_start()
+            self._opened(watch, ok=True)
             if not watch.idle_since:
                 log.info("watch.started account_id=%s", watch.account_id)
             self._fresh_idle(watch, self._clock())
@@ -307,6 +328,7 @@ class WatchManager:
 
     def _finish(self, watch: Watch, reason: WhyStopped, error: BaseException | None) -> None:
         watch.state = "stopped"
+        self._opened(watch, ok=False)
         if watch.session is not None:
             with contextlib.suppress(Exception):
                 watch.session.close()

@@ -119,9 +119,20 @@ class WatchOwner:
         due = self.restarts.pop_due(now)
         return [a for a in due if self.keeper.holds(a) and a in syncable and self._start(a)]
 
-    def park(self, live: dict[str, int], hot: set[str], taken: Mapping[str, float]) -> None:
-        """Open sessions for the orphans this worker will claim; close the unclaimed."""
-        plan = self.parking.plan(live, hot, self.mine(), dict(taken))
+    def park(
+        self, now: float, live: dict[str, int], hot: set[str], taken: Mapping[str, float]
+    ) -> float | None:
+        """Open sessions for the orphans this worker will claim, once their logins are
+        due; close the unclaimed. Returns when to plan again for logins not yet due."""
+        plan = self.parking.plan(now, live, hot, self.mine(), dict(taken))
+        if plan.park:
+            rate = self.watches.login_rate()
+            log.info(
+                "failover.logins accounts=%d login_rate=%s lapse_in=%.1f",
+                len(plan.park),
+                f"{rate:.1f}" if rate else "-",
+                min(taken[a] for a in plan.park),
+            )
         for account_id in plan.park:
             if not self.watches.is_watching(account_id):
                 self.parking.parked(account_id)
@@ -129,6 +140,7 @@ class WatchOwner:
         for account_id in plan.close:
             self.parking.take(account_id)
             self.watches.stop(account_id, StopReason.UNCLAIMED)
+        return plan.look_again_at
 
     def stopped(self, news: WatchStopped, now: float) -> tuple[AfterStop, bool]:
         """A watch stopped: what was decided, and whether a watch started again."""

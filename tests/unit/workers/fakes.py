@@ -20,6 +20,7 @@ class Watches:
         self.parked: list[str] = []
         self.stopped: list[tuple[str, WhyStopped]] = []
         self.activated: list[str] = []
+        self.rate: float | None = None  # logins a second, as measured
 
     def start(self, account_id: str, *, parked: bool = False) -> int:
         (self.parked if parked else self.started).append(account_id)
@@ -43,13 +44,17 @@ class Watches:
     def take_probe_counts(self) -> dict[str, int]:
         return {}
 
+    def login_rate(self) -> float | None:
+        return self.rate
+
     def close(self) -> None:
         self.watching_now.clear()
 
 
 class Registry:
-    def __init__(self, worker_id: str) -> None:
+    def __init__(self, worker_id: str, others: dict[str, int] | None = None) -> None:
         self.worker_id = worker_id
+        self.others = others or {}  # other workers whose heartbeats are live
         self.interval = 1.0
         self.held = 0
         self.heartbeats = 0  # one per fleet tick
@@ -59,7 +64,7 @@ class Registry:
         self.heartbeats += 1
 
     def live_workers(self) -> dict[str, int]:
-        return {self.worker_id: self.held}
+        return {**self.others, self.worker_id: self.held}
 
     def leave(self) -> None:
         pass

@@ -1,32 +1,34 @@
 """The record of parked sessions for a failover: parked for the orphans this worker will
-claim, handed on once claimed, closed when no longer expected. It never touches a watch:
-it answers what to park and what to close."""
+claim, once their logins are due by its measured login rate; handed on once claimed,
+closed when no longer expected. It never touches a watch: it answers what to park and
+what to close, and when to ask again."""
 
 from __future__ import annotations
 
 from infrastructure.in_process.lease import InProcessLease
 from workers.parking import ParkedSessions, Parking
+from workers.policies import failover
 
 TTL = 90.0
+NOW = 500.0
+LIVE = {"w1": 0, "dead": 2}
+HOT = {"a", "b"}
 
 
-def setup() -> ParkedSessions:
+def setup(rate: float | None = None) -> ParkedSessions:
     lease = InProcessLease(TTL, holder="dead")  # the dead worker's leases, read by w1
     for account in ("a", "b"):
         assert lease.acquire(account)
-    return ParkedSessions("w1", lease, ttl=TTL, capacity=100)
+    return ParkedSessions("w1", lease, ttl=TTL, capacity=100, login_rate=lambda: rate)
 
 
 def test_orphans_are_parked_and_handed_over_when_claimed() -> None:
     parking = setup()
-    live = {"w1": 0, "dead": 2}
-    plan = parking.plan(live, {"a", "b"}, set(), {"a": TTL * 0.4, "b": TTL * 0.4})
+    plan = parking.plan(NOW, LIVE, HOT, set(), {"a": TTL * 0.4, "b": TTL * 0.4})
     assert plan == Parking(park=("a", "b"), close=())
     for account in plan.park:
         parking.parked(account)
-    assert parking.plan(live, {"a", "b"}, set(), {"a": TTL * 0.4, "b": TTL * 0.4}) == Parking(
-        (), ()
-    )
+    assert parking.plan(NOW, LIVE, HOT, set(), {"a": TTL * 0.4, "b": TTL * 0.4}) == Parking((), ())
     assert parking.take("a")  # the lease is ours now
     assert not parking.take("a")  # handed over once
     assert "a" not in parking and "b" in parking
@@ -34,14 +36,38 @@ def test_orphans_are_parked_and_handed_over_when_claimed() -> None:
 
 def test_leases_renewed_again_close_the_parked_sessions() -> None:
     parking = setup()
-    live = {"w1": 0, "dead": 2}
-    for account in parking.plan(live, {"a", "b"}, set(), {"a": TTL * 0.4, "b": TTL * 0.4}).park:
+    for account in parking.plan(NOW, LIVE, HOT, set(), {"a": TTL * 0.4, "b": TTL * 0.4}).park:
         parking.parked(account)
-    plan = parking.plan(live, {"a", "b"}, set(), {"a": TTL, "b": TTL})  # its holder lives
+    plan = parking.plan(NOW, LIVE, HOT, set(), {"a": TTL, "b": TTL})  # its holder lives
     assert plan == Parking(park=(), close=("a", "b"))
 
 
 def test_no_orphans_no_sessions() -> None:
     parking = setup()
-    plan = parking.plan({"w1": 0, "dead": 2}, {"a", "b"}, set(), {"a": TTL, "b": TTL * 0.7})
+    plan = parking.plan(NOW, LIVE, HOT, set(), {"a": TTL, "b": TTL * 0.7})
     assert plan == Parking((), ())
+
+
+def test_a_fast_machine_waits_and_says_when_to_start() -> None:
+    parking = setup(rate=100.0)  # two logins: 20 ms, far less than the 36 s left
+    taken = {"a": TTL * 0.4, "b": TTL * 0.5}
+    plan = parking.plan(NOW, LIVE, HOT, set(), taken)
+    start = NOW + TTL * 0.4 - 0.01 * (1 + failover.LEAD_SLACK) - failover.LEAD_MARGIN
+    assert plan.park == () and plan.close == ()
+    assert plan.look_again_at is not None and abs(plan.look_again_at - start) < 1e-9
+    # Asked again at that time (the leases 36 s - 34 s further down), it parks them,
+    # the earliest lapse first.
+    later = {a: left - (start - NOW) for a, left in taken.items()}
+    assert parking.plan(start, LIVE, HOT, set(), later) == Parking(park=("a", "b"), close=())
+
+
+def test_a_slow_machine_starts_as_soon_as_the_holder_is_presumed_dead() -> None:
+    parking = setup(rate=0.05)  # two logins take 40 s: more than the 36 s left
+    plan = parking.plan(NOW, LIVE, HOT, set(), {"a": TTL * 0.4, "b": TTL * 0.4})
+    assert plan == Parking(park=("a", "b"), close=())
+
+
+def test_a_lease_renewed_while_its_logins_wait_leaves_nothing_to_close() -> None:
+    parking = setup(rate=100.0)
+    assert parking.plan(NOW, LIVE, HOT, set(), {"a": TTL * 0.5, "b": TTL * 0.5}).park == ()
+    assert parking.plan(NOW + 1, LIVE, HOT, set(), {"a": TTL, "b": TTL}) == Parking((), ())

@@ -9,6 +9,7 @@ Unit tests with fakes for every collaborator (no database, no mail server)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from workers.directory import AccountDirectory, AccountInfo
 from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox, SignalReceived, WatchStopped
 from workers.parking import ParkedSessions
+from workers.policies import failover
 from workers.policies.watch_report import WatchStatus
 from workers.policies.watch_stops import StopReason
 from workers.supervisor import FLEET_COALESCE, Supervisor, SupervisorSettings
@@ -28,9 +30,13 @@ from workers.watch_owner import WatchOwner
 TTL = 30.0
 
 
-def owner(watches: fakes.Watches, lease: InProcessLease | None = None) -> WatchOwner:
+def owner(
+    watches: fakes.Watches,
+    lease: InProcessLease | None = None,
+    login_rate: Callable[[], float | None] = lambda: None,
+) -> WatchOwner:
     lease = lease or InProcessLease(TTL, holder="w1")
-    parking = ParkedSessions("w1", lease, ttl=TTL, capacity=100)
+    parking = ParkedSessions("w1", lease, ttl=TTL, capacity=100, login_rate=login_rate)
     return WatchOwner(lease, watches, parking, WorkerMetrics(), ttl=TTL)
 
 
@@ -143,3 +149,90 @@ def test_a_long_claim_round_gives_way_to_the_renewals_and_goes_on_next_turn(
         time.sleep(FLEET_COALESCE * 1.5)  # the next fleet tick is due at once
         sup.turn()
     assert sorted(watches.started) == sorted(accounts)
+
+
+# --- a failover: the dead worker's accounts are logged in to when the login rate says ---
+
+DEAD_ACCOUNTS = [f"d{i}" for i in range(20)]
+LEFT = 2.5  # seconds left on the dead worker's leases when the survivor first looks
+
+
+def survivor(rate: float | None, left: float = LEFT) -> tuple[Supervisor, fakes.Watches]:
+    """A survivor (w1) beside a dead worker whose heartbeat is still live and whose
+    leases on 20 hot accounts have ``left`` seconds left."""
+    offset = [left - TTL]  # the dead worker acquired its leases TTL - left ago
+    lease = InProcessLease(TTL, lambda: time.monotonic() + offset[0], holder="dead")
+    for account in DEAD_ACCOUNTS:
+        assert lease.acquire(account)
+    offset[0] = 0.0
+    watches = fakes.Watches()
+    watches.rate = rate
+    sup = Supervisor(
+        SupervisorSettings(worker_id="w1", lease_ttl=TTL),
+        inbox=Inbox(),
+        registry=fakes.Registry("w1", others={"dead": len(DEAD_ACCOUNTS)}),
+        owner=owner(watches, lease, login_rate=watches.login_rate),
+        directory=AccountDirectory(object()),  # type: ignore[arg-type]
+        reader=fakes.Reader(),
+        ingest=fakes.Ingest(),
+        poller=fakes.Polls(),
+        status=fakes.Report(),
+        metrics=WorkerMetrics(),
+    )
+    sup.inbox.tell(DirectoryFetched({a: info(a) for a in DEAD_ACCOUNTS}))
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))  # all of them hot
+    return sup, watches
+
+
+def test_a_fast_survivor_logs_in_to_a_dead_workers_accounts_when_its_rate_says() -> None:
+    # 1,000 logins a second: 20 take 20 ms; with the margins, start ~2 s before the
+    # lapse, ~0.5 s from now — long before the next fleet tick (5 s).
+    sup, watches = survivor(rate=1000.0)
+    sup.turn()
+    assert watches.parked == [] and watches.started == []
+    start = time.monotonic() + LEFT - 0.02 * (1 + failover.LEAD_SLACK) - failover.LEAD_MARGIN
+    while time.monotonic() < start - 0.1:
+        sup.turn()
+        assert watches.parked == []  # not before its time
+        time.sleep(0.02)
+    deadline = start + 1.5  # before the lapse (LEFT): then they would be claimed outright
+    while not watches.parked and time.monotonic() < deadline:
+        sup.turn()
+        time.sleep(0.02)
+    assert sorted(watches.parked) == sorted(DEAD_ACCOUNTS)  # a tick ran at the start
+    assert watches.started == []  # the leases are not ours yet
+
+
+@pytest.mark.parametrize("rate", [None, 5.0], ids=["no rate measured yet", "a slow machine"])
+def test_a_slow_or_unmeasured_survivor_logs_in_at_once(rate: float | None) -> None:
+    # 5 logins a second: 20 take 4 s, more than the 2.5 s left.
+    sup, watches = survivor(rate)
+    sup.turn()
+    assert sorted(watches.parked) == sorted(DEAD_ACCOUNTS)
+
+
+def test_a_slow_survivor_looks_again_the_moment_a_holder_can_be_presumed_dead() -> None:
+    # One login a second: 20 take 20 s, more than the 17 s to the lapse. The leases are
+    # 0.3 s above the point where their holder is presumed dead; the next regular tick
+    # is 5 s away. A tick runs at that point.
+    threshold = TTL * failover.ORPHANED_BELOW
+    sup, watches = survivor(rate=1.0, left=threshold + 0.3)
+    sup.turn()
+    assert watches.parked == []  # not yet presumed dead
+    deadline = time.monotonic() + 3.0  # the next regular tick is 5 s away
+    while not watches.parked and time.monotonic() < deadline:
+        sup.turn()
+        time.sleep(0.02)
+    assert sorted(watches.parked) == sorted(DEAD_ACCOUNTS)
+
+
+def test_a_fast_survivor_waits_for_its_regular_tick_to_see_a_holder_dead() -> None:
+    # 1,000 logins a second: seeing it up to a tick later still leaves time for all.
+    threshold = TTL * failover.ORPHANED_BELOW
+    sup, watches = survivor(rate=1000.0, left=threshold + 0.3)
+    sup.turn()
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        sup.turn()
+        time.sleep(0.02)
+    assert watches.parked == []

@@ -218,3 +218,37 @@ def test_keepalives_postpone_the_probe() -> None:
         assert hooks.stopped == []
     finally:
         watches.close()
+
+
+class SlowLogins(FakeHooks):
+    """Each login takes 20 ms of the server's time, one at a time (a saturated server):
+    a flood of them completes at ~50 a second, whatever the pool size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.server = threading.Lock()
+
+    def open_session(self, account_id: str) -> Any:
+        with self.server:
+            time.sleep(0.02)
+        return super().open_session(account_id)
+
+
+def test_a_flood_of_logins_measures_the_rate_they_complete_at() -> None:
+    hooks = SlowLogins()
+    watches = WatchManager(hooks, pool_size=8)
+    try:
+        assert watches.login_rate() is None  # nothing measured yet
+        accounts = [f"a{i}" for i in range(40)]
+        for account_id in accounts[:20]:
+            watches.start(account_id, parked=True)  # parked counts as logged in
+        for account_id in accounts[20:]:
+            watches.start(account_id)
+        wait_for(lambda: len(watches.watching()) == 40)
+        wait_for(lambda: set(watches.watching().values()) == {"parked", "idling"})
+        rate = watches.login_rate()
+        # ~50/s: the throughput (8 at a time would be ~400/s if each were timed alone);
+        # less on a loaded machine.
+        assert rate is not None and 10.0 < rate < 51.0
+    finally:
+        watches.close()
