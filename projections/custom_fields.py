@@ -93,6 +93,29 @@ class _Sql:
             " AND d.generation = ? AND d.active = 1)"
         )
         if pg:
+            # A batch's writes as one statement each: rows of parallel arrays, the
+            # definition checked per value, a row's values merged in log order (the last
+            # write of a key wins), then one upsert (or update) per entity row.
+            definition_live = (
+                f"EXISTS (SELECT 1 FROM {definitions} df WHERE df.definition_id = u.di"
+                " AND df.generation = u.g AND df.active = 1)"
+            )
+            self.set_values = (
+                f"INSERT INTO {values} AS v (tenant_id, entity_name, entity_id, fields)"
+                " SELECT u.t, u.e, u.i, jsonb_object_agg(u.k, u.c::jsonb ORDER BY u.o)"
+                " FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[],"
+                " ?::text[], ?::int[], ?::int[]) AS u(t, e, i, k, c, di, g, o)"
+                f" WHERE {definition_live} GROUP BY u.t, u.e, u.i"
+                " ON CONFLICT (tenant_id, entity_name, entity_id)"
+                " DO UPDATE SET fields = v.fields || EXCLUDED.fields"
+            )
+            self.clear_values = (
+                f"UPDATE {values} AS v SET fields = v.fields - c.keys FROM"
+                " (SELECT u.t, u.e, u.i, array_agg(u.k) AS keys FROM unnest(?::text[],"
+                " ?::text[], ?::text[], ?::text[], ?::text[], ?::int[])"
+                f" AS u(t, e, i, k, di, g) WHERE {definition_live} GROUP BY u.t, u.e, u.i) c"
+                " WHERE v.tenant_id = c.t AND v.entity_name = c.e AND v.entity_id = c.i"
+            )
             self.set_value = (
                 f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
                 f" SELECT ?, ?, ?, jsonb_build_object(?::text, ?::jsonb) WHERE {live}"
@@ -126,11 +149,17 @@ class _Sql:
 
 
 _Row = tuple[str, str, str]  # (tenant, entity name, entity id): one entity_values row
+# (tenant, entity name, entity id, key, cell, definition id, generation): a value set
+_Set = tuple[str, str, str, str, str, str, int]
+# (tenant, entity name, entity id, key, definition id, generation): a value cleared
+_Clear = tuple[str, str, str, str, str, int]
 
 
 class _ValueWrites:
-    """A batch's value writes, sent as one ``executemany`` of sets and one of clears rather
-    than a statement each (PostgreSQL pipelines each call: one round trip, not hundreds).
+    """A batch's value writes, sent as one statement of sets and one of clears rather than
+    a statement each: on PostgreSQL one set-based statement over arrays (one round trip,
+    one plan, however many values), on SQLite one ``executemany`` (in-process, its
+    statement prepared once).
 
     Pending sets and pending clears always touch different rows, so they commute; a write
     to a row that has the other kind pending flushes first, which keeps each row's order.
@@ -139,39 +168,62 @@ class _ValueWrites:
     def __init__(self, cur: SqlCursor, sql: _Sql) -> None:
         self.cur = cur
         self.sql = sql
-        self.sets: list[Sequence[Any]] = []
-        self.clears: list[Sequence[Any]] = []
+        self.sets: list[_Set] = []
+        self.clears: list[_Clear] = []
         self.set_rows: set[_Row] = set()
         self.clear_rows: set[_Row] = set()
 
-    def set(self, row: _Row, params: Sequence[Any]) -> None:
+    def set(self, row: _Row, value: _Set) -> None:
         if row in self.clear_rows:
             self.flush()
         self.set_rows.add(row)
-        self.sets.append(params)
+        self.sets.append(value)
 
-    def clear(self, row: _Row, params: Sequence[Any]) -> None:
+    def clear(self, row: _Row, value: _Clear) -> None:
         if row in self.set_rows:
             self.flush()
         self.clear_rows.add(row)
-        self.clears.append(params)
+        self.clears.append(value)
 
     def flush(self) -> None:
-        for statement, params in (
-            (self.sql.set_value, self.sets),
-            (self.sql.clear_value, self.clears),
-        ):
-            if len(params) == 1:
-                self.cur.execute(statement, params[0])
-            elif params:
-                self.cur.executemany(statement, params)
+        if self.sql.pg:
+            self._flush_arrays()
+        else:
+            self._flush_rows()
         self.sets, self.clears = [], []
         self.set_rows.clear()
         self.clear_rows.clear()
 
+    def _flush_arrays(self) -> None:
+        if self.sets:
+            columns = [list(column) for column in zip(*self.sets, strict=True)]
+            self.cur.execute(self.sql.set_values, [*columns, list(range(len(self.sets)))])
+        if self.clears:
+            columns = [list(column) for column in zip(*self.clears, strict=True)]
+            self.cur.execute(self.sql.clear_values, columns)
+
+    def _flush_rows(self) -> None:
+        # The upsert's json_set names the key again, as a JSON path.
+        sets = [(t, e, i, k, c, d, g, _path(k), c) for t, e, i, k, c, d, g in self.sets]
+        clears = [(_path(k), t, e, i, d, g) for t, e, i, k, d, g in self.clears]
+        for statement, params in ((self.sql.set_value, sets), (self.sql.clear_value, clears)):
+            if len(params) == 1:
+                self.cur.execute(statement, params[0])
+            elif params:
+                self.cur.executemany(statement, params)
+
+
+VALUE_TOPICS = frozenset({CustomFieldValueSet.TOPIC, CustomFieldValueCleared.TOPIC})
+TOPICS = VALUE_TOPICS | {
+    FieldDefinitionDefined.TOPIC,
+    FieldDefinitionUpdated.TOPIC,
+    FieldDefinitionDeleted.TOPIC,
+}
+
 
 class CustomFieldsProjection:
     name = "custom_fields"
+    topics = TOPICS  # the runner hands it these events only
 
     def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "custom_fields") -> None:
         self.tables = dict(tables)
@@ -201,31 +253,20 @@ class CustomFieldsProjection:
             if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
                 writes.flush()  # a definition event comes after every earlier value
             if isinstance(event, CustomFieldValueSet):
-                value = _cell(event.sealed, event.digest)
-                params = [
-                    event.tenant_id,
-                    event.entity_name,
-                    event.entity_id,
-                    event.field_key,
-                    value,
-                    event.definition_id,
-                    event.generation,
-                ]
-                if not sql.pg:  # the upsert's json_set names the key again
-                    params += [_path(event.field_key), value]
-                writes.set((event.tenant_id, event.entity_name, event.entity_id), params)
-            elif isinstance(event, CustomFieldValueCleared):
-                writes.clear(
-                    (event.tenant_id, event.entity_name, event.entity_id),
+                row = (event.tenant_id, event.entity_name, event.entity_id)
+                writes.set(
+                    row,
                     (
-                        event.field_key if sql.pg else _path(event.field_key),
-                        event.tenant_id,
-                        event.entity_name,
-                        event.entity_id,
+                        *row,
+                        event.field_key,
+                        _cell(event.sealed, event.digest),
                         event.definition_id,
                         event.generation,
                     ),
                 )
+            elif isinstance(event, CustomFieldValueCleared):
+                row = (event.tenant_id, event.entity_name, event.entity_id)
+                writes.clear(row, (*row, event.field_key, event.definition_id, event.generation))
             elif isinstance(event, FieldDefinitionDefined):
                 cur.execute(
                     f"INSERT INTO {definitions} (tenant_id, entity_name, field_key,"

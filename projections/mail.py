@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
+from domain.events import DomainEvent
 from domain.mail_account import (
     MailAccountAuthFailed,
     MailAccountConnected,
@@ -32,13 +33,21 @@ from projections.base import index_name, shadow_tables
 
 TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
 
-_STATUS = {
+_STATUS: dict[type[DomainEvent], str] = {
     MailAccountAuthFailed: "auth_error",
     MailAccountDisconnected: "disconnected",
     MailAccountReconnected: "active",
     MailAccountDeleted: "deleted",
     MailAccountReauthRequired: "reauth_required",
 }
+
+_CONSUMED: tuple[type[DomainEvent], ...] = (
+    MessageIngested,
+    MailAccountConnected,
+    MailAccountUpdated,
+    *_STATUS,
+)
+TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
 
 MESSAGE_COLUMNS = (
     "message_id",
@@ -61,7 +70,13 @@ MESSAGE_COLUMNS = (
 )
 
 
+# PostgreSQL types of MESSAGE_COLUMNS, for the batch insert over arrays.
+_MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text")
+
+
 class MailProjection:
+    topics = TOPICS  # the runner hands it these events only
+
     def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "mail") -> None:
         self._tables = dict(tables)
         self._name = name
@@ -130,7 +145,7 @@ class MailProjection:
                 ingested.append(event)  # runs of them are written set-wise, in order
                 continue
             if ingested:
-                self._insert_messages(cur, ingested)
+                self._insert_messages(cur, dialect, ingested)
                 ingested = []
             if isinstance(event, MailAccountConnected):
                 cur.execute(
@@ -167,19 +182,22 @@ class MailProjection:
                         (account_id,),
                     )
         if ingested:
-            self._insert_messages(cur, ingested)
+            self._insert_messages(cur, dialect, ingested)
 
-    def _insert_messages(self, cur: SqlCursor, events: Sequence[MessageIngested]) -> None:
+    def _insert_messages(
+        self, cur: SqlCursor, dialect: Dialect, events: Sequence[MessageIngested]
+    ) -> None:
         """A run of ``MessageIngested`` in a few set-wise statements (one round trip each,
         not four per message): messages of deleted accounts and messages already in the
         table are passed over, then rows are inserted and the account and thread counts
         raised by what was inserted."""
         accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
+        pg = dialect == "postgresql"
         account_ids = sorted({e.account_id for e in events})
         cur.execute(
-            f"SELECT account_id FROM {accounts} WHERE status = 'deleted'"
-            f" AND account_id IN ({', '.join('?' * len(account_ids))})",
-            account_ids,
+            f"SELECT account_id FROM {accounts} WHERE status = 'deleted' AND account_id"
+            + (" = ANY(?::text[])" if pg else f" IN ({', '.join('?' * len(account_ids))})"),
+            [account_ids] if pg else account_ids,
         )
         deleted = {row[0] for row in cur.fetchall()}
         fresh: dict[str, MessageIngested] = {}
@@ -190,17 +208,23 @@ class MailProjection:
             return
         ids = list(fresh)
         cur.execute(
-            f"SELECT message_id FROM {messages} WHERE message_id IN ({', '.join('?' * len(ids))})",
-            ids,
+            f"SELECT message_id FROM {messages} WHERE message_id"
+            + (" = ANY(?::text[])" if pg else f" IN ({', '.join('?' * len(ids))})"),
+            [ids] if pg else ids,
         )
         for (known,) in cur.fetchall():
             fresh.pop(known, None)
         if not fresh:
             return
-        cur.executemany(
+        self._write(
+            cur,
+            pg,
             f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) VALUES"
             f" ({', '.join('?' * len(MESSAGE_COLUMNS))})"
             " ON CONFLICT (message_id) DO NOTHING",
+            f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) SELECT * FROM unnest("
+            + ", ".join(f"?::{kind}[]" for kind in _MESSAGE_TYPES)
+            + ") ON CONFLICT (message_id) DO NOTHING",
             [
                 (
                     message_id,
@@ -234,25 +258,55 @@ class MailProjection:
             tenant, subject, count, last = per_thread.get(key, (e.tenant_id, e.subject, 0, ""))
             # A new thread row takes its first message's subject, as one by one would.
             per_thread[key] = (tenant, subject, count + 1, max(last, e.received_at))
-        cur.executemany(
-            f"UPDATE {accounts} SET message_count = message_count + ?,"
-            " last_mail_at = CASE WHEN last_mail_at IS NULL OR last_mail_at < ? THEN ?"
-            " ELSE last_mail_at END WHERE account_id = ?",
-            [
-                (count, latest[account_id], latest[account_id], account_id)
-                for account_id, count in per_account.items()
-            ],
-        )
-        cur.executemany(
-            f"INSERT INTO {threads} (account_id, thread_key, tenant_id, subject,"
-            " message_count, last_received_at) VALUES (?, ?, ?, ?, ?, ?)"
+        if pg:
+            cur.execute(
+                f"UPDATE {accounts} AS a SET message_count = a.message_count + u.n,"
+                " last_mail_at = CASE WHEN a.last_mail_at IS NULL OR a.last_mail_at < u.at"
+                " THEN u.at ELSE a.last_mail_at END"
+                " FROM unnest(?::int[], ?::float8[], ?::text[]) AS u(n, at, id)"
+                " WHERE a.account_id = u.id",
+                [
+                    list(per_account.values()),
+                    [latest[account_id] for account_id in per_account],
+                    list(per_account),
+                ],
+            )
+        else:
+            cur.executemany(
+                f"UPDATE {accounts} SET message_count = message_count + ?,"
+                " last_mail_at = CASE WHEN last_mail_at IS NULL OR last_mail_at < ? THEN ?"
+                " ELSE last_mail_at END WHERE account_id = ?",
+                [
+                    (count, latest[account_id], latest[account_id], account_id)
+                    for account_id, count in per_account.items()
+                ],
+            )
+        upsert = (
             " ON CONFLICT (account_id, thread_key) DO UPDATE SET"
             f" message_count = {threads}.message_count + excluded.message_count,"
             f" last_received_at = CASE WHEN excluded.last_received_at >"
             f" {threads}.last_received_at THEN excluded.last_received_at"
-            f" ELSE {threads}.last_received_at END",
+            f" ELSE {threads}.last_received_at END"
+        )
+        columns = "account_id, thread_key, tenant_id, subject, message_count, last_received_at"
+        self._write(
+            cur,
+            pg,
+            f"INSERT INTO {threads} ({columns}) VALUES (?, ?, ?, ?, ?, ?)" + upsert,
+            f"INSERT INTO {threads} ({columns}) SELECT * FROM unnest(?::text[], ?::text[],"
+            " ?::text[], ?::text[], ?::int[], ?::text[])" + upsert,
             [(*key, *row) for key, row in per_thread.items()],
         )
+
+    @staticmethod
+    def _write(
+        cur: SqlCursor, pg: bool, per_row: str, over_arrays: str, rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """PostgreSQL: one statement over parallel arrays; SQLite: one executemany."""
+        if pg:
+            cur.execute(over_arrays, [list(column) for column in zip(*rows, strict=True)])
+        else:
+            cur.executemany(per_row, rows)
 
     @staticmethod
     def _update(cur: SqlCursor, accounts: str, account_id: str, changes: dict[str, Any]) -> None:
