@@ -184,7 +184,8 @@ def _transaction(conn: Any, pg: bool) -> Iterator[Any]:
 
 
 class _RawTables:
-    """The raw loop's statements on one backend."""
+    """The raw loop's statements on one backend (arrays travel in binary: psycopg's text
+    format escapes each element through a regular expression)."""
 
     def __init__(self, pg: bool) -> None:
         self.pg = pg
@@ -229,29 +230,29 @@ class _RawTables:
             self.values = (
                 "INSERT INTO raw_values (tenant_id, entity_name, entity_id, fields)"
                 " SELECT t, e, i, jsonb_object_agg(k, v::jsonb ORDER BY o)"
-                " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
-                " %s::int[]) AS u(t, e, i, k, v, o) GROUP BY t, e, i"
+                " FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
+                " %b::int[]) AS u(t, e, i, k, v, o) GROUP BY t, e, i"
                 " ON CONFLICT (tenant_id, entity_name, entity_id)"
                 " DO UPDATE SET fields = raw_values.fields || excluded.fields"
             )
             self.feed = (
-                "INSERT INTO raw_feed SELECT * FROM unnest(%s::text[], %s::bigint[],"
-                " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::bigint[])"
+                "INSERT INTO raw_feed SELECT * FROM unnest(%b::text[], %b::bigint[],"
+                " %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[])"
             )
             self.messages = (
-                "INSERT INTO raw_messages SELECT * FROM unnest(%s::text[], %s::text[],"
-                " %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
-                " %s::bigint[]) ON CONFLICT (message_id) DO NOTHING"
+                "INSERT INTO raw_messages SELECT * FROM unnest(%b::text[], %b::text[],"
+                " %b::text[], %b::text[], %b::text[], %b::text[], %b::text[], %b::text[],"
+                " %b::bigint[]) ON CONFLICT (message_id) DO NOTHING"
             )
             self.threads = (
-                "INSERT INTO raw_threads SELECT * FROM unnest(%s::text[], %s::text[],"
-                " %s::int[], %s::text[]) ON CONFLICT (account_id, thread_key) DO UPDATE SET"
+                "INSERT INTO raw_threads SELECT * FROM unnest(%b::text[], %b::text[],"
+                " %b::int[], %b::text[]) ON CONFLICT (account_id, thread_key) DO UPDATE SET"
                 " message_count = raw_threads.message_count + excluded.message_count,"
                 " last_received_at = greatest(raw_threads.last_received_at,"
                 " excluded.last_received_at)"
             )
             self.accounts = (
-                "INSERT INTO raw_accounts SELECT * FROM unnest(%s::text[], %s::int[])"
+                "INSERT INTO raw_accounts SELECT * FROM unnest(%b::text[], %b::int[])"
                 " ON CONFLICT (account_id) DO UPDATE SET"
                 " message_count = raw_accounts.message_count + excluded.message_count"
             )

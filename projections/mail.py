@@ -191,7 +191,7 @@ class MailProjection:
         not four per message): messages of deleted accounts and messages already in the
         table are passed over, then rows are inserted and the account and thread counts
         raised by what was inserted."""
-        accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
+        accounts, threads = self._tables["accounts"], self._tables["threads"]
         pg = dialect == "postgresql"
         account_ids = sorted({e.account_id for e in events})
         cur.execute(
@@ -206,48 +206,32 @@ class MailProjection:
                 fresh.setdefault(str(event.originator_id), event)
         if not fresh:
             return
-        ids = list(fresh)
-        cur.execute(
-            f"SELECT message_id FROM {messages} WHERE message_id"
-            + (" = ANY(?::text[])" if pg else f" IN ({', '.join('?' * len(ids))})"),
-            [ids] if pg else ids,
-        )
-        for (known,) in cur.fetchall():
-            fresh.pop(known, None)
+        rows = [
+            (
+                message_id,
+                e.account_id,
+                e.tenant_id,
+                e.provider_message_id,
+                e.thread_key,
+                e.message_id_header,
+                e.references,
+                e.sender,
+                e.to,
+                e.cc,
+                e.subject,
+                e.snippet,
+                e.received_at,
+                e.body_ref,
+                e.size_bytes,
+                e.folder,
+                e.state,
+            )
+            for message_id, e in fresh.items()
+        ]
+        inserted = (self._insert_arrays if pg else self._insert_rows)(cur, rows)
+        fresh = {message_id: fresh[message_id] for message_id in fresh if message_id in inserted}
         if not fresh:
             return
-        self._write(
-            cur,
-            pg,
-            f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) VALUES"
-            f" ({', '.join('?' * len(MESSAGE_COLUMNS))})"
-            " ON CONFLICT (message_id) DO NOTHING",
-            f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) SELECT * FROM unnest("
-            + ", ".join(f"?::{kind}[]" for kind in _MESSAGE_TYPES)
-            + ") ON CONFLICT (message_id) DO NOTHING",
-            [
-                (
-                    message_id,
-                    e.account_id,
-                    e.tenant_id,
-                    e.provider_message_id,
-                    e.thread_key,
-                    e.message_id_header,
-                    e.references,
-                    e.sender,
-                    e.to,
-                    e.cc,
-                    e.subject,
-                    e.snippet,
-                    e.received_at,
-                    e.body_ref,
-                    e.size_bytes,
-                    e.folder,
-                    e.state,
-                )
-                for message_id, e in fresh.items()
-            ],
-        )
         per_account: dict[str, int] = {}
         latest: dict[str, float] = {}
         per_thread: dict[tuple[str, str], tuple[str, str, int, str]] = {}
@@ -297,6 +281,34 @@ class MailProjection:
             " ?::text[], ?::text[], ?::int[], ?::text[])" + upsert,
             [(*key, *row) for key, row in per_thread.items()],
         )
+
+    def _insert_rows(self, cur: SqlCursor, rows: Sequence[Sequence[Any]]) -> set[str]:
+        """SQLite: the rows not in the table yet, inserted; answers their ids."""
+        messages = self._tables["messages"]
+        cur.execute(
+            f"SELECT message_id FROM {messages} WHERE message_id IN ({', '.join('?' * len(rows))})",
+            [row[0] for row in rows],
+        )
+        known = {found for (found,) in cur.fetchall()}
+        fresh = [row for row in rows if row[0] not in known]
+        cur.executemany(
+            f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) VALUES"
+            f" ({', '.join('?' * len(MESSAGE_COLUMNS))}) ON CONFLICT (message_id) DO NOTHING",
+            fresh,
+        )
+        return {row[0] for row in fresh}
+
+    def _insert_arrays(self, cur: SqlCursor, rows: Sequence[Sequence[Any]]) -> set[str]:
+        """PostgreSQL: one insert over arrays, passing over ids already in the table;
+        answers the ids it inserted."""
+        cur.execute(
+            f"INSERT INTO {self._tables['messages']} ({', '.join(MESSAGE_COLUMNS)})"
+            " SELECT * FROM unnest("
+            + ", ".join(f"?::{kind}[]" for kind in _MESSAGE_TYPES)
+            + ") ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+            [list(column) for column in zip(*rows, strict=True)],
+        )
+        return {found for (found,) in cur.fetchall()}
 
     @staticmethod
     def _write(
