@@ -10,7 +10,7 @@ side in one run, on SQLite and PostgreSQL.
    strong raw loop (``bench/_rebuild.py``: pages of 5,000, orjson, one set-based statement
    per table per page, one tracking update). Goal: >= 0.7x. On PostgreSQL also against
    eventsourcing's own ``ProjectionRunner`` with an equivalent projection, timed over
-   the log's first ``--es-events`` (default 20k). Goal: >= 50x.
+   the log's first ``--es-events`` (default 10k). Goal: >= 50x.
 2. cascade: ``catch_up()`` of a ``delete-tenant-field`` whose key is set on N entities
    (default 100k) against one hand-written set-based UPDATE on a copy of the same table.
    Goal: <= 1.5x the baseline's time.
@@ -206,7 +206,9 @@ def _seed(app: Any, mix: str, events: int) -> dict[str, int]:
     return seed_mixed_log(app, events, chunk=5000)
 
 
-def bench_throughput(backend: Backend, mix: str, events: int, es_events: int) -> list[Row]:
+def bench_throughput(
+    backend: Backend, mix: str, events: int, es_events: int, rounds: int = REBUILD_ROUNDS
+) -> list[Row]:
     """Rebuild and catch-up of the whole log against the raw loop (and, for the
     custom-field mix on PostgreSQL, against eventsourcing's ProjectionRunner)."""
     label = "custom-field" if mix == "cf" else "mail"
@@ -227,14 +229,14 @@ def bench_throughput(backend: Backend, mix: str, events: int, es_events: int) ->
             rebuild_s, raw_s = alternating(
                 app.projections.rebuild,
                 lambda: seen.append(raw()),
-                rounds=REBUILD_ROUNDS,
+                rounds=rounds,
                 between=lambda: settle(scratch, vacuum=[EVENTS_TABLE]),
             )
-            if seen != [head] * (REBUILD_ROUNDS + 1):
+            if seen != [head] * (rounds + 1):
                 raise RuntimeError(f"the raw loop read {seen} events, the log has {head}")
             say(f"[{backend}] catch-up from position 0 into fresh read models")
             catch_up_s = []
-            for _ in range(REBUILD_ROUNDS):
+            for _ in range(rounds):
                 app = _reset_projections(app, scratch)
                 settle(scratch, vacuum=[EVENTS_TABLE])
                 catch_up_s.append(timed(app.projections.catch_up))
@@ -512,9 +514,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--es-events",
         type=int,
-        help="events eventsourcing's ProjectionRunner is timed over (20k; quick 3k; 0: skip)",
+        help="events eventsourcing's ProjectionRunner is timed over (10k; quick 3k; 0: skip)",
     )
     parser.add_argument("--mix", choices=["cf", "mail", "both"], default="both")
+    parser.add_argument(
+        "--rounds", type=int, default=REBUILD_ROUNDS, help="timed runs of tidings (raw: one more)"
+    )
     parser.add_argument("--entities", type=int, help="entities in the cascade (100k; quick 10k)")
     parser.add_argument("--defines", type=int, help="timed defines (300; quick 100)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
@@ -526,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     events = args.events or (20_000 if args.quick else 1_000_000)
-    es_events = args.es_events if args.es_events is not None else (3_000 if args.quick else 20_000)
+    es_events = args.es_events if args.es_events is not None else (3_000 if args.quick else 10_000)
     mixes = ["cf", "mail"] if args.mix == "both" else [args.mix]
     entities = args.entities or (10_000 if args.quick else 100_000)
     defines = args.defines or (100 if args.quick else 300)
@@ -538,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
     if "rebuild" in only:
         for mix in mixes:
             for backend in backends:
-                rows.extend(bench_throughput(backend, mix, events, es_events))
+                rows.extend(bench_throughput(backend, mix, events, es_events, args.rounds))
     plan: list[tuple[str, Callable[[Backend], Row]]] = [
         ("cascade", lambda b: bench_cascade(b, entities)),
         ("define", lambda b: bench_define(b, defines)),
@@ -559,8 +564,8 @@ def main(argv: list[str] | None = None) -> int:
             "table per page (unnest on PostgreSQL, executemany on SQLite: values or "
             "messages/threads/accounts, and feed rows), one tracking update, one "
             "transaction per page, no definition check, no quarantine. Rebuild and raw "
-            f"loop alternately (raw x{REBUILD_ROUNDS + 1}, tidings x{REBUILD_ROUNDS}), "
-            f"best of each; catch-up best of {REBUILD_ROUNDS}.",
+            f"loop alternately (raw x{args.rounds + 1}, tidings x{args.rounds}), "
+            f"best of each; catch-up best of {args.rounds}.",
             "eventsourcing: its ProjectionRunner (PostgreSQL only: its SQLite recorder has "
             "no subscriptions) with an equivalent projection (value upsert + feed row + "
             "tracking, one transaction per event, topic-filtered) over the first "

@@ -24,6 +24,9 @@ from projections.base import index_name, shadow_tables
 
 TABLES = {"items": "feed_items", "heads": "feed_heads"}
 
+# The JSON text of each tuple of sealed keys (a handful of them, one per item type).
+_SEALED_JSON: dict[tuple[str, ...], str] = {}
+
 _COLUMNS = "tenant_id, sequence, item_id, type, occurred_at, account_id, data, sealed, position"
 
 
@@ -70,18 +73,23 @@ class FeedProjection:
             return
         heads = self._heads(cur, dialect, {entry.tenant_id for _, entry in entries})
         rows = []
+        dumps, sealed_json = orjson.dumps, _SEALED_JSON
         for recorded, entry in entries:
-            heads[entry.tenant_id] = sequence = heads.get(entry.tenant_id, 0) + 1
+            tenant = entry.tenant_id
+            heads[tenant] = sequence = heads.get(tenant, 0) + 1
+            sealed = sealed_json.get(entry.sealed)
+            if sealed is None:
+                sealed = sealed_json[entry.sealed] = dumps(entry.sealed).decode()
             rows.append(
                 (
-                    entry.tenant_id,
+                    tenant,
                     sequence,
                     entry.item_id,
                     entry.type,
                     recorded.event.timestamp.isoformat(),
                     entry.account_id,
-                    orjson.dumps(entry.data).decode(),
-                    orjson.dumps(entry.sealed).decode(),
+                    dumps(entry.data).decode(),
+                    sealed,
                     recorded.position,
                 )
             )

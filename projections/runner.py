@@ -98,7 +98,7 @@ class ProjectionRunner:
         db: SqlDatabase,
         log: EventLog,
         projections: Sequence[Projection],
-        batch_size: int = 1000,
+        batch_size: int = 5000,
     ) -> None:
         self.db = db
         self.log = log

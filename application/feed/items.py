@@ -9,9 +9,8 @@ keys listed in ``Entry.sealed`` are revealed when an item is served.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from hashlib import sha1
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, uuid5
 
 from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
@@ -58,16 +57,16 @@ TYPES = (
 Built = tuple[str, str | None, dict[str, Any], tuple[str, ...]]
 
 
-@dataclass(frozen=True)
-class Entry:
-    """What the feed projection stores for one event."""
+class Entry(NamedTuple):
+    """What the feed projection stores for one event (a named tuple: a rebuild makes one
+    per event, and a frozen dataclass costs several times as much to build)."""
 
     item_id: str
     tenant_id: str
     type: str
     account_id: str | None  # delivery order is kept per account for mail items
     data: dict[str, Any]
-    sealed: tuple[str, ...] = field(default=())  # keys of ``data`` holding sealed tokens
+    sealed: tuple[str, ...] = ()  # keys of ``data`` holding sealed tokens
 
 
 # Sealed keys whose plaintext is JSON (address lists), parsed when revealed.
