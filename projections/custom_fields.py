@@ -93,28 +93,32 @@ class _Sql:
             " AND d.generation = ? AND d.active = 1)"
         )
         if pg:
-            # A batch's writes as one statement each: rows of parallel arrays, the
-            # definition checked per value, a row's values merged in log order (the last
-            # write of a key wins), then one upsert (or update) per entity row.
-            definition_live = (
-                f"EXISTS (SELECT 1 FROM {definitions} df WHERE df.definition_id = u.di"
-                " AND df.generation = u.g AND df.active = 1)"
-            )
-            self.set_values = (
-                f"INSERT INTO {values} AS v (tenant_id, entity_name, entity_id, fields)"
-                " SELECT u.t, u.e, u.i, jsonb_object_agg(u.k, u.c::jsonb ORDER BY u.o)"
-                " FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[],"
-                " ?::text[], ?::int[], ?::int[]) AS u(t, e, i, k, c, di, g, o)"
-                f" WHERE {definition_live} GROUP BY u.t, u.e, u.i"
-                " ON CONFLICT (tenant_id, entity_name, entity_id)"
-                " DO UPDATE SET fields = v.fields || EXCLUDED.fields"
-            )
-            self.clear_values = (
-                f"UPDATE {values} AS v SET fields = v.fields - c.keys FROM"
-                " (SELECT u.t, u.e, u.i, array_agg(u.k) AS keys FROM unnest(?::text[],"
-                " ?::text[], ?::text[], ?::text[], ?::text[], ?::int[])"
-                f" AS u(t, e, i, k, di, g) WHERE {definition_live} GROUP BY u.t, u.e, u.i) c"
-                " WHERE v.tenant_id = c.t AND v.entity_name = c.e AND v.entity_id = c.i"
+            # A run of value events (between two definition events) as one statement
+            # over parallel arrays: the values whose definition is live; of those, the
+            # last per (row, key) in log order; existing rows lose the keys last cleared
+            # and take the keys last set; a row that did not exist is created when any
+            # live value was set on it (holding the keys last set), as one event after
+            # the other would leave it.
+            self.write_values = (
+                "WITH u AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[],"
+                " ?::text[], ?::text[], ?::int[], ?::int[], ?::bool[])"
+                " AS u(t, e, i, k, c, di, g, o, s)),"
+                f" live AS (SELECT u.* FROM u WHERE EXISTS (SELECT 1 FROM {definitions} df"
+                " WHERE df.definition_id = u.di AND df.generation = u.g AND df.active = 1)),"
+                " last AS (SELECT DISTINCT ON (t, e, i, k) t, e, i, k, c, s FROM live"
+                " ORDER BY t, e, i, k, o DESC),"
+                " touched AS (SELECT t, e, i,"
+                " coalesce(jsonb_object_agg(k, c::jsonb) FILTER (WHERE s), '{}'::jsonb) AS sets,"
+                " coalesce(array_agg(k) FILTER (WHERE NOT s), '{}'::text[]) AS clears"
+                " FROM last GROUP BY t, e, i),"
+                f" updated AS (UPDATE {values} AS v SET fields = (v.fields - x.clears) || x.sets"
+                " FROM touched x WHERE v.tenant_id = x.t AND v.entity_name = x.e"
+                " AND v.entity_id = x.i RETURNING v.tenant_id, v.entity_name, v.entity_id)"
+                f" INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
+                " SELECT x.t, x.e, x.i, x.sets FROM touched x"
+                " WHERE EXISTS (SELECT 1 FROM live l WHERE l.t = x.t AND l.e = x.e"
+                " AND l.i = x.i AND l.s) AND NOT EXISTS (SELECT 1 FROM updated w"
+                " WHERE w.tenant_id = x.t AND w.entity_name = x.e AND w.entity_id = x.i)"
             )
             self.set_value = (
                 f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
@@ -156,13 +160,14 @@ _Clear = tuple[str, str, str, str, str, int]
 
 
 class _ValueWrites:
-    """A batch's value writes, sent as one statement of sets and one of clears rather than
-    a statement each: on PostgreSQL one set-based statement over arrays (one round trip,
-    one plan, however many values), on SQLite one ``executemany`` (in-process, its
-    statement prepared once).
+    """A run of value writes, sent together rather than a statement each.
 
-    Pending sets and pending clears always touch different rows, so they commute; a write
-    to a row that has the other kind pending flushes first, which keeps each row's order.
+    PostgreSQL: the whole run as one statement over arrays (``_Sql.write_values``: one
+    round trip, one plan, however many values, in log order). SQLite: one
+    ``executemany`` of sets and one of clears (in-process, the statement prepared once);
+    pending sets and pending clears always touch different rows, so they commute, and a
+    write to a row that has the other kind pending flushes first, which keeps each row's
+    order.
     """
 
     def __init__(self, cur: SqlCursor, sql: _Sql) -> None:
@@ -172,35 +177,37 @@ class _ValueWrites:
         self.clears: list[_Clear] = []
         self.set_rows: set[_Row] = set()
         self.clear_rows: set[_Row] = set()
+        # PostgreSQL: every value in log order, a set's cell or None for a clear.
+        self.ops: list[tuple[str, str, str, str, str | None, str, int, bool]] = []
 
     def set(self, row: _Row, value: _Set) -> None:
+        if self.sql.pg:
+            self.ops.append((*value[:4], value[4], value[5], value[6], True))
+            return
         if row in self.clear_rows:
             self.flush()
         self.set_rows.add(row)
         self.sets.append(value)
 
     def clear(self, row: _Row, value: _Clear) -> None:
+        if self.sql.pg:
+            self.ops.append((*value[:4], None, value[4], value[5], False))
+            return
         if row in self.set_rows:
             self.flush()
         self.clear_rows.add(row)
         self.clears.append(value)
 
     def flush(self) -> None:
-        if self.sql.pg:
-            self._flush_arrays()
-        else:
+        if self.ops:
+            t, e, i, k, c, d, g, s = (list(column) for column in zip(*self.ops, strict=True))
+            self.cur.execute(self.sql.write_values, [t, e, i, k, c, d, g, list(range(len(s))), s])
+            self.ops = []
+        if self.sets or self.clears:
             self._flush_rows()
-        self.sets, self.clears = [], []
-        self.set_rows.clear()
-        self.clear_rows.clear()
-
-    def _flush_arrays(self) -> None:
-        if self.sets:
-            columns = [list(column) for column in zip(*self.sets, strict=True)]
-            self.cur.execute(self.sql.set_values, [*columns, list(range(len(self.sets)))])
-        if self.clears:
-            columns = [list(column) for column in zip(*self.clears, strict=True)]
-            self.cur.execute(self.sql.clear_values, columns)
+            self.sets, self.clears = [], []
+            self.set_rows.clear()
+            self.clear_rows.clear()
 
     def _flush_rows(self) -> None:
         # The upsert's json_set names the key again, as a JSON path.

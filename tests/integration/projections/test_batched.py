@@ -8,6 +8,7 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,14 +17,20 @@ from hypothesis import strategies as st
 
 from application import User
 from application.app import App
+from application.custom_fields.sealing import seal_value
 from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
 from application.users import SYSTEM_TENANT_ID
-from domain.custom_field_values import CustomFieldValueSet
+from domain.custom_field_values import (
+    CustomFieldValueCleared,
+    CustomFieldValueSet,
+    entity_stream_id,
+)
+from domain.field_definition import definition_id
 from projections.base import SHADOW_SUFFIX
 from projections.custom_fields import CustomFieldsProjection
 from projections.feed import FeedProjection
 from projections.runner import ProjectionRunner
-from tests.integration.custom_fields.helpers import clear, define, delete, set_value
+from tests.integration.custom_fields.helpers import clear, define, delete, fields_of, set_value
 from tests.integration.projections.support import bulk_values, serving
 from tests.support.results import ok
 
@@ -238,3 +245,51 @@ def test_batched_application_equals_one_event_at_a_time(
         contents.append(_contents(db, suffix))
     whole, one_by_one, small_batches = contents
     assert whole == one_by_one == small_batches
+
+
+def test_a_row_exists_after_a_batch_exactly_when_a_live_value_was_set_on_it(
+    app: App, admin: User
+) -> None:
+    # A clear with no set before it (an imported log can hold one) creates no row; a set
+    # and then a clear in the same batch leave an empty row, as one at a time would.
+    ok(define(app, admin, "n", "number"))
+    now = datetime.now(UTC)
+    tenant = admin.tenant_id
+    common: dict[str, Any] = {
+        "tenant_id": tenant,
+        "entity_name": "contact",
+        "field_key": "n",
+        "definition_id": str(definition_id(tenant, "contact", "n")),
+        "generation": 1,
+        "timestamp": now,
+    }
+    sealed, digest = seal_value(
+        app.ctx, tenant, entity_name="contact", entity_id="brief", field_key="n", value=1
+    )
+    app.ctx.store.append(
+        [
+            CustomFieldValueCleared(
+                originator_id=entity_stream_id(tenant, "contact", "ghost"),
+                originator_version=1,
+                entity_id="ghost",
+                **common,
+            ),
+            CustomFieldValueSet(
+                originator_id=entity_stream_id(tenant, "contact", "brief"),
+                originator_version=1,
+                entity_id="brief",
+                sealed=sealed,
+                digest=digest,
+                **common,
+            ),
+            CustomFieldValueCleared(
+                originator_id=entity_stream_id(tenant, "contact", "brief"),
+                originator_version=2,
+                entity_id="brief",
+                **common,
+            ),
+        ]
+    )
+    app.projections.catch_up()
+    assert fields_of(app, admin, "ghost") is None
+    assert fields_of(app, admin, "brief") == {}
