@@ -293,3 +293,33 @@ def test_a_row_exists_after_a_batch_exactly_when_a_live_value_was_set_on_it(
     app.projections.catch_up()
     assert fields_of(app, admin, "ghost") is None
     assert fields_of(app, admin, "brief") == {}
+
+
+class _ValuesOnly(SetBasedProjection):
+    topics = frozenset({CustomFieldValueSet.TOPIC})
+
+    def __init__(self) -> None:
+        super().__init__("test_values_only", "test_values_only")
+        self.seen: list[str] = []
+
+    def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
+        self.seen += [r.event.TOPIC for r in batch]
+        super().apply(cur, dialect, batch)
+
+
+def test_a_projection_with_topics_gets_only_those_and_still_reaches_the_head(
+    app: App, admin: User
+) -> None:
+    ok(define(app, admin, "n", "number"))  # a definition event (and its catalog's)
+    bulk_values(app, admin.tenant_id, "c", 30, per_append=30)
+    log = serving(app).log
+    head = log.head()
+    page = log.page(0, 5000, frozenset({CustomFieldValueSet.TOPIC}))
+    assert (page.count, page.last) == (head, head)
+    assert {type(e.event) for e in page.entries if isinstance(e, Recorded)} == {CustomFieldValueSet}
+    projection = _ValuesOnly()
+    runner = ProjectionRunner(serving(app).db, log, [projection], batch_size=7)
+    runner.setup()
+    assert runner.catch_up() == head
+    assert projection.seen == [CustomFieldValueSet.TOPIC] * 30
+    assert [(s.position, s.lag) for s in runner.status()] == [(head, 0)]
