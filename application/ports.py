@@ -57,12 +57,29 @@ class Unreadable:
     error: Exception
 
 
+@dataclass(frozen=True)
+class LogPage:
+    """Up to ``count`` consecutive positions of the log after some position: the entries
+    of the topics asked for (decoded, or ``Unreadable``), and the last position read,
+    whatever its topic (the position a reader that consumed the page moves to)."""
+
+    entries: Sequence[Recorded | Unreadable]
+    last: int
+    count: int
+
+
 class EventLog(Protocol):
     def read(self, after: int, limit: int) -> Sequence[Recorded]: ...
 
     def scan(self, after: int, limit: int) -> Sequence[Recorded | Unreadable]:
         """As ``read``, but an event that cannot be decoded takes its place as an
         ``Unreadable`` instead of failing the whole read (the projections quarantine it)."""
+        ...
+
+    def page(self, after: int, limit: int, topics: frozenset[str] | None) -> LogPage:
+        """As ``scan``, in one round trip, but decoding only the events whose topic is in
+        ``topics`` (None: all). A topic the codec does not know is always an entry (an
+        ``Unreadable``): nobody can say it is of no interest."""
         ...
 
     def head(self) -> int:

@@ -2,11 +2,15 @@
 side in one run, on SQLite and PostgreSQL.
 
     python bench/projections.py [--backend sqlite|postgresql|both] [--events N]
+                                [--mix cf|mail|both] [--es-events N]
                                 [--entities N] [--defines N] [--quick]
 
-1. rebuild: ``app.projections.rebuild()`` of an N-event log (default 200k) against a
-   raw loop (pages of 1,000 stored events read with plain SQL, json-decoded, one upsert
-   per value event into a scratch table, one transaction per page). Goal: >= 0.5x.
+1. rebuild and catch-up: ``app.projections.rebuild()`` and ``catch_up()`` from position
+   0 of an N-event log (default 1,000,000; a custom-field mix and a mail mix) against a
+   strong raw loop (``bench/_rebuild.py``: pages of 5,000, orjson, one set-based statement
+   per table per page, one tracking update). Goal: >= 0.7x. On PostgreSQL also against
+   eventsourcing's own ``ProjectionRunner`` with an equivalent projection, timed over
+   the log's first ``--es-events`` (default 10k). Goal: >= 50x.
 2. cascade: ``catch_up()`` of a ``delete-tenant-field`` whose key is set on N entities
    (default 100k) against one hand-written set-based UPDATE on a copy of the same table.
    Goal: <= 1.5x the baseline's time.
@@ -19,12 +23,10 @@ Each benchmark gets a fresh SQLite file or PostgreSQL schema, removed afterwards
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,11 +58,10 @@ from bench._common import (
     settle,
     timed,
 )
-from domain.custom_field_values import CustomFieldValueSet
+from bench._rebuild import PAGE, MailSeeder, RawLoop, es_runner_rate
 from infrastructure.bootstrap import bootstrap, event_store
 from infrastructure.eventstore.recorder import EVENTS_TABLE
 
-PAGE = 1000
 REBUILD_ROUNDS = 2  # tidings twice, the baseline three times, best of each
 OPERATOR = User(id="operator", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
 
@@ -112,7 +113,9 @@ ENTITY_KEYS = {
 SYSTEM_KEY = ("contact", "region", "text")
 
 
-def seed_mixed_log(app: Any, target: int, tenants: int = 4, seed: int = 7) -> dict[str, int]:
+def seed_mixed_log(
+    app: Any, target: int, tenants: int = 4, seed: int = 7, chunk: int = 500
+) -> dict[str, int]:
     """A realistic mix: a few tenants with their definitions and a system field; value
     sets (and ~6% clears) spread over many entities; halfway through, one key is deleted
     (a cascade over its values) and re-defined with another type (generation 2)."""
@@ -134,7 +137,7 @@ def seed_mixed_log(app: Any, target: int, tenants: int = 4, seed: int = 7) -> di
                 ]
     values = target - event_store(app).head()
     pool = max(100, target // 40)  # entities per (tenant, entity name): ~5 events each
-    seeder = ValueSeeder(app.ctx.store, chunk=500, ctx=app.ctx)
+    seeder = ValueSeeder(app.ctx.store, chunk=chunk, ctx=app.ctx)
     victim = (names[0], "contact", "tier")
     counts = {"sets": 0, "clears": 0}
     while seeder.appended + len(seeder.pending) < values:
@@ -172,115 +175,124 @@ def seed_mixed_log(app: Any, target: int, tenants: int = 4, seed: int = 7) -> di
     return counts
 
 
-@contextlib.contextmanager
-def _raw_transaction(conn: Any, pg: bool) -> Iterator[Any]:
-    if pg:
-        with conn.transaction(), conn.cursor() as cur:
-            yield cur
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    cur = conn.cursor()
-    try:
-        yield cur
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _raw_rebuild(scratch: Scratch) -> int:
-    """The baseline: what a hand-written batched projector costs on this backend."""
-    pg = scratch.backend == "postgresql"
+def _reset_projections(app: Any, scratch: Scratch) -> Any:
+    """Every read model back to empty at position 0 (tables dropped, tracking and
+    quarantine rows deleted), then a fresh app, whose set-up creates them again: the
+    start of a catch-up from scratch."""
+    runner = app.projections
+    tables = [t for p in runner.projections.values() for t in p.tables.values()]
+    names = list(runner.projections)
+    app.close()
     conn = raw_connection(scratch)
-    p = "%s" if pg else "?"
-    position_column = "notification_id" if pg else "rowid"
-    value_type = "JSONB" if pg else "TEXT"
-    set_topic = CustomFieldValueSet.TOPIC
     try:
-        conn.execute("DROP TABLE IF EXISTS bench_raw_values")
-        conn.execute(
-            f"CREATE TABLE bench_raw_values (tenant_id TEXT NOT NULL,"
-            " entity_name TEXT NOT NULL, entity_id TEXT NOT NULL,"
-            f" field_key TEXT NOT NULL, value {value_type} NOT NULL,"
-            " PRIMARY KEY (tenant_id, entity_name, entity_id, field_key))"
-        )
-        select = (
-            f"SELECT {position_column}, topic, state FROM {EVENTS_TABLE}"
-            f" WHERE {position_column} > {p} ORDER BY {position_column} LIMIT {PAGE}"
-        )
-        upsert = (
-            "INSERT INTO bench_raw_values"
-            " (tenant_id, entity_name, entity_id, field_key, value)"
-            f" VALUES ({p}, {p}, {p}, {p}, {p}{'::jsonb' if pg else ''})"
-            " ON CONFLICT (tenant_id, entity_name, entity_id, field_key)"
-            " DO UPDATE SET value = excluded.value"
-        )
-        position, seen = 0, 0
-        while True:
-            with _raw_transaction(conn, pg) as cur:
-                cur.execute(select, (position,))
-                rows = cur.fetchall()
-                upserts = []
-                for _, topic, state in rows:
-                    if topic != set_topic:
-                        continue
-                    data = json.loads(bytes(state))
-                    upserts.append(
-                        (
-                            data["tenant_id"],
-                            data["entity_name"],
-                            data["entity_id"],
-                            data["field_key"],
-                            json.dumps({"s": data["sealed"], "d": data["digest"]}),
-                        )
-                    )
-                if upserts:
-                    cur.executemany(upsert, upserts)
-            if not rows:
-                return seen
-            seen += len(rows)
-            position = rows[-1][0]
+        for table in tables:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        marks = ", ".join(["%s" if scratch.backend == "postgresql" else "?"] * len(names))
+        conn.execute(f"DELETE FROM projection_tracking WHERE name IN ({marks})", names)
+        conn.execute(f"DELETE FROM projection_quarantine WHERE projection IN ({marks})", names)
     finally:
         conn.close()
+    return bootstrap(database_url=scratch.url, project_inline=False)
 
 
-def bench_rebuild(backend: Backend, events: int) -> Row:
-    with scratch_database(backend, "rebuild") as scratch:
+def _seed(app: Any, mix: str, events: int) -> dict[str, int]:
+    if mix == "mail":
+        seeder = MailSeeder(app)
+        seeder.seed(events)
+        return {
+            "messages": seeder.appended - len(seeder.accounts),
+            "accounts": len(seeder.accounts),
+        }
+    return seed_mixed_log(app, events, chunk=5000)
+
+
+def bench_throughput(
+    backend: Backend, mix: str, events: int, es_events: int, rounds: int = REBUILD_ROUNDS
+) -> list[Row]:
+    """Rebuild and catch-up of the whole log against the raw loop (and, for the
+    custom-field mix on PostgreSQL, against eventsourcing's ProjectionRunner)."""
+    label = "custom-field" if mix == "cf" else "mail"
+    with scratch_database(backend, f"rebuild_{mix}") as scratch:
         app = bootstrap(database_url=scratch.url, project_inline=False)
         try:
-            say(f"[{backend}] rebuild: seeding ~{events:,} events")
+            say(f"[{backend}] {label} mix: seeding ~{events:,} events")
             counts: dict[str, int] = {}
-            seconds = timed(lambda: counts.update(seed_mixed_log(app, events)))
+            seconds = timed(lambda: counts.update(_seed(app, mix, events)))
             head = event_store(app).head()
             say(
-                f"[{backend}] seeded {head:,} events in {seconds:.1f}s "
-                f"({head / seconds:,.0f}/s; {counts})"
+                f"[{backend}] seeded {head:,} events in {seconds:.1f}s"
+                f" ({head / seconds:,.0f}/s; {counts})"
             )
-            say(f"[{backend}] rebuild: baseline and tidings alternately, best of each")
+            raw = RawLoop(scratch)
             seen: list[int] = []
-            tidings_s, raw_s = alternating(
+            say(f"[{backend}] rebuild: raw loop and tidings alternately, best of each")
+            rebuild_s, raw_s = alternating(
                 app.projections.rebuild,
-                lambda: seen.append(_raw_rebuild(scratch)),
-                rounds=REBUILD_ROUNDS,
+                lambda: seen.append(raw()),
+                rounds=rounds,
                 between=lambda: settle(scratch, vacuum=[EVENTS_TABLE]),
             )
-            if seen != [head] * (REBUILD_ROUNDS + 1):
-                raise RuntimeError(f"baseline read {seen} events, the log has {head}")
-            if _count(scratch, "cf_entity_values") == 0:
-                raise RuntimeError("the rebuild produced no entity rows")
+            if seen != [head] * (rounds + 1):
+                raise RuntimeError(f"the raw loop read {seen} events, the log has {head}")
+            say(f"[{backend}] catch-up from position 0 into fresh read models")
+            catch_up_s = []
+            for _ in range(rounds):
+                app = _reset_projections(app, scratch)
+                settle(scratch, vacuum=[EVENTS_TABLE])
+                catch_up_s.append(timed(app.projections.catch_up))
+            _check_read_models(scratch, mix)
+            es: tuple[int, float] | None = None
+            if backend == "postgresql" and mix == "cf" and es_events:
+                upto = min(es_events, head)
+                say(f"[{backend}] eventsourcing's ProjectionRunner over the first {upto:,} events")
+                settle(scratch, vacuum=[EVENTS_TABLE])
+                es = es_runner_rate(scratch, upto)
         finally:
             app.close()
-    ours, theirs = head / tidings_s, head / raw_s
-    ratio = ours / theirs
-    return Row(
-        f"rebuild {head:,} events (events/s)",
-        backend,
-        f"{ours:,.0f}",
-        f"{theirs:,.0f}",
-        ratio,
-        ">= 0.5x",
-        ratio >= 0.5,
+    theirs = head / raw_s
+    rows = []
+    for what, seconds_taken in (("rebuild", rebuild_s), ("catch-up", min(catch_up_s))):
+        ours = head / seconds_taken
+        rows.append(
+            Row(
+                f"{what} {head:,} events, {label} mix (events/s) vs raw loop",
+                backend,
+                f"{ours:,.0f}",
+                f"{theirs:,.0f}",
+                ours / theirs,
+                ">= 0.7x",
+                ours / theirs >= 0.7,
+            )
+        )
+    if es is not None:
+        ours, library = head / rebuild_s, es[0] / es[1]
+        rows.append(
+            Row(
+                f"rebuild {head:,} events vs eventsourcing ProjectionRunner "
+                f"(its rate over the first {es[0]:,})",
+                backend,
+                f"{ours:,.0f}",
+                f"{library:,.0f}",
+                ours / library,
+                ">= 50x",
+                ours / library >= 50,
+            )
+        )
+    return rows
+
+
+def _check_read_models(scratch: Scratch, mix: str) -> None:
+    """The last run filled the read models as the raw loop filled its tables."""
+    pairs = (
+        [("cf_entity_values", "raw_values", "")]
+        if mix == "cf"
+        else [("mail_messages", "raw_messages", ""), ("mail_threads", "raw_threads", "")]
     )
+    public = "WHERE type IN ('custom_field_value.set', 'custom_field_value.cleared',"
+    public += " 'message.received')"
+    for ours, theirs, where in [*pairs, ("feed_items", "raw_feed", public)]:
+        if _count(scratch, ours, where) != _count(scratch, theirs):
+            raise RuntimeError(f"{ours} and {theirs} differ in their row counts")
 
 
 def _count(scratch: Scratch, table: str, where: str = "") -> int:
@@ -498,7 +510,18 @@ class BenchApp(Application[Any]):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=[*BACKENDS, "both"], default="both")
-    parser.add_argument("--events", type=int, help="events in the rebuilt log (200k; quick 20k)")
+    parser.add_argument(
+        "--events", type=int, help="events in each rebuilt log (1,000,000; quick 20k)"
+    )
+    parser.add_argument(
+        "--es-events",
+        type=int,
+        help="events eventsourcing's ProjectionRunner is timed over (10k; quick 3k; 0: skip)",
+    )
+    parser.add_argument("--mix", choices=["cf", "mail", "both"], default="both")
+    parser.add_argument(
+        "--rounds", type=int, default=REBUILD_ROUNDS, help="timed runs of tidings (raw: one more)"
+    )
     parser.add_argument("--entities", type=int, help="entities in the cascade (100k; quick 10k)")
     parser.add_argument("--defines", type=int, help="timed defines (300; quick 100)")
     parser.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke run")
@@ -509,7 +532,9 @@ def main(argv: list[str] | None = None) -> int:
         help="run only these benchmarks (repeatable)",
     )
     args = parser.parse_args(argv)
-    events = args.events or (20_000 if args.quick else 200_000)
+    events = args.events or (20_000 if args.quick else 1_000_000)
+    es_events = args.es_events if args.es_events is not None else (3_000 if args.quick else 10_000)
+    mixes = ["cf", "mail"] if args.mix == "both" else [args.mix]
     entities = args.entities or (10_000 if args.quick else 100_000)
     defines = args.defines or (100 if args.quick else 300)
     backends: list[Backend] = list(BACKENDS) if args.backend == "both" else [args.backend]
@@ -517,8 +542,11 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     rows: list[Row] = []
+    if "rebuild" in only:
+        for mix in mixes:
+            for backend in backends:
+                rows.extend(bench_throughput(backend, mix, events, es_events, args.rounds))
     plan: list[tuple[str, Callable[[Backend], Row]]] = [
-        ("rebuild", lambda b: bench_rebuild(b, events)),
         ("cascade", lambda b: bench_cascade(b, entities)),
         ("define", lambda b: bench_define(b, defines)),
     ]
@@ -531,11 +559,19 @@ def main(argv: list[str] | None = None) -> int:
         rows,
         environment(backends),
         notes=[
-            "rebuild: app.projections.rebuild() of every read model (custom fields + mail: "
-            "shadow tables, then swap) vs a raw loop (pages of "
-            f"{PAGE} read with plain SQL, json-decoded, executemany upsert of each value "
-            "event into a scratch table, one transaction per page); run alternately "
-            f"(baseline x{REBUILD_ROUNDS + 1}, tidings x{REBUILD_ROUNDS}), best run of each.",
+            "rebuild: app.projections.rebuild() of every read model (custom fields, mail, "
+            "feed: shadow tables, then swap); catch-up: app.projections.catch_up() from "
+            "position 0 into fresh read models. Raw loop: pages of "
+            f"{PAGE:,} read with plain SQL, orjson-decoded, one set-based statement per "
+            "table per page (unnest on PostgreSQL, executemany on SQLite: values or "
+            "messages/threads/accounts, and feed rows), one tracking update, one "
+            "transaction per page, no definition check, no quarantine. Rebuild and raw "
+            f"loop alternately (raw x{args.rounds + 1}, tidings x{args.rounds}), "
+            f"best of each; catch-up best of {args.rounds}.",
+            "eventsourcing: its ProjectionRunner (PostgreSQL only: its SQLite recorder has "
+            "no subscriptions) with an equivalent projection (value upsert + feed row + "
+            "tracking, one transaction per event, topic-filtered) over the first "
+            f"{es_events:,} events of the custom-field log; its rate there is compared.",
             "cascade: catch_up() of one delete-tenant-field (the delete written untimed) vs "
             "one hand-written set-based UPDATE on a copy of the same table; run baseline, "
             "tidings, baseline (each baseline on its own copy), the baseline's mean.",

@@ -78,6 +78,17 @@ class RebuildsInPlace(Protocol):
 
 
 @runtime_checkable
+class ConsumesTopics(Protocol):
+    """A projection that applies events of these topics only: the runner hands it nothing
+    else (its position still moves past every event) and, when every projection says
+    what it consumes, decodes no event that none of them wants. An event the codec cannot
+    decode still reaches every projection, to be quarantined."""
+
+    @property
+    def topics(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
 class OpensSealedValues(Protocol):
     """A projection that needs the tenants' keys to write plaintext (custom-field values
     are sealed in events); ``bootstrap`` hands it the app's cipher before it runs."""

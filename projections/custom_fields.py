@@ -93,6 +93,35 @@ class _Sql:
             " AND d.generation = ? AND d.active = 1)"
         )
         if pg:
+            # A run of value events (between two definition events) as one statement
+            # over parallel arrays: the values whose definition is live; of those, the
+            # last per (row, key) in log order; existing rows lose the keys last cleared
+            # and take the keys last set; a row that did not exist is created when any
+            # live value was set on it (holding the keys last set), as one event after
+            # the other would leave it.
+            self.write_values = (
+                "WITH u AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[],"
+                " ?::text[], ?::text[], ?::int[], ?::int[], ?::bool[])"
+                " AS u(t, e, i, k, c, di, g, o, s)),"
+                " live AS (SELECT u.*, bool_or(u.s) OVER (PARTITION BY u.t, u.e, u.i) AS created"
+                f" FROM u WHERE EXISTS (SELECT 1 FROM {definitions} df"
+                " WHERE df.definition_id = u.di AND df.generation = u.g AND df.active = 1)),"
+                " last AS (SELECT DISTINCT ON (t, e, i, k) t, e, i, k, c, s, created FROM live"
+                " ORDER BY t, e, i, k, o DESC),"
+                " touched AS (SELECT t, e, i, bool_or(created) AS created,"
+                " coalesce(jsonb_object_agg(k, c::jsonb) FILTER (WHERE s), '{}'::jsonb) AS sets,"
+                " coalesce(array_agg(k) FILTER (WHERE NOT s), '{}'::text[]) AS clears"
+                " FROM last GROUP BY t, e, i),"
+                f" updated AS (UPDATE {values} AS v SET fields = (v.fields - x.clears) || x.sets"
+                " FROM touched x WHERE v.tenant_id = x.t AND v.entity_name = x.e"
+                " AND v.entity_id = x.i)"
+                # The main statement sees the table as it was before the update: a row
+                # missing there is new.
+                f" INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
+                " SELECT x.t, x.e, x.i, x.sets FROM touched x WHERE x.created"
+                f" AND NOT EXISTS (SELECT 1 FROM {values} v WHERE v.tenant_id = x.t"
+                " AND v.entity_name = x.e AND v.entity_id = x.i)"
+            )
             self.set_value = (
                 f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
                 f" SELECT ?, ?, ?, jsonb_build_object(?::text, ?::jsonb) WHERE {live}"
@@ -126,52 +155,84 @@ class _Sql:
 
 
 _Row = tuple[str, str, str]  # (tenant, entity name, entity id): one entity_values row
+# (tenant, entity name, entity id, key, cell, definition id, generation): a value set
+_Set = tuple[str, str, str, str, str, str, int]
+# (tenant, entity name, entity id, key, definition id, generation): a value cleared
+_Clear = tuple[str, str, str, str, str, int]
 
 
 class _ValueWrites:
-    """A batch's value writes, sent as one ``executemany`` of sets and one of clears rather
-    than a statement each (PostgreSQL pipelines each call: one round trip, not hundreds).
+    """A run of value writes, sent together rather than a statement each.
 
-    Pending sets and pending clears always touch different rows, so they commute; a write
-    to a row that has the other kind pending flushes first, which keeps each row's order.
+    PostgreSQL: the whole run as one statement over arrays (``_Sql.write_values``: one
+    round trip, one plan, however many values, in log order). SQLite: one
+    ``executemany`` of sets and one of clears (in-process, the statement prepared once);
+    pending sets and pending clears always touch different rows, so they commute, and a
+    write to a row that has the other kind pending flushes first, which keeps each row's
+    order.
     """
 
     def __init__(self, cur: SqlCursor, sql: _Sql) -> None:
         self.cur = cur
         self.sql = sql
-        self.sets: list[Sequence[Any]] = []
-        self.clears: list[Sequence[Any]] = []
+        self.sets: list[_Set] = []
+        self.clears: list[_Clear] = []
         self.set_rows: set[_Row] = set()
         self.clear_rows: set[_Row] = set()
+        # PostgreSQL: every value in log order, a set's cell or None for a clear.
+        self.ops: list[tuple[str, str, str, str, str | None, str, int, bool]] = []
 
-    def set(self, row: _Row, params: Sequence[Any]) -> None:
+    def set(self, row: _Row, value: _Set) -> None:
+        if self.sql.pg:
+            self.ops.append((*value[:4], value[4], value[5], value[6], True))
+            return
         if row in self.clear_rows:
             self.flush()
         self.set_rows.add(row)
-        self.sets.append(params)
+        self.sets.append(value)
 
-    def clear(self, row: _Row, params: Sequence[Any]) -> None:
+    def clear(self, row: _Row, value: _Clear) -> None:
+        if self.sql.pg:
+            self.ops.append((*value[:4], None, value[4], value[5], False))
+            return
         if row in self.set_rows:
             self.flush()
         self.clear_rows.add(row)
-        self.clears.append(params)
+        self.clears.append(value)
 
     def flush(self) -> None:
-        for statement, params in (
-            (self.sql.set_value, self.sets),
-            (self.sql.clear_value, self.clears),
-        ):
+        if self.ops:
+            t, e, i, k, c, d, g, s = (list(column) for column in zip(*self.ops, strict=True))
+            self.cur.execute(self.sql.write_values, [t, e, i, k, c, d, g, list(range(len(s))), s])
+            self.ops = []
+        if self.sets or self.clears:
+            self._flush_rows()
+            self.sets, self.clears = [], []
+            self.set_rows.clear()
+            self.clear_rows.clear()
+
+    def _flush_rows(self) -> None:
+        # The upsert's json_set names the key again, as a JSON path.
+        sets = [(t, e, i, k, c, d, g, _path(k), c) for t, e, i, k, c, d, g in self.sets]
+        clears = [(_path(k), t, e, i, d, g) for t, e, i, k, d, g in self.clears]
+        for statement, params in ((self.sql.set_value, sets), (self.sql.clear_value, clears)):
             if len(params) == 1:
                 self.cur.execute(statement, params[0])
             elif params:
                 self.cur.executemany(statement, params)
-        self.sets, self.clears = [], []
-        self.set_rows.clear()
-        self.clear_rows.clear()
+
+
+VALUE_TOPICS = frozenset({CustomFieldValueSet.TOPIC, CustomFieldValueCleared.TOPIC})
+TOPICS = VALUE_TOPICS | {
+    FieldDefinitionDefined.TOPIC,
+    FieldDefinitionUpdated.TOPIC,
+    FieldDefinitionDeleted.TOPIC,
+}
 
 
 class CustomFieldsProjection:
     name = "custom_fields"
+    topics = TOPICS  # the runner hands it these events only
 
     def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "custom_fields") -> None:
         self.tables = dict(tables)
@@ -201,31 +262,20 @@ class CustomFieldsProjection:
             if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
                 writes.flush()  # a definition event comes after every earlier value
             if isinstance(event, CustomFieldValueSet):
-                value = _cell(event.sealed, event.digest)
-                params = [
-                    event.tenant_id,
-                    event.entity_name,
-                    event.entity_id,
-                    event.field_key,
-                    value,
-                    event.definition_id,
-                    event.generation,
-                ]
-                if not sql.pg:  # the upsert's json_set names the key again
-                    params += [_path(event.field_key), value]
-                writes.set((event.tenant_id, event.entity_name, event.entity_id), params)
-            elif isinstance(event, CustomFieldValueCleared):
-                writes.clear(
-                    (event.tenant_id, event.entity_name, event.entity_id),
+                row = (event.tenant_id, event.entity_name, event.entity_id)
+                writes.set(
+                    row,
                     (
-                        event.field_key if sql.pg else _path(event.field_key),
-                        event.tenant_id,
-                        event.entity_name,
-                        event.entity_id,
+                        *row,
+                        event.field_key,
+                        _cell(event.sealed, event.digest),
                         event.definition_id,
                         event.generation,
                     ),
                 )
+            elif isinstance(event, CustomFieldValueCleared):
+                row = (event.tenant_id, event.entity_name, event.entity_id)
+                writes.clear(row, (*row, event.field_key, event.definition_id, event.generation))
             elif isinstance(event, FieldDefinitionDefined):
                 cur.execute(
                     f"INSERT INTO {definitions} (tenant_id, entity_name, field_key,"

@@ -18,16 +18,21 @@ from typing import Any
 
 import orjson
 
-from application.feed.items import entry_of
+from application.feed.items import TOPICS, entry_of
 from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
 from projections.base import index_name, shadow_tables
 
 TABLES = {"items": "feed_items", "heads": "feed_heads"}
 
+# The JSON text of each tuple of sealed keys (a handful of them, one per item type).
+_SEALED_JSON: dict[tuple[str, ...], str] = {}
+
 _COLUMNS = "tenant_id, sequence, item_id, type, occurred_at, account_id, data, sealed, position"
 
 
 class FeedProjection:
+    topics = TOPICS  # the runner hands it these events only
+
     def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "feed") -> None:
         self._tables = dict(tables)
         self._name = name
@@ -66,36 +71,62 @@ class FeedProjection:
         ]
         if not entries:
             return
-        heads = self._heads(cur, {entry.tenant_id for _, entry in entries})
+        heads = self._heads(cur, dialect, {entry.tenant_id for _, entry in entries})
         rows = []
+        dumps, sealed_json = orjson.dumps, _SEALED_JSON
         for recorded, entry in entries:
-            heads[entry.tenant_id] = sequence = heads.get(entry.tenant_id, 0) + 1
+            tenant = entry.tenant_id
+            heads[tenant] = sequence = heads.get(tenant, 0) + 1
+            sealed = sealed_json.get(entry.sealed)
+            if sealed is None:
+                sealed = sealed_json[entry.sealed] = dumps(entry.sealed).decode()
             rows.append(
                 (
-                    entry.tenant_id,
+                    tenant,
                     sequence,
                     entry.item_id,
                     entry.type,
                     recorded.event.timestamp.isoformat(),
                     entry.account_id,
-                    orjson.dumps(entry.data).decode(),
-                    orjson.dumps(entry.sealed).decode(),
+                    dumps(entry.data).decode(),
+                    sealed,
                     recorded.position,
                 )
             )
+        items, head_rows = self._tables["items"], sorted(heads.items())
+        if dialect == "postgresql":  # one statement per table, over arrays
+            cur.execute(
+                f"INSERT INTO {items} ({_COLUMNS}) SELECT * FROM unnest(?::text[],"
+                " ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[],"
+                " ?::text[], ?::bigint[])",
+                [list(column) for column in zip(*rows, strict=True)],
+            )
+            cur.execute(
+                f"INSERT INTO {self._tables['heads']} (tenant_id, sequence)"
+                " SELECT * FROM unnest(?::text[], ?::bigint[])"
+                " ON CONFLICT (tenant_id) DO UPDATE SET sequence = excluded.sequence",
+                [list(column) for column in zip(*head_rows, strict=True)],
+            )
+            return
         cur.executemany(
-            f"INSERT INTO {self._tables['items']} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            rows,
+            f"INSERT INTO {items} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
         )
         cur.executemany(
             f"INSERT INTO {self._tables['heads']} (tenant_id, sequence) VALUES (?, ?)"
             " ON CONFLICT (tenant_id) DO UPDATE SET sequence = excluded.sequence",
-            sorted(heads.items()),
+            head_rows,
         )
 
-    def _heads(self, cur: SqlCursor, tenants: set[str]) -> dict[str, int]:
+    def _heads(self, cur: SqlCursor, dialect: Dialect, tenants: set[str]) -> dict[str, int]:
         found: dict[str, int] = {}
         ordered = sorted(tenants)
+        if dialect == "postgresql":
+            cur.execute(
+                f"SELECT tenant_id, sequence FROM {self._tables['heads']}"
+                " WHERE tenant_id = ANY(?::text[])",
+                (ordered,),
+            )
+            return {str(tenant): int(seq) for tenant, seq in cur.fetchall()}
         for start in range(0, len(ordered), 500):
             chunk = ordered[start : start + 500]
             cur.execute(

@@ -48,6 +48,17 @@ def _path(key: str) -> str:
 
 
 class HostCustomFieldsColumn:
+    # The runner hands it these events only (and need not decode others for it).
+    topics = frozenset(
+        cls.TOPIC
+        for cls in (
+            CustomFieldValueSet,
+            CustomFieldValueCleared,
+            FieldDefinitionDefined,
+            FieldDefinitionDeleted,
+        )
+    )
+
     def __init__(
         self,
         *,

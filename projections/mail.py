@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
+from domain.events import DomainEvent
 from domain.mail_account import (
     MailAccountAuthFailed,
     MailAccountConnected,
@@ -34,13 +35,23 @@ from projections.base import index_name, shadow_tables
 
 TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
 
-_STATUS = {
+_STATUS: dict[type[DomainEvent], str] = {
     MailAccountAuthFailed: "auth_error",
     MailAccountDisconnected: "disconnected",
     MailAccountReconnected: "active",
     MailAccountDeleted: "deleted",
     MailAccountReauthRequired: "reauth_required",
 }
+
+_CONSUMED: tuple[type[DomainEvent], ...] = (
+    MessageIngested,
+    MessageBodyFetched,
+    MessageBodyVanished,
+    MailAccountConnected,
+    MailAccountUpdated,
+    *_STATUS,
+)
+TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
 
 MESSAGE_COLUMNS = (
     "message_id",
@@ -63,7 +74,13 @@ MESSAGE_COLUMNS = (
 )
 
 
+# PostgreSQL types of MESSAGE_COLUMNS, for the batch insert over arrays.
+_MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text")
+
+
 class MailProjection:
+    topics = TOPICS  # the runner hands it these events only
+
     def __init__(self, tables: Mapping[str, str] = TABLES, name: str = "mail") -> None:
         self._tables = dict(tables)
         self._name = name
@@ -132,7 +149,7 @@ class MailProjection:
                 ingested.append(event)  # runs of them are written set-wise, in order
                 continue
             if ingested:
-                self._insert_messages(cur, ingested)
+                self._insert_messages(cur, dialect, ingested)
                 ingested = []
             if isinstance(event, MessageBodyFetched | MessageBodyVanished):
                 self._complete(cur, event)
@@ -171,7 +188,7 @@ class MailProjection:
                         (account_id,),
                     )
         if ingested:
-            self._insert_messages(cur, ingested)
+            self._insert_messages(cur, dialect, ingested)
 
     def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
         """A deferred message's second event: what its body brought, or ``vanished``."""
@@ -195,17 +212,20 @@ class MailProjection:
             ),
         )
 
-    def _insert_messages(self, cur: SqlCursor, events: Sequence[MessageIngested]) -> None:
+    def _insert_messages(
+        self, cur: SqlCursor, dialect: Dialect, events: Sequence[MessageIngested]
+    ) -> None:
         """A run of ``MessageIngested`` in a few set-wise statements (one round trip each,
         not four per message): messages of deleted accounts and messages already in the
         table are passed over, then rows are inserted and the account and thread counts
         raised by what was inserted."""
-        accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
+        accounts, threads = self._tables["accounts"], self._tables["threads"]
+        pg = dialect == "postgresql"
         account_ids = sorted({e.account_id for e in events})
         cur.execute(
-            f"SELECT account_id FROM {accounts} WHERE status = 'deleted'"
-            f" AND account_id IN ({', '.join('?' * len(account_ids))})",
-            account_ids,
+            f"SELECT account_id FROM {accounts} WHERE status = 'deleted' AND account_id"
+            + (" = ANY(?::text[])" if pg else f" IN ({', '.join('?' * len(account_ids))})"),
+            [account_ids] if pg else account_ids,
         )
         deleted = {row[0] for row in cur.fetchall()}
         fresh: dict[str, MessageIngested] = {}
@@ -214,42 +234,32 @@ class MailProjection:
                 fresh.setdefault(str(event.originator_id), event)
         if not fresh:
             return
-        ids = list(fresh)
-        cur.execute(
-            f"SELECT message_id FROM {messages} WHERE message_id IN ({', '.join('?' * len(ids))})",
-            ids,
-        )
-        for (known,) in cur.fetchall():
-            fresh.pop(known, None)
+        rows = [
+            (
+                message_id,
+                e.account_id,
+                e.tenant_id,
+                e.provider_message_id,
+                e.thread_key,
+                e.message_id_header,
+                e.references,
+                e.sender,
+                e.to,
+                e.cc,
+                e.subject,
+                e.snippet,
+                e.received_at,
+                e.body_ref,
+                e.size_bytes,
+                e.folder,
+                e.state,
+            )
+            for message_id, e in fresh.items()
+        ]
+        inserted = (self._insert_arrays if pg else self._insert_rows)(cur, rows)
+        fresh = {message_id: fresh[message_id] for message_id in fresh if message_id in inserted}
         if not fresh:
             return
-        cur.executemany(
-            f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) VALUES"
-            f" ({', '.join('?' * len(MESSAGE_COLUMNS))})"
-            " ON CONFLICT (message_id) DO NOTHING",
-            [
-                (
-                    message_id,
-                    e.account_id,
-                    e.tenant_id,
-                    e.provider_message_id,
-                    e.thread_key,
-                    e.message_id_header,
-                    e.references,
-                    e.sender,
-                    e.to,
-                    e.cc,
-                    e.subject,
-                    e.snippet,
-                    e.received_at,
-                    e.body_ref,
-                    e.size_bytes,
-                    e.folder,
-                    e.state,
-                )
-                for message_id, e in fresh.items()
-            ],
-        )
         per_account: dict[str, int] = {}
         latest: dict[str, float] = {}
         per_thread: dict[tuple[str, str], tuple[str, str, int, str]] = {}
@@ -260,25 +270,83 @@ class MailProjection:
             tenant, subject, count, last = per_thread.get(key, (e.tenant_id, e.subject, 0, ""))
             # A new thread row takes its first message's subject, as one by one would.
             per_thread[key] = (tenant, subject, count + 1, max(last, e.received_at))
-        cur.executemany(
-            f"UPDATE {accounts} SET message_count = message_count + ?,"
-            " last_mail_at = CASE WHEN last_mail_at IS NULL OR last_mail_at < ? THEN ?"
-            " ELSE last_mail_at END WHERE account_id = ?",
-            [
-                (count, latest[account_id], latest[account_id], account_id)
-                for account_id, count in per_account.items()
-            ],
-        )
-        cur.executemany(
-            f"INSERT INTO {threads} (account_id, thread_key, tenant_id, subject,"
-            " message_count, last_received_at) VALUES (?, ?, ?, ?, ?, ?)"
+        if pg:
+            cur.execute(
+                f"UPDATE {accounts} AS a SET message_count = a.message_count + u.n,"
+                " last_mail_at = CASE WHEN a.last_mail_at IS NULL OR a.last_mail_at < u.at"
+                " THEN u.at ELSE a.last_mail_at END"
+                " FROM unnest(?::int[], ?::float8[], ?::text[]) AS u(n, at, id)"
+                " WHERE a.account_id = u.id",
+                [
+                    list(per_account.values()),
+                    [latest[account_id] for account_id in per_account],
+                    list(per_account),
+                ],
+            )
+        else:
+            cur.executemany(
+                f"UPDATE {accounts} SET message_count = message_count + ?,"
+                " last_mail_at = CASE WHEN last_mail_at IS NULL OR last_mail_at < ? THEN ?"
+                " ELSE last_mail_at END WHERE account_id = ?",
+                [
+                    (count, latest[account_id], latest[account_id], account_id)
+                    for account_id, count in per_account.items()
+                ],
+            )
+        upsert = (
             " ON CONFLICT (account_id, thread_key) DO UPDATE SET"
             f" message_count = {threads}.message_count + excluded.message_count,"
             f" last_received_at = CASE WHEN excluded.last_received_at >"
             f" {threads}.last_received_at THEN excluded.last_received_at"
-            f" ELSE {threads}.last_received_at END",
+            f" ELSE {threads}.last_received_at END"
+        )
+        columns = "account_id, thread_key, tenant_id, subject, message_count, last_received_at"
+        self._write(
+            cur,
+            pg,
+            f"INSERT INTO {threads} ({columns}) VALUES (?, ?, ?, ?, ?, ?)" + upsert,
+            f"INSERT INTO {threads} ({columns}) SELECT * FROM unnest(?::text[], ?::text[],"
+            " ?::text[], ?::text[], ?::int[], ?::text[])" + upsert,
             [(*key, *row) for key, row in per_thread.items()],
         )
+
+    def _insert_rows(self, cur: SqlCursor, rows: Sequence[Sequence[Any]]) -> set[str]:
+        """SQLite: the rows not in the table yet, inserted; answers their ids."""
+        messages = self._tables["messages"]
+        cur.execute(
+            f"SELECT message_id FROM {messages} WHERE message_id IN ({', '.join('?' * len(rows))})",
+            [row[0] for row in rows],
+        )
+        known = {found for (found,) in cur.fetchall()}
+        fresh = [row for row in rows if row[0] not in known]
+        cur.executemany(
+            f"INSERT INTO {messages} ({', '.join(MESSAGE_COLUMNS)}) VALUES"
+            f" ({', '.join('?' * len(MESSAGE_COLUMNS))}) ON CONFLICT (message_id) DO NOTHING",
+            fresh,
+        )
+        return {row[0] for row in fresh}
+
+    def _insert_arrays(self, cur: SqlCursor, rows: Sequence[Sequence[Any]]) -> set[str]:
+        """PostgreSQL: one insert over arrays, passing over ids already in the table;
+        answers the ids it inserted."""
+        cur.execute(
+            f"INSERT INTO {self._tables['messages']} ({', '.join(MESSAGE_COLUMNS)})"
+            " SELECT * FROM unnest("
+            + ", ".join(f"?::{kind}[]" for kind in _MESSAGE_TYPES)
+            + ") ON CONFLICT (message_id) DO NOTHING RETURNING message_id",
+            [list(column) for column in zip(*rows, strict=True)],
+        )
+        return {found for (found,) in cur.fetchall()}
+
+    @staticmethod
+    def _write(
+        cur: SqlCursor, pg: bool, per_row: str, over_arrays: str, rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """PostgreSQL: one statement over parallel arrays; SQLite: one executemany."""
+        if pg:
+            cur.execute(over_arrays, [list(column) for column in zip(*rows, strict=True)])
+        else:
+            cur.executemany(per_row, rows)
 
     @staticmethod
     def _update(cur: SqlCursor, accounts: str, account_id: str, changes: dict[str, Any]) -> None:

@@ -9,8 +9,8 @@ keys listed in ``Entry.sealed`` are revealed when an item is served.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from hashlib import sha1
+from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, uuid5
 
 from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
@@ -32,6 +32,10 @@ from domain.mail_account import (
 from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
 
 _ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
+_NAMESPACE_BYTES = _ITEM_NAMESPACE.bytes
+# uuid5's version and variant bits, applied to the first 16 bytes of the SHA-1.
+_KEEP = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
+_SET = (0x5000 << 64) | (0x8000 << 48)
 
 TYPES = (
     "message.received",
@@ -55,16 +59,16 @@ TYPES = (
 Built = tuple[str, str | None, dict[str, Any], tuple[str, ...]]
 
 
-@dataclass(frozen=True)
-class Entry:
-    """What the feed projection stores for one event."""
+class Entry(NamedTuple):
+    """What the feed projection stores for one event (a named tuple: a rebuild makes one
+    per event, and a frozen dataclass costs several times as much to build)."""
 
     item_id: str
     tenant_id: str
     type: str
     account_id: str | None  # delivery order is kept per account for mail items
     data: dict[str, Any]
-    sealed: tuple[str, ...] = field(default=())  # keys of ``data`` holding sealed tokens
+    sealed: tuple[str, ...] = ()  # keys of ``data`` holding sealed tokens
 
 
 # Sealed keys whose plaintext is JSON (address lists), parsed when revealed.
@@ -72,8 +76,15 @@ JSON_KEYS = frozenset({"from", "to", "cc"})
 
 
 def item_id(event: DomainEvent) -> str:
-    """Stable across rebuilds: the event's own identity, not the feed's position."""
-    return str(uuid5(_ITEM_NAMESPACE, f"{event.originator_id}/{event.originator_version}"))
+    """Stable across rebuilds: the event's own identity, not the feed's position.
+
+    It is ``str(uuid5(_ITEM_NAMESPACE, "<originator id>/<version>"))``, computed without
+    the ``UUID`` objects (a rebuild computes one per event)."""
+    name = f"{event.originator_id}/{event.originator_version}".encode()
+    digest = sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).digest()
+    number = int.from_bytes(digest[:16]) & _KEEP | _SET
+    hexed = f"{number:032x}"
+    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
 
 
 def _message(e: MessageIngested) -> Built:
@@ -191,6 +202,10 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     CustomFieldValueSet: _value("set"),
     CustomFieldValueCleared: _value("cleared"),
 }
+
+
+# The topics of the events that become feed items (what the feed projection consumes).
+TOPICS = frozenset(cls.TOPIC for cls in _BUILDERS)
 
 
 def entry_of(event: DomainEvent) -> Entry | None:

@@ -43,11 +43,11 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 from eventsourcing.utils import retry
 from psycopg import Cursor
-from psycopg.rows import DictRow
+from psycopg.rows import DictRow, tuple_row
 from psycopg.sql import SQL, Identifier
 
 from application.errors import ConcurrencyConflict, StoreUnavailable, UnreadableEvent
-from application.ports import Recorded, Unreadable
+from application.ports import LogPage, Recorded, Unreadable
 from domain.events import DomainEvent
 from infrastructure.eventstore.codec import EventCodec, UnknownTopic
 from infrastructure.eventstore.group_commit import Entry, GroupCommit
@@ -328,6 +328,61 @@ class RecorderEventStore:
             else:
                 entries.append(Recorded(n.id, event))
         return entries
+
+    def page(self, after: int, limit: int, topics: frozenset[str] | None) -> LogPage:
+        """Rows come as plain tuples; a state is fetched only when its topic is wanted
+        (or unknown to the codec), and decoded only then."""
+        try:
+            rows = self._page_rows(after, limit, topics)
+        except (OperationalError, InterfaceError) as error:
+            raise StoreUnavailable(str(error)) from None
+        decode, known = self.codec.decode, self.codec.classes
+        entries: list[Recorded | Unreadable] = []
+        for position, originator_id, version, topic, state in rows:
+            if topics is not None and topic not in topics and topic in known:
+                continue
+            try:
+                event = decode(originator_id, version, topic, state)
+            except (UnreadableEvent, UnknownTopic) as error:
+                entries.append(Unreadable(position, topic, _tenant_of(state), error))
+            else:
+                entries.append(Recorded(position, event))
+        return LogPage(entries, rows[-1][0] if rows else after, len(rows))
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def _page_rows(
+        self, after: int, limit: int, topics: frozenset[str] | None
+    ) -> list[tuple[int, Any, int, str, bytes]]:
+        recorder = self.recorder
+        # States of topics the codec knows and nobody wants stay in the database (NULL).
+        skipped = sorted(self.codec.classes.keys() - topics) if topics is not None else []
+        if isinstance(recorder, PostgresApplicationRecorder):
+            query = SQL(
+                "SELECT notification_id, originator_id, originator_version, topic,"
+                " CASE WHEN topic = ANY(%s) THEN NULL ELSE state END"
+                " FROM {schema}.{table} WHERE notification_id > %s"
+                " ORDER BY notification_id LIMIT %s"
+            ).format(
+                schema=Identifier(recorder.datastore.schema),
+                table=Identifier(recorder.events_table_name),
+            )
+            with (
+                recorder.datastore.get_connection() as conn,
+                conn.cursor(row_factory=tuple_row) as curs,
+            ):
+                curs.execute(query, (skipped, after, limit), prepare=True)
+                return curs.fetchall()
+        if isinstance(recorder, SQLiteApplicationRecorder):
+            # In-process: no bytes travel, the state is read as it is.
+            statement = (
+                "SELECT rowid, originator_id, originator_version, topic, state"
+                f" FROM {recorder.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
+            )
+            with recorder.datastore.transaction(commit=False) as cursor:
+                cursor.sqlite_cursor.row_factory = None
+                cursor.execute(statement, (after, limit))
+                return cursor.fetchall()  # type: ignore[no-any-return]
+        raise TypeError(f"no paged read for {type(recorder).__name__}")
 
     def read_raw(self, after: int, limit: int) -> list[Any]:
         try:

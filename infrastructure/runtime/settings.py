@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     field_definition_limit_per_tenant: Annotated[int, Field(ge=0)] | None = None
     field_definition_write_roles: Roles = frozenset({TENANT_ADMIN})
     value_write_roles: Roles = frozenset({TENANT_ADMIN, TENANT_MEMBER})
-    projection_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 1000
+    projection_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 5000
     # The longest text custom-field value, in UTF-8 bytes (docs/fault-isolation.md).
     max_text_bytes: Annotated[int, Field(ge=1, le=1024 * 1024)] = 64 * 1024
     # Apply projections right after each write (default: on for SQLite, off for PostgreSQL).
