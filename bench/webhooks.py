@@ -57,6 +57,14 @@ from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings
 from infrastructure.webhooks.store import SqlWebhookStore
 
 
+class _Server(ThreadingHTTPServer):
+    # The listen backlog is set when the socket is bound, so it is a class attribute:
+    # with the default (5) a burst of connections overflows it, the dropped SYNs are
+    # sent again after 1 s and healthy endpoints look slow.
+    request_queue_size = 1024
+    daemon_threads = True
+
+
 class Sink:
     """One loopback HTTP server for every endpoint: ``/hook/N``; slow ones sleep."""
 
@@ -88,9 +96,7 @@ class Sink:
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.server.request_queue_size = 512
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
