@@ -42,6 +42,15 @@ _D_COLUMNS = (
     " attempts, created_at, next_at, last_status, last_error, delivered_at"
 )
 
+CHUNK = 100  # rows per multi-row statement (SQLite allows 500 compound terms)
+
+_OUTCOME_ROW = (
+    "SELECT CAST(? AS TEXT) AS id, CAST(? AS INTEGER) AS attempt, CAST(? AS TEXT) AS state,"
+    " CAST(? AS DOUBLE PRECISION) AS next_at, CAST(? AS INTEGER) AS status,"
+    " CAST(? AS TEXT) AS error, CAST(? AS DOUBLE PRECISION) AS delivered_at,"
+    " CAST(? AS INTEGER) AS keep_head"
+)
+
 
 @dataclass(frozen=True)
 class NewDelivery:
@@ -93,6 +102,19 @@ def _webhook(row: Sequence[Any]) -> WebhookRecord:
         created_at=row[6],
         enabled=bool(row[7]),
         cursor=int(row[8]),
+    )
+
+
+def _outcome_values(o: Finished) -> tuple[Any, ...]:
+    return (
+        o.claimed.delivery.delivery_id,
+        o.claimed.attempt,
+        o.state,
+        o.next_at,
+        o.status,
+        o.error,
+        o.at if o.state == DELIVERED else None,
+        1 if o.state == PENDING else 0,  # a finished delivery is no order's head
     )
 
 
@@ -339,13 +361,21 @@ class SqlWebhookStore:
         cur.fetchall()
 
     def _promote(self, cur: Any, orders: Collection[tuple[str, str]]) -> None:
-        """Mark the first pending delivery of each (webhook, order key) as its head."""
-        cur.executemany(
-            f"UPDATE {DELIVERIES} SET head = 1 WHERE delivery_id = (SELECT delivery_id"
-            f" FROM {DELIVERIES} WHERE webhook_id = ? AND order_key = ? AND state = ?"
-            " ORDER BY sequence LIMIT 1)",
-            [(webhook_id, key, PENDING) for webhook_id, key in sorted(set(orders))],
-        )
+        """Mark the first pending delivery of each (webhook, order key) as its head, in
+        one statement per hundred orders."""
+        ordered = sorted(set(orders))
+        for start in range(0, len(ordered), CHUNK):
+            chunk = ordered[start : start + CHUNK]
+            keys = " UNION ALL ".join(
+                "SELECT CAST(? AS TEXT) AS w, CAST(? AS TEXT) AS k" for _ in chunk
+            )
+            cur.execute(
+                f"UPDATE {DELIVERIES} SET head = 1 WHERE delivery_id IN (SELECT (SELECT"
+                f" e.delivery_id FROM {DELIVERIES} e WHERE e.webhook_id = o.w"
+                " AND e.order_key = o.k AND e.state = ? ORDER BY e.sequence LIMIT 1)"
+                f" FROM ({keys}) o)",
+                (PENDING, *(value for key in chunk for value in key)),
+            )
 
     # --- the delivery loop -----------------------------------------------------------
 
@@ -433,12 +463,15 @@ class SqlWebhookStore:
                     counts[webhook_id] = counts.get(webhook_id, 0) + 1
                     mine.append(tuple(row))
                 picked.append(mine)
-            chosen = [row for rows in picked for row in rows]
-            cur.executemany(
-                f"UPDATE {DELIVERIES} SET attempts = attempts + 1, lease_holder = ?,"
-                " lease_until = ?, first_at = COALESCE(first_at, ?) WHERE delivery_id = ?",
-                [(holder, now + lease, now, row[0]) for row in chosen],
-            )
+            chosen = [row[0] for rows in picked for row in rows]
+            for start in range(0, len(chosen), CHUNK):
+                chunk = chosen[start : start + CHUNK]
+                cur.execute(
+                    f"UPDATE {DELIVERIES} SET attempts = attempts + 1, lease_holder = ?,"
+                    " lease_until = ?, first_at = COALESCE(first_at, ?)"
+                    f" WHERE delivery_id IN ({', '.join('?' for _ in chunk)})",
+                    (holder, now + lease, now, *chunk),
+                )
         return [[_claimed(row, now) for row in rows] for rows in picked]
 
     def _due_heads(self, cur: Any, now: float, lane: Lane) -> list[Any]:
@@ -478,36 +511,32 @@ class SqlWebhookStore:
         was lost meanwhile (nothing written for it)."""
         if not outcomes:
             return []
-        recorded: list[bool] = []
-        left: list[tuple[str, str]] = []  # orders whose head left the pending state
+        kept: set[str] = set()
         with self.db.transaction() as cur:
             self._lock_webhooks(cur, [o.claimed.delivery.webhook_id for o in outcomes])
-            for o in outcomes:
-                d = o.claimed.delivery
+            for start in range(0, len(outcomes), CHUNK):
+                chunk = outcomes[start : start + CHUNK]
+                rows = " UNION ALL ".join(_OUTCOME_ROW for _ in chunk)
                 cur.execute(
-                    f"UPDATE {DELIVERIES} SET state = ?, next_at = ?, last_status = ?,"
-                    " last_error = ?, delivered_at = ?, lease_holder = NULL, lease_until = NULL,"
-                    " head = head * ? WHERE delivery_id = ? AND lease_holder = ? AND attempts = ?"
-                    " AND state = ?",
-                    (
-                        o.state,
-                        o.next_at,
-                        o.status,
-                        o.error,
-                        o.at if o.state == DELIVERED else None,
-                        1 if o.state == PENDING else 0,
-                        d.delivery_id,
-                        holder,
-                        o.claimed.attempt,
-                        PENDING,
-                    ),
+                    f"UPDATE {DELIVERIES} SET state = v.state, next_at = v.next_at,"
+                    " last_status = v.status, last_error = v.error,"
+                    " delivered_at = v.delivered_at, lease_holder = NULL, lease_until = NULL,"
+                    f" head = {DELIVERIES}.head * v.keep_head FROM ({rows}) v"
+                    f" WHERE {DELIVERIES}.delivery_id = v.id AND {DELIVERIES}.lease_holder = ?"
+                    f" AND {DELIVERIES}.attempts = v.attempt AND {DELIVERIES}.state = ?"
+                    f" RETURNING {DELIVERIES}.delivery_id",
+                    (*(value for o in chunk for value in _outcome_values(o)), holder, PENDING),
                 )
-                done = bool(cur.rowcount)
-                recorded.append(done)
-                if done and o.state != PENDING:
-                    left.append((d.webhook_id, d.order_key))
-            self._promote(cur, left)
-        return recorded
+                kept.update(str(row[0]) for row in cur.fetchall())
+            self._promote(
+                cur,
+                [
+                    (o.claimed.delivery.webhook_id, o.claimed.delivery.order_key)
+                    for o in outcomes
+                    if o.state != PENDING and o.claimed.delivery.delivery_id in kept
+                ],
+            )
+        return [o.claimed.delivery.delivery_id in kept for o in outcomes]
 
     def backlog(self) -> dict[str, int]:
         """Pending deliveries per webhook."""
