@@ -1,10 +1,12 @@
 """The delivery loop: turns feed items into deliveries and attempts them, fleet-wide.
 
-Each turn does two things:
+1. *Fan-out*, in a thread of its own, every ``interval`` when the feed moved: for every
+   enabled webhook whose tenant's feed head is past its cursor, the matching items
+   after the cursor become pending deliveries and the cursor moves, in one
+   compare-and-set transaction (two workers never add the same items).
 
-1. *Fan-out.* For every enabled webhook whose tenant's feed head is past its cursor,
-   the matching items after the cursor become pending deliveries and the cursor
-   moves, in one compare-and-set transaction (two workers never add the same items).
+Each turn of the loop then does two things:
+
 2. *Outcomes.* The attempts that finished since the last turn are recorded together,
    in one transaction (a finished head makes the next delivery of its order due).
 3. *Dispatch.* Due heads of their orders are claimed with a lease (one attempt at a
@@ -124,7 +126,6 @@ class Dispatcher:
         self._outcomes: queue.SimpleQueue[tuple[Claimed, Outcome]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._last_backlog = 0.0
-        self._last_fan_out = 0.0
         self._last_full = 0.0
         self._fanned_at = -1
 
@@ -133,6 +134,10 @@ class Dispatcher:
     def run(self, stop: threading.Event) -> None:
         fast = ThreadPoolExecutor(self.settings.pool, thread_name_prefix="webhook")
         slow = ThreadPoolExecutor(self.settings.slow_pool, thread_name_prefix="webhook-slow")
+        feeder = threading.Thread(
+            target=self._feed, args=(stop,), name="webhook-fan-out", daemon=True
+        )
+        feeder.start()
         try:
             while not stop.is_set():
                 try:
@@ -146,24 +151,39 @@ class Dispatcher:
         finally:
             fast.shutdown(wait=True)
             slow.shutdown(wait=True)
+            feeder.join()
             try:  # the attempts that finished since the last turn
                 self.record()
             except Exception as error:
                 log.warning("webhooks.record_failed error=%s", type(error).__name__)
 
-    def turn(self, fast: ThreadPoolExecutor, slow: ThreadPoolExecutor) -> bool:
-        """A fan-out (at most once an ``interval``), the outcomes that came in recorded
-        and a dispatch; True when it recorded or started any attempt."""
+    def _feed(self, stop: threading.Event) -> None:
+        """Fan-out in a thread of its own, so that reading the feed never delays the
+        recording and claiming of attempts."""
+        while not stop.is_set():
+            try:
+                if self.fan_out_if_moved():
+                    self._wake.set()
+            except Exception as error:  # a database hiccup: log, wait, go on
+                log.warning("webhooks.fan_out_failed error=%s", type(error).__name__)
+            stop.wait(self.settings.interval)
+
+    def fan_out_if_moved(self) -> int:
+        """A fan-out when the feed moved (or a full one every ``FULL_FAN_OUT`` seconds:
+        a re-enabled webhook may be behind); how many deliveries it added."""
         now = time.time()
-        if now - self._last_fan_out >= self.settings.interval:
-            self._last_fan_out = now
-            position = self._feed_position()
-            # Only a moved feed has new items, but a re-enabled webhook may be behind: a
-            # full pass at least every FULL_FAN_OUT seconds.
-            if position < 0 or position != self._fanned_at or now - self._last_full > FULL_FAN_OUT:
-                self._last_full = now
-                self.fan_out()
-                self._fanned_at = position
+        position = self._feed_position()
+        if position >= 0 and position == self._fanned_at and now - self._last_full <= FULL_FAN_OUT:
+            return 0
+        self._last_full = now
+        added = self.fan_out()
+        self._fanned_at = position
+        return added
+
+    def turn(self, fast: ThreadPoolExecutor, slow: ThreadPoolExecutor) -> bool:
+        """The outcomes that came in recorded and a dispatch; True when it recorded or
+        started any attempt."""
+        now = time.time()
         if now - self._last_backlog > 5.0:
             self._last_backlog = now
             self._publish_backlog()

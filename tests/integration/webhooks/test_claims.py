@@ -16,6 +16,7 @@ from typing import Any
 from application import User
 from application.app import App
 from domain.webhook import DEAD, DELIVERED, PENDING
+from infrastructure.webhooks.dispatcher import Dispatcher
 from infrastructure.webhooks.store import DELIVERIES, Claimed, Finished, Lane, NewDelivery
 from infrastructure.webhooks.store import SqlWebhookStore as Store
 from tests.integration.webhooks.helpers import (
@@ -210,6 +211,7 @@ def test_a_hung_attempt_does_not_hold_the_outcomes_of_its_batch(
         define_fields(app, other, 1)
     app.projections.catch_up()
     store = _store(app)
+    Dispatcher(app, store, settings=FAST, holder="fan-out").fan_out()  # all due at once
     batches: list[list[str]] = []
     claim = store.claim
 
