@@ -61,6 +61,7 @@ log = logging.getLogger("tidings.webhooks")
 FAN_OUT_PAGE = 500
 FULL_FAN_OUT = 5.0
 RECORD_BATCH = 500
+BACKLOG_EVERY = 5.0
 
 
 @dataclass(frozen=True)
@@ -158,12 +159,16 @@ class Dispatcher:
                 log.warning("webhooks.record_failed error=%s", type(error).__name__)
 
     def _feed(self, stop: threading.Event) -> None:
-        """Fan-out in a thread of its own, so that reading the feed never delays the
-        recording and claiming of attempts."""
+        """Fan-out (and the backlog gauge) in a thread of its own, so that reading the
+        feed and counting the backlog never delay the recording and claiming of
+        attempts."""
         while not stop.is_set():
             try:
                 if self.fan_out_if_moved():
                     self._wake.set()
+                if time.time() - self._last_backlog > BACKLOG_EVERY:
+                    self._last_backlog = time.time()
+                    self._publish_backlog()
             except Exception as error:  # a database hiccup: log, wait, go on
                 log.warning("webhooks.fan_out_failed error=%s", type(error).__name__)
             stop.wait(self.settings.interval)
@@ -183,10 +188,6 @@ class Dispatcher:
     def turn(self, fast: ThreadPoolExecutor, slow: ThreadPoolExecutor) -> bool:
         """The outcomes that came in recorded and a dispatch; True when it recorded or
         started any attempt."""
-        now = time.time()
-        if now - self._last_backlog > 5.0:
-            self._last_backlog = now
-            self._publish_backlog()
         recorded = self.record()
         return self.dispatch(fast, slow) + recorded > 0
 
