@@ -3,7 +3,7 @@ claimers (each with its own connections, as processes have) never lease one deli
 twice nor an order's next delivery before its head is finished; the head of an order
 follows redelivery; a table from before the head flag gains it with the right heads;
 and in the loop, a hung attempt never holds the outcomes of the batch it was claimed
-with."""
+with, and a stopping loop records the attempts still in flight."""
 
 from __future__ import annotations
 
@@ -235,3 +235,13 @@ def test_a_hung_attempt_does_not_hold_the_outcomes_of_its_batch(
         assert len(hung.received) == 1 and hung.max_in_flight_per_event == 1
     assert sorted(next(b for b in batches if b)) == sorted([tenant, *(o.tenant_id for o in others)])
     assert recorded < 6  # well before the hung attempt's 8 s deadline
+
+
+def test_a_stopping_loop_records_the_attempts_still_in_flight(app: App, admin: User) -> None:
+    receiver = Receiver(lambda _: Answer(delay=0.5))  # within FAST's 1 s deadline
+    hook = create_webhook(app, admin, receiver.url)
+    define_fields(app, admin, 1)
+    with delivering(app):
+        receiver.wait_for(1)  # the attempt is under way; the loop is told to stop now
+    rows = deliveries(app, admin, hook["webhookId"])
+    assert [(r["state"], r["attempts"]) for r in rows] == [(DELIVERED, 1)]
