@@ -124,6 +124,7 @@ class Dispatcher:
         self._in_flight: dict[str, int] = {}  # webhook id -> attempts in flight here
         self._lanes = {"fast": 0, "slow": 0}
         self._slow: set[str] = set()
+        self._turns: dict[str, float] = {}  # webhook id -> its last claim here (the loop's)
         self._outcomes: queue.SimpleQueue[tuple[Claimed, Outcome]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._last_backlog = 0.0
@@ -211,7 +212,7 @@ class Dispatcher:
             self.settings.lease,
             [
                 Lane(max(free_fast, 0), exclude=full | slow_ids),
-                Lane(max(free_slow, 0), exclude=full, only=slow_ids - full),
+                Lane(max(free_slow, 0), exclude=full, only=slow_ids - full, turns=self._turns),
             ],
             per_webhook=self.settings.per_endpoint,
             in_flight=in_flight,
@@ -219,6 +220,7 @@ class Dispatcher:
         bodies = self._bodies([*fast_claimed, *slow_claimed])
         for lane, pool, claimed in (("fast", fast, fast_claimed), ("slow", slow, slow_claimed)):
             for item in claimed:
+                self._turns[item.delivery.webhook_id] = now
                 with self._lock:
                     wid = item.delivery.webhook_id
                     self._in_flight[wid] = self._in_flight.get(wid, 0) + 1

@@ -72,11 +72,15 @@ class Claimed:
 @dataclass(frozen=True)
 class Lane:
     """One lane's share of a claim: up to ``limit`` heads, never of a webhook in
-    ``exclude`` and, when ``only`` is given, only of those webhooks."""
+    ``exclude`` and, when ``only`` is given, only of those webhooks. With ``turns``
+    (webhook id -> when it last had an attempt), the lane takes turns: every due head
+    of ``only`` is a candidate and the webhooks waiting longest go first, so a backlog
+    fanned out early cannot keep a later webhook waiting until it is drained."""
 
     limit: int
     exclude: Collection[str] = ()
     only: Collection[str] | None = None
+    turns: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,12 @@ def _webhook(row: Sequence[Any]) -> WebhookRecord:
         enabled=bool(row[7]),
         cursor=int(row[8]),
     )
+
+
+def _candidates(lane: Lane) -> int:
+    if lane.turns is not None and lane.only is not None:
+        return max(lane.limit * 2, len(lane.only) * 2)
+    return lane.limit * 2
 
 
 def _outcome_values(o: Finished) -> tuple[Any, ...]:
@@ -466,6 +476,9 @@ class SqlWebhookStore:
         with self.db.transaction() as cur:
             for lane, is_open in zip(lanes, open_lanes, strict=True):
                 rows = self._due_heads(cur, now, lane) if is_open else []
+                if lane.turns is not None:
+                    turns = lane.turns
+                    rows = sorted(rows, key=lambda row: turns.get(row[1], 0.0))
                 mine: list[tuple[Any, ...]] = []
                 for row in rows:
                     webhook_id = row[1]
@@ -503,7 +516,7 @@ class SqlWebhookStore:
             f" AND NOT EXISTS (SELECT 1 FROM {DELIVERIES} e WHERE e.webhook_id = d.webhook_id"
             " AND e.order_key = d.order_key AND e.state = ? AND e.sequence < d.sequence)"
             f" ORDER BY d.next_at LIMIT ?{lock}",
-            (PENDING, now, now, *params, PENDING, lane.limit * 2),
+            (PENDING, now, now, *params, PENDING, _candidates(lane)),
         )
         return list(cur.fetchall())
 

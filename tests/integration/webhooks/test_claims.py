@@ -245,3 +245,20 @@ def test_a_stopping_loop_records_the_attempts_still_in_flight(app: App, admin: U
         receiver.wait_for(1)  # the attempt is under way; the loop is told to stop now
     rows = deliveries(app, admin, hook["webhookId"])
     assert [(r["state"], r["attempts"]) for r in rows] == [(DELIVERED, 1)]
+
+
+def test_a_lane_with_turns_serves_the_webhook_waiting_longest(
+    app: App, admin: User, tenant: str
+) -> None:
+    store = _store(app)
+    early = _webhook_with(app, admin, {"": 3})  # fanned out first: its heads are older
+    time.sleep(0.01)
+    other = User(id="admin-o", tenant_id=f"{tenant}-o", roles=admin.roles)
+    late = _webhook_with(app, other, {"": 1})
+    (oldest_first,) = store.claim("w1", time.time(), 0.0, [Lane(1, only={early, late})])
+    assert [c.delivery.webhook_id for c in oldest_first] == [early]
+    turns = {early: time.time()}  # it just had its turn
+    (taking_turns,) = store.claim(
+        "w1", time.time() + 0.01, LEASE, [Lane(1, only={early, late}, turns=turns)]
+    )
+    assert [c.delivery.webhook_id for c in taking_turns] == [late]
