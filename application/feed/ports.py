@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Protocol
 
 
@@ -13,4 +14,12 @@ class FeedReadModel(Protocol):
 
     def head(self, tenant_id: str) -> int:
         """The tenant's last sequence (0 before its first item)."""
+        ...
+
+    def items_at(self, keys: Collection[tuple[str, int]]) -> list[dict[str, Any]]:
+        """The items at these (tenant, sequence) keys, in one read (those that exist)."""
+        ...
+
+    def heads(self, tenant_ids: Collection[str]) -> dict[str, int]:
+        """The last sequence of each of these tenants that has items."""
         ...

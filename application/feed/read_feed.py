@@ -38,12 +38,13 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     if not may_read(user):
         return forbidden()
     rows = ctx.feed.items(user.tenant_id, payload.after, payload.limit)
-    items = [_served(ctx, row) for row in rows]
+    items = [served_item(ctx, row) for row in rows]
     next_after = items[-1]["sequence"] if items else payload.after
     return Result.ok({"items": items, "nextAfter": next_after})
 
 
-def _served(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
+def served_item(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
+    """A read-model row as the tenant is served it (also the webhook body)."""
     data = dict(row["data"])
     if row["type"] == "custom_field_value.set":
         cells = {data["fieldKey"]: data["value"]}

@@ -1,39 +1,46 @@
 """The delivery loop: turns feed items into deliveries and attempts them, fleet-wide.
 
-Each turn does two things:
+1. *Fan-out*, in a thread of its own, every ``interval`` when the feed moved: for every
+   enabled webhook whose tenant's feed head is past its cursor, the matching items
+   after the cursor become pending deliveries and the cursor moves, in one
+   compare-and-set transaction (two workers never add the same items).
 
-1. *Fan-out.* For every enabled webhook whose tenant's feed head is past its cursor,
-   the matching items after the cursor become pending deliveries and the cursor
-   moves, in one compare-and-set transaction (two workers never add the same items).
-2. *Dispatch.* Due heads of their orders are claimed with a lease (one attempt at a
-   time per delivery across the fleet) and posted from a thread pool. Endpoints are
-   put in one of two lanes: an endpoint whose last attempt failed or took longer than
-   ``slow_after`` seconds goes to the *slow lane*, a pool of its own, so slow or
-   failing endpoints can only ever occupy that lane and never delay a healthy one. At
-   most ``per_endpoint`` attempts per endpoint are in flight in this worker.
+Each turn of the loop then does two things:
+
+2. *Outcomes.* The attempts that finished since the last turn are recorded together,
+   in one transaction (a finished head makes the next delivery of its order due).
+3. *Dispatch.* Due heads of their orders are claimed with a lease (one attempt at a
+   time per delivery across the fleet), for both lanes in one transaction; their feed
+   items are read in one query and they are posted from thread pools, each attempt's
+   outcome queued for the loop to record, so an endpoint that hangs holds only its own.
+   Endpoints are put in one of two lanes: an endpoint whose last attempt failed or took
+   longer than ``slow_after`` seconds goes to the *slow lane*, a pool of its own, so
+   slow or failing endpoints can only ever occupy that lane and never delay a healthy
+   one. At most ``per_endpoint`` attempts per endpoint are in flight in this worker.
 
 A failed attempt is retried after the retry policy's backoff until its budget is spent;
 then the delivery is dead. The loop stops when its ``stop`` event is set, after the
-attempts in flight finish (each is bounded by the request timeout).
+attempts in flight finish (each is bounded by the request timeout) and their outcomes
+are recorded.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 import orjson
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from application.app import App
+from application.feed.read_feed import served_item
 from application.privacy import KeyErased
-from application.users import TENANT_ADMIN, User
 from application.webhooks.access import SECRET_PURPOSE
 from application.webhooks.signature import ATTEMPT_HEADER, EVENT_ID_HEADER, HEADER, sign
 from domain.webhook import (
@@ -47,12 +54,14 @@ from domain.webhook import (
     parse_url,
 )
 from infrastructure.webhooks.sender import HttpSender, Outcome
-from infrastructure.webhooks.store import Claimed, NewDelivery, SqlWebhookStore
+from infrastructure.webhooks.store import Claimed, Finished, Lane, NewDelivery, SqlWebhookStore
 
 log = logging.getLogger("tidings.webhooks")
 
 FAN_OUT_PAGE = 500
 FULL_FAN_OUT = 5.0
+RECORD_BATCH = 500
+BACKLOG_EVERY = 5.0
 
 
 @dataclass(frozen=True)
@@ -115,9 +124,10 @@ class Dispatcher:
         self._in_flight: dict[str, int] = {}  # webhook id -> attempts in flight here
         self._lanes = {"fast": 0, "slow": 0}
         self._slow: set[str] = set()
+        self._turns: dict[str, float] = {}  # webhook id -> its last claim here (the loop's)
+        self._outcomes: queue.SimpleQueue[tuple[Claimed, Outcome]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._last_backlog = 0.0
-        self._last_fan_out = 0.0
         self._last_full = 0.0
         self._fanned_at = -1
 
@@ -126,6 +136,10 @@ class Dispatcher:
     def run(self, stop: threading.Event) -> None:
         fast = ThreadPoolExecutor(self.settings.pool, thread_name_prefix="webhook")
         slow = ThreadPoolExecutor(self.settings.slow_pool, thread_name_prefix="webhook-slow")
+        feeder = threading.Thread(
+            target=self._feed, args=(stop,), name="webhook-fan-out", daemon=True
+        )
+        feeder.start()
         try:
             while not stop.is_set():
                 try:
@@ -139,85 +153,114 @@ class Dispatcher:
         finally:
             fast.shutdown(wait=True)
             slow.shutdown(wait=True)
+            feeder.join()
+            try:  # the attempts that finished since the last turn
+                self.record()
+            except Exception as error:
+                log.warning("webhooks.record_failed error=%s", type(error).__name__)
+
+    def _feed(self, stop: threading.Event) -> None:
+        """Fan-out (and the backlog gauge) in a thread of its own, so that reading the
+        feed and counting the backlog never delay the recording and claiming of
+        attempts."""
+        while not stop.is_set():
+            try:
+                if self.fan_out_if_moved():
+                    self._wake.set()
+                if time.time() - self._last_backlog > BACKLOG_EVERY:
+                    self._last_backlog = time.time()
+                    self._publish_backlog()
+            except Exception as error:  # a database hiccup: log, wait, go on
+                log.warning("webhooks.fan_out_failed error=%s", type(error).__name__)
+            stop.wait(self.settings.interval)
+
+    def fan_out_if_moved(self) -> int:
+        """A fan-out when the feed moved (or a full one every ``FULL_FAN_OUT`` seconds:
+        a re-enabled webhook may be behind); how many deliveries it added."""
+        now = time.time()
+        position = self._feed_position()
+        if position >= 0 and position == self._fanned_at and now - self._last_full <= FULL_FAN_OUT:
+            return 0
+        self._last_full = now
+        added = self.fan_out()
+        self._fanned_at = position
+        return added
 
     def turn(self, fast: ThreadPoolExecutor, slow: ThreadPoolExecutor) -> bool:
-        """A fan-out (at most once an ``interval``) and a dispatch; True when it started
-        any attempt."""
+        """The outcomes that came in recorded and a dispatch; True when it recorded or
+        started any attempt."""
+        recorded = self.record()
+        return self.dispatch(fast, slow) + recorded > 0
+
+    def dispatch(self, fast: ThreadPoolExecutor, slow: ThreadPoolExecutor) -> int:
+        """Claim due heads for both lanes in one transaction, read their feed items in
+        one query and start their attempts; how many were started."""
+        with self._lock:
+            free_fast = self.settings.pool - self._lanes["fast"]
+            free_slow = self.settings.slow_pool - self._lanes["slow"]
+            in_flight = dict(self._in_flight)
+            slow_ids = set(self._slow)
+        full = {w for w, n in in_flight.items() if n >= self.settings.per_endpoint}
+        if free_fast <= 0 and free_slow <= 0:
+            return 0
         now = time.time()
-        if now - self._last_fan_out >= self.settings.interval:
-            self._last_fan_out = now
-            position = self._feed_position()
-            # Only a moved feed has new items, but a re-enabled webhook may be behind: a
-            # full pass at least every FULL_FAN_OUT seconds.
-            if position < 0 or position != self._fanned_at or now - self._last_full > FULL_FAN_OUT:
-                self._last_full = now
-                self.fan_out()
-                self._fanned_at = position
-        if now - self._last_backlog > 5.0:
-            self._last_backlog = now
-            self._publish_backlog()
-        started = 0
         if not self.store.any_due(now):
-            return False
-        for lane, pool, size in (
-            ("fast", fast, self.settings.pool),
-            ("slow", slow, self.settings.slow_pool),
-        ):
-            with self._lock:
-                free = size - self._lanes[lane]
-                full = {w for w, n in self._in_flight.items() if n >= self.settings.per_endpoint}
-                slow_ids = set(self._slow)
-            if free <= 0:
-                continue
-            if lane == "fast":
-                claimed = self.store.claim(
-                    self.holder, now, self.settings.lease, free, exclude=full | slow_ids
-                )
-            else:
-                claimed = self.store.claim(
-                    self.holder,
-                    now,
-                    self.settings.lease,
-                    free,
-                    exclude=full,
-                    only=slow_ids - full,
-                )
+            return 0
+        fast_claimed, slow_claimed = self.store.claim(
+            self.holder,
+            now,
+            self.settings.lease,
+            [
+                Lane(max(free_fast, 0), exclude=full | slow_ids),
+                Lane(max(free_slow, 0), exclude=full, only=slow_ids - full, turns=self._turns),
+            ],
+            per_webhook=self.settings.per_endpoint,
+            in_flight=in_flight,
+        )
+        bodies = self._bodies([*fast_claimed, *slow_claimed])
+        for lane, pool, claimed in (("fast", fast, fast_claimed), ("slow", slow, slow_claimed)):
             for item in claimed:
+                self._turns[item.delivery.webhook_id] = now
                 with self._lock:
                     wid = item.delivery.webhook_id
                     self._in_flight[wid] = self._in_flight.get(wid, 0) + 1
                     self._lanes[lane] += 1
-                future = pool.submit(self.attempt, item)
-                future.add_done_callback(self._done(item, lane))
-                started += 1
-        return started > 0
+                body = bodies.get((item.delivery.tenant_id, item.delivery.sequence))
+                pool.submit(self._attempt, item, body, lane)
+        return len(fast_claimed) + len(slow_claimed)
 
-    def _done(self, item: Claimed, lane: str) -> Callable[[Future[Any]], None]:
-        def done(future: Future[Any]) -> None:
-            with self._lock:
-                wid = item.delivery.webhook_id
-                self._in_flight[wid] -= 1
-                if not self._in_flight[wid]:
-                    del self._in_flight[wid]
-                self._lanes[lane] -= 1
-            if future.exception() is not None:
-                log.warning("webhooks.attempt_bug error=%s", type(future.exception()).__name__)
-            self._wake.set()
-
-        return done
+    def _attempt(self, item: Claimed, body: bytes | None, lane: str) -> None:
+        """One attempt in a pool thread; its outcome goes to the loop to record."""
+        try:
+            outcome = self._post(item, body)
+        except Exception as error:  # a bug: the attempt counts as failed, never lost
+            log.warning("webhooks.attempt_bug error=%s", type(error).__name__)
+            outcome = Outcome(None, "internal error", 0.0)
+        wid = item.delivery.webhook_id
+        with self._lock:
+            slow = outcome.status is None or outcome.error is not None
+            if slow or outcome.seconds > self.settings.slow_after:
+                self._slow.add(wid)
+            else:
+                self._slow.discard(wid)
+            self._in_flight[wid] -= 1
+            if not self._in_flight[wid]:
+                del self._in_flight[wid]
+            self._lanes[lane] -= 1
+        self._outcomes.put((item, outcome))
+        self._wake.set()
 
     # --- fan-out -----------------------------------------------------------------------
 
     def fan_out(self) -> int:
         """Turn new feed items into deliveries for every webhook; how many were added."""
         added = 0
-        heads: dict[str, int] = {}
-        for webhook in self.store.enabled_webhooks():
+        webhooks = self.store.enabled_webhooks()
+        heads = self.app.ctx.feed.heads({w.tenant_id for w in webhooks})
+        for webhook in webhooks:
             tenant = webhook.tenant_id
-            if tenant not in heads:
-                heads[tenant] = self.app.ctx.feed.head(tenant)
             cursor = webhook.cursor
-            while cursor < heads[tenant]:
+            while cursor < heads.get(tenant, 0):
                 rows = self.app.ctx.feed.items(tenant, cursor, FAN_OUT_PAGE)
                 if not rows:
                     break
@@ -235,45 +278,54 @@ class Dispatcher:
                 cursor = last
         return added
 
-    # --- one attempt -------------------------------------------------------------------
+    # --- outcomes ----------------------------------------------------------------------
 
-    def attempt(self, item: Claimed) -> None:
-        d = item.delivery
-        outcome = self._post(item)
+    def record(self) -> int:
+        """Record the outcomes that came in, in one transaction; how many there were."""
+        done: list[tuple[Claimed, Outcome]] = []
+        while len(done) < RECORD_BATCH:
+            try:
+                done.append(self._outcomes.get_nowait())
+            except queue.Empty:
+                break
+        if not done:
+            return 0
         now = time.time()
-        with self._lock:
-            slow = outcome.status is None or outcome.error is not None
-            if slow or outcome.seconds > self.settings.slow_after:
-                self._slow.add(d.webhook_id)
-            else:
-                self._slow.discard(d.webhook_id)
+        finished = [self._finished(item, outcome, now) for item, outcome in done]
+        try:
+            recorded = self.store.finish(self.holder, finished)
+        except Exception:
+            for pair in done:  # kept for the next turn: the leases still hold them
+                self._outcomes.put(pair)
+            raise
+        for f, (item, outcome), kept in zip(finished, done, recorded, strict=True):
+            self._account(f, item, outcome, kept, now)
+        return len(done)
+
+    def _finished(self, item: Claimed, outcome: Outcome, now: float) -> Finished:
         if outcome.status is not None and outcome.error is None:
-            if self.store.finish(
-                item,
-                self.holder,
-                state=DELIVERED,
-                next_at=now,
-                status=outcome.status,
-                error=None,
-                now=now,
-            ):
+            return Finished(item, DELIVERED, now, outcome.status, None, now)
+        delay = self.settings.retry.next_delay(item.attempt, now - item.first_at, self._jitter)
+        return Finished(
+            item,
+            DEAD if delay is None else PENDING,
+            now + (delay or 0.0),
+            outcome.status,
+            _printable(outcome.error or "failed"),
+            now,
+        )
+
+    def _account(
+        self, finished: Finished, item: Claimed, outcome: Outcome, kept: bool, now: float
+    ) -> None:
+        d = item.delivery
+        if finished.state == DELIVERED:
+            if kept:
                 self.metrics.delivered.inc()
                 self.metrics.latency.observe(max(now - d.created_at, 0.0))
             return
-        first = self.store.first_attempt_at(d.delivery_id) or now
-        delay = self.settings.retry.next_delay(item.attempt, now - first, self._jitter)
-        state = DEAD if delay is None else PENDING
-        recorded = self.store.finish(
-            item,
-            self.holder,
-            state=state,
-            next_at=now + (delay or 0.0),
-            status=outcome.status,
-            error=_printable(outcome.error or "failed"),
-            now=now,
-        )
-        if recorded:
-            (self.metrics.dead if state == DEAD else self.metrics.retried).inc()
+        if kept:
+            (self.metrics.dead if finished.state == DEAD else self.metrics.retried).inc()
         log.info(
             "webhooks.attempt_failed webhook_id=%s delivery_id=%s attempt=%d status=%s"
             " error=%s state=%s",
@@ -282,10 +334,12 @@ class Dispatcher:
             item.attempt,
             outcome.status,
             _printable(outcome.error or "")[:60],
-            state,
+            finished.state,
         )
 
-    def _post(self, item: Claimed) -> Outcome:
+    # --- one attempt -------------------------------------------------------------------
+
+    def _post(self, item: Claimed, body: bytes | None) -> Outcome:
         d = item.delivery
         try:
             target = parse_url(item.url)
@@ -299,7 +353,6 @@ class Dispatcher:
             secret = None
         if secret is None:
             return Outcome(None, "secret unreadable", 0.0)
-        body = self._body(d.tenant_id, d.sequence)
         if body is None:
             return Outcome(None, "feed item unreadable", 0.0)
         timestamp = int(time.time())
@@ -310,15 +363,20 @@ class Dispatcher:
         }
         return self.sender.post(target, body, headers)
 
-    def _body(self, tenant_id: str, sequence: int) -> bytes | None:
-        reader = User(id="webhooks", tenant_id=tenant_id, roles=frozenset({TENANT_ADMIN}))
-        result = self.app.query("read-feed", {"after": sequence - 1, "limit": 1}, reader)
-        if not result.is_success or result.data is None:
-            return None
-        items = result.data["items"]
-        if not items or items[0]["sequence"] != sequence:
-            return None
-        return orjson.dumps(items[0])
+    def _bodies(self, claimed: list[Claimed]) -> dict[tuple[str, int], bytes]:
+        """The feed items of a batch, as served to the tenant, read in one query."""
+        if not claimed:
+            return {}
+        keys = {(c.delivery.tenant_id, c.delivery.sequence) for c in claimed}
+        bodies: dict[tuple[str, int], bytes] = {}
+        for row in self.app.ctx.feed.items_at(keys):
+            try:
+                item = served_item(self.app.ctx, row)
+            except Exception as error:  # one unreadable item never blocks the batch
+                log.warning("webhooks.item_unreadable error=%s", type(error).__name__)
+                continue
+            bodies[(row["tenantId"], int(row["sequence"]))] = orjson.dumps(item)
+        return bodies
 
     def _feed_position(self) -> int:
         """The feed read model's position in the log (-1 when it is not known)."""
