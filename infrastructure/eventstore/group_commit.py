@@ -18,7 +18,8 @@ another round of the store's retries, so no caller waits longer than one batch's
 Invariants: at most one batch of this process is being written at any time; an entry
 is answered exactly once (an outcome, or an exception its caller raises) and every
 queued entry is answered or leads eventually, whatever ``write`` raises; while the
-queue is not empty, some entry leads.
+queue is not empty, some entry leads. A caller interrupted while queued takes its entry
+out and, if it had been chosen to lead, hands the lead on.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ T = TypeVar("T")
 class Entry(Generic[T]):
     """One caller's work and, once written, its own outcome (``error`` None: stored)."""
 
-    __slots__ = ("_wake", "answered", "error", "item", "size")
+    __slots__ = ("_wake", "answered", "error", "item", "promoted", "size")
 
     def __init__(self, item: T, size: int) -> None:
         self.item = item
         self.size = size
         self.error: BaseException | None = None
         self.answered = False
+        self.promoted = False  # chosen to lead the next batch
         self._wake = threading.Lock()
         self._wake.acquire()  # released once: answered, or promoted to lead
 
@@ -70,11 +72,31 @@ class GroupCommit(Generic[T]):
             lead = not self._leading
             self._leading = True
         if not lead:
-            entry._wake.acquire()
+            try:
+                entry._wake.acquire()
+            except BaseException:  # interrupted while queued (Ctrl-C): leave, and hand on
+                self._abandon(entry)
+                raise
         if not entry.answered:
             self._lead()
         if entry.error is not None:
             raise entry.error
+
+    def _abandon(self, entry: Entry[T]) -> None:
+        """Take a caller that stopped waiting out of the queue; should it have been chosen
+        to lead meanwhile, the lead goes to the next entry, so nobody waits for it."""
+        with self._mutex:
+            if entry not in self._queue:
+                return  # taken into a batch already: that batch is written as it is
+            self._queue.remove(entry)
+            if not entry.promoted:
+                return
+            successor = self._queue[0] if self._queue else None
+            self._leading = successor is not None
+            if successor is not None:
+                successor.promoted = True
+        if successor is not None:
+            successor._wake.release()
 
     def _take(self) -> list[Entry[T]]:
         with self._mutex:
@@ -101,6 +123,8 @@ class GroupCommit(Generic[T]):
                 self._queue.clear()
             successor = self._queue[0] if self._queue else None
             self._leading = successor is not None
+            if successor is not None:
+                successor.promoted = True
         for entry in drained:
             assert outage is not None
             entry.error = type(outage)(*outage.args)  # each caller raises its own instance

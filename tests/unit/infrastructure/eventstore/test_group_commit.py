@@ -4,6 +4,7 @@ written, one batch at a time, and a failing write that fails only its batch."""
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Sequence
 
@@ -172,3 +173,25 @@ def test_an_outage_fails_the_callers_queued_behind_it_at_once() -> None:
     with pytest.raises(Outage):
         group.submit("later")  # the next caller leads a batch of its own again
     assert calls[-1] == ["later"]
+
+
+def test_a_caller_interrupted_while_queued_leaves_and_the_others_go_on() -> None:
+    recorder = Recorder()
+    recorder.gate.clear()  # the first batch is held while this thread queues behind it
+    commit: GroupCommit[str] = GroupCommit(recorder.write)
+    leader = threading.Thread(target=commit.submit, args=("lead",))
+    leader.start()
+    assert recorder.writing.wait(5)
+    main = threading.get_ident()
+    # Ctrl-C reaches this (the main) thread while it waits for its turn.
+    threading.Timer(0.2, signal.pthread_kill, args=(main, signal.SIGINT)).start()
+    with pytest.raises(KeyboardInterrupt):
+        commit.submit("interrupted")
+    later = threading.Thread(target=commit.submit, args=("later",))
+    later.start()
+    recorder.gate.set()
+    leader.join(5)
+    later.join(5)
+    assert not leader.is_alive() and not later.is_alive()  # nobody waits for the one gone
+    written = [item for batch in recorder.batches for item in batch]
+    assert written == ["lead", "later"]
