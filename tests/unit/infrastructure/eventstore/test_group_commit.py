@@ -183,9 +183,10 @@ def test_a_caller_interrupted_while_queued_leaves_and_the_others_go_on() -> None
     leader.start()
     assert recorder.writing.wait(5)
     main = threading.get_ident()
-    # Ctrl-C reaches this (the main) thread while it waits for its turn.
-    threading.Timer(0.2, signal.pthread_kill, args=(main, signal.SIGINT)).start()
     with pytest.raises(KeyboardInterrupt):
+        # Ctrl-C reaches this (the main) thread while it waits for its turn; started in
+        # the block, so a signal however late or early is raised inside it.
+        threading.Timer(0.2, signal.pthread_kill, args=(main, signal.SIGINT)).start()
         commit.submit("interrupted")
     later = threading.Thread(target=commit.submit, args=("later",))
     later.start()
