@@ -183,11 +183,16 @@ def test_a_caller_interrupted_while_queued_leaves_and_the_others_go_on() -> None
     leader.start()
     assert recorder.writing.wait(5)
     main = threading.get_ident()
-    with pytest.raises(KeyboardInterrupt):
-        # Ctrl-C reaches this (the main) thread while it waits for its turn; started in
-        # the block, so a signal however late or early is raised inside it.
-        threading.Timer(0.2, signal.pthread_kill, args=(main, signal.SIGINT)).start()
-        commit.submit("interrupted")
+    # Python's own Ctrl-C handler, even where the runner was started with SIGINT ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            # Ctrl-C reaches this (the main) thread while it waits for its turn; started
+            # in the block, so a signal however late or early is raised inside it.
+            threading.Timer(0.2, signal.pthread_kill, args=(main, signal.SIGINT)).start()
+            commit.submit("interrupted")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     later = threading.Thread(target=commit.submit, args=("later",))
     later.start()
     recorder.gate.set()
