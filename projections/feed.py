@@ -154,19 +154,7 @@ class FeedReader:
                 (tenant_id, after, limit),
             )
             rows = cur.fetchall()
-        return [
-            {
-                "sequence": int(sequence),
-                "id": item_id,
-                "type": kind,
-                "tenantId": tenant_id,
-                "occurredAt": occurred_at,
-                "accountId": account_id,
-                "data": orjson.loads(data),
-                "sealed": orjson.loads(sealed),
-            }
-            for sequence, item_id, kind, occurred_at, account_id, data, sealed in rows
-        ]
+        return [_item((tenant_id, *row)) for row in rows]
 
     def head(self, tenant_id: str) -> int:
         with self.db.reading() as cur:
