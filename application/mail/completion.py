@@ -54,8 +54,7 @@ def still_deferred(ctx: Context, stream_ids: Iterable[UUID]) -> set[UUID]:
     """The streams whose only event is a ``deferred`` ``MessageIngested`` (the store's
     word, not the read model's)."""
     live: set[UUID] = set()
-    for stream_id in stream_ids:
-        events = ctx.store.load(stream_id)
+    for stream_id, events in ctx.store.load_many(stream_ids).items():  # one round trip
         first = events[0] if len(events) == 1 else None
         if isinstance(first, MessageIngested) and first.state == "deferred":
             live.add(stream_id)
