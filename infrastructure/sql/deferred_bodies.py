@@ -65,30 +65,20 @@ class SqlDeferredBodies:
             return [_entry(row) for row in cur.fetchall()]
 
     def among(self, message_ids: Iterable[str]) -> dict[str, DeferredBody]:
-        ids = sorted(set(message_ids))
         found: dict[str, DeferredBody] = {}
         with self.db.reading() as cur:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start : start + _CHUNK]
-                cur.execute(
-                    f"SELECT {_COLUMNS} FROM {TABLE}"
-                    f" WHERE message_id IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                )
+            for chunk, marks in _chunks(message_ids):
+                cur.execute(f"SELECT {_COLUMNS} FROM {TABLE} WHERE message_id IN ({marks})", chunk)
                 found.update((row[2], _entry(row)) for row in cur.fetchall())
         return found
 
     def drop(self, message_ids: Iterable[str]) -> None:
-        ids = sorted(set(message_ids))
-        if not ids:
+        chunks = _chunks(message_ids)
+        if not chunks:
             return
         with self.db.transaction() as cur:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start : start + _CHUNK]
-                cur.execute(
-                    f"DELETE FROM {TABLE} WHERE message_id IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                )
+            for chunk, marks in chunks:
+                cur.execute(f"DELETE FROM {TABLE} WHERE message_id IN ({marks})", chunk)
 
     def pair(self, twins: Iterable[tuple[str, str, str]]) -> None:
         rows = sorted(set(twins), key=lambda row: row[1])
@@ -102,16 +92,10 @@ class SqlDeferredBodies:
             )
 
     def paired(self, first_ids: Iterable[str]) -> set[str]:
-        ids = sorted(set(first_ids))
         found: set[str] = set()
         with self.db.reading() as cur:
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start : start + _CHUNK]
-                cur.execute(
-                    f"SELECT first_id FROM {TWINS}"
-                    f" WHERE first_id IN ({', '.join('?' * len(chunk))})",
-                    chunk,
-                )
+            for chunk, marks in _chunks(first_ids):
+                cur.execute(f"SELECT first_id FROM {TWINS} WHERE first_id IN ({marks})", chunk)
                 found.update(str(row[0]) for row in cur.fetchall())
         return found
 
@@ -123,6 +107,15 @@ class SqlDeferredBodies:
     def forget_tenant(self, tenant_id: str) -> None:
         with self.db.transaction() as cur:
             cur.execute(f"DELETE FROM {TABLE} WHERE tenant_id = ?", (tenant_id,))
+
+
+def _chunks(ids: Iterable[str]) -> list[tuple[list[str], str]]:
+    """Distinct ``ids`` in order, in lists of at most ``_CHUNK`` with their placeholders."""
+    ordered = sorted(set(ids))
+    return [
+        (chunk, ", ".join("?" * len(chunk)))
+        for chunk in (ordered[at : at + _CHUNK] for at in range(0, len(ordered), _CHUNK))
+    ]
 
 
 def _entry(row: Sequence[Any]) -> DeferredBody:
