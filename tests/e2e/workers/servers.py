@@ -11,7 +11,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,16 @@ class PostgresCluster:
 
     def url(self, schema: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres?schema={schema}"
+
+
+def running_cluster() -> Iterator[PostgresCluster]:
+    """A started private cluster for a fixture to yield; removed afterwards."""
+    pg = PostgresCluster()
+    try:
+        pg.init().start()
+        yield pg
+    finally:
+        pg.destroy()
 
 
 def drop_schema(dsn: str, schema: str) -> None:

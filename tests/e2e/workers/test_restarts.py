@@ -26,7 +26,7 @@ import pytest
 from tests.e2e import timing
 from tests.e2e.timing import LOGIN, OBSERVE_SLACK, PG_DOWN, WORKER_SETTINGS
 from tests.e2e.workers.harness import Fleet, Watchers, idle_processes
-from tests.e2e.workers.servers import PostgresCluster, RedisServer, wait_for
+from tests.e2e.workers.servers import PostgresCluster, RedisServer, running_cluster, wait_for
 from tests.support.dovecot import DovecotServer
 
 ACCOUNTS = 4
@@ -35,12 +35,7 @@ log = logging.getLogger(__name__)
 
 @pytest.fixture
 def cluster() -> Iterator[PostgresCluster]:
-    pg = PostgresCluster()
-    try:
-        pg.init().start()
-        yield pg
-    finally:
-        pg.destroy()
+    yield from running_cluster()
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from application import User
 from application.result import Result
 from domain.custom_field_values import entity_stream_id
 from infrastructure.bootstrap import bootstrap
-from tests.e2e.workers.servers import PostgresCluster
+from tests.e2e.workers.servers import PostgresCluster, running_cluster
 from tests.integration.custom_fields.helpers import define, set_value
 from tests.integration.projections.support import Failures, start
 from tests.support.results import ok
@@ -30,12 +30,7 @@ BOUND = 120.0  # one write's longest answer: the store's retries while the serve
 
 @pytest.fixture
 def cluster() -> Iterator[PostgresCluster]:
-    pg = PostgresCluster()
-    try:
-        pg.init().start()
-        yield pg
-    finally:
-        pg.destroy()
+    yield from running_cluster()
 
 
 def test_writers_through_a_postgres_restart_get_answers_and_recover(
