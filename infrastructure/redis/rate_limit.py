@@ -41,14 +41,12 @@ class RedisRateLimiter:
     def __init__(
         self, client: redis.Redis, rate: float, burst: int, *, prefix: str = DEFAULT_PREFIX
     ) -> None:
-        if rate <= 0 or burst < 1:
-            raise ValueError("rate must be positive and burst at least 1")
+        self.fallback = RateLimiter(rate, burst)  # checks rate and burst
         self._client = client
         self._take = client.register_script(_TAKE)
         self._interval_ms = 1000.0 / rate
         self._burst = burst
         self._prefix = prefix
-        self.fallback = RateLimiter(rate, burst)
 
     @classmethod
     def from_url(
