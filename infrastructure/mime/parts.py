@@ -21,7 +21,7 @@ from email.message import Message
 import nh3
 
 from application.mail.content import Attachment, MessageContent
-from infrastructure.mime.reader import _decode
+from infrastructure.mime.charsets import decode_text
 
 MAX_TEXT_BYTES = 2 * 1024 * 1024
 MAX_FILENAME = 200
@@ -126,7 +126,7 @@ def _rfc2047(value: str, defects: list[str]) -> str:
         if isinstance(chunk, str):
             out.append(chunk)
         else:
-            out.append(_decode(chunk, charset or "utf-8", defects))
+            out.append(decode_text(chunk, charset or "utf-8", defects))
     return "".join(out)
 
 
@@ -188,5 +188,7 @@ class ContentBuilder:
 
     def _text(self, kind: str) -> str:
         head, data = self._bodies[kind]
-        text = _decode(bytes(data), head.charset or "utf-8", self.defects, final=not self.truncated)
+        text = decode_text(
+            bytes(data), head.charset or "utf-8", self.defects, final=not self.truncated
+        )
         return text.replace("\r\n", "\n")

@@ -19,7 +19,7 @@ from application.mail.parsing import (
     MAX_REFERENCES,
     ParsedMessage,
 )
-from infrastructure.mime import reader
+from infrastructure.mime import headers
 from infrastructure.mime.reader import parse_message
 
 HEAD = b"From: a@example.org\r\nDate: Tue, 02 Jan 2024 10:30:00 +0000\r\n"
@@ -198,7 +198,7 @@ NAME_TOKENS += ["<c@d.example>", ",", ", "]
 @given(st.lists(st.sampled_from(NAME_TOKENS), max_size=12).map("".join))
 def test_address_parsing_keeps_its_meaning(value: str) -> None:
     m = parse_message(HEAD + b"To: " + value.encode() + b"\r\n\r\nx")
-    with mock.patch.object(reader, "_SIMPLE_ADDRESS", REFERENCE_SIMPLE_ADDRESS):
+    with mock.patch.object(headers, "_SIMPLE_ADDRESS", REFERENCE_SIMPLE_ADDRESS):
         reference = parse_message(HEAD + b"To: " + value.encode() + b"\r\n\r\nx")
     assert m.to == reference.to
 

@@ -41,6 +41,8 @@ from infrastructure.mime import parts as mime_parts
 from infrastructure.mime import reader as mime
 from infrastructure.mime import scan as mime_scan
 from infrastructure.mime.bounded import BoundedMessage
+from infrastructure.mime.charsets import CONTROL
+from infrastructure.mime.snippet import collapse
 from tests.integration.mail.helpers import raw_mail
 from tests.integration.mail.test_content import CORPUS
 from tests.support import content_corpus
@@ -373,5 +375,5 @@ def test_damaged_messages_parse_the_same() -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.text(st.sampled_from("ab \t\n\r\x00\x1f\xa0\u2028é")), st.integers(-3, 30))
 def test_collapse_equals_collapsing_the_whole_text(text: str, limit: int) -> None:
-    whole = " ".join(mime._CONTROL.sub(" ", text).split())[:limit].rstrip()
-    assert mime._collapse(text, limit) == whole
+    whole = " ".join(CONTROL.sub(" ", text).split())[:limit].rstrip()
+    assert collapse(text, limit) == whole
