@@ -110,21 +110,3 @@ def _simple_addresses(values: list[str]) -> list[tuple[str, str]] | None:
             pairs.append((name, match.group(3) or match.group(4)))
             pos = match.end()
     return pairs
-
-
-def _simple_addresses(values: list[str]) -> list[tuple[str, str]] | None:
-    """Fast path for plain ``a@b`` / ``Name <a@b>`` / ``"Name" <a@b>`` lists.
-
-    None when anything else appears (comments, groups, escapes): the full parser runs then.
-    """
-    pairs: list[tuple[str, str]] = []
-    for value in values:
-        pos, end = 0, len(value)
-        while pos < end:
-            match = _SIMPLE_ADDRESS.match(value, pos)
-            if not match or match.end() == pos:
-                return None
-            name = match.group(1) if match.group(1) is not None else match.group(2) or ""
-            pairs.append((name, match.group(3) or match.group(4)))
-            pos = match.end()
-    return pairs
