@@ -55,6 +55,7 @@ from bench._common import (
 from domain.webhook import RetryPolicy
 from infrastructure.bootstrap import bootstrap
 from infrastructure.http.api import ApiSettings, create_api
+from infrastructure.webhooks.deliveries import DeliveryQueue
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings
 from infrastructure.webhooks.store import SqlWebhookStore
 
@@ -238,7 +239,7 @@ def run(backend: Backend, args: argparse.Namespace) -> list[Row]:
         assert isinstance(store, SqlWebhookStore)
         dispatcher = Dispatcher(
             app,
-            store,
+            DeliveryQueue(store.db),
             settings=DispatchSettings(
                 timeout=10.0,
                 retry=RetryPolicy(),

@@ -50,6 +50,7 @@ from infrastructure.sql.database import (
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.mailbox_state import SqlMailboxState
+from infrastructure.webhooks.deliveries import DeliveryQueue
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
 from infrastructure.webhooks.store import SqlWebhookStore
 from projections.base import OpensSealedValues, Projection
@@ -458,7 +459,7 @@ def build_webhook_dispatcher(
         raise TypeError("this App was not built by bootstrap()")
     return Dispatcher(
         app,
-        store,
+        DeliveryQueue(store.db),
         settings=DispatchSettings(
             timeout=settings.webhook_timeout,
             retry=RetryPolicy(

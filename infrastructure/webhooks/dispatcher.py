@@ -53,8 +53,8 @@ from domain.webhook import (
     order_key,
     parse_url,
 )
+from infrastructure.webhooks.deliveries import Claimed, DeliveryQueue, Finished, Lane, NewDelivery
 from infrastructure.webhooks.sender import HttpSender, Outcome
-from infrastructure.webhooks.store import Claimed, Finished, Lane, NewDelivery, SqlWebhookStore
 
 log = logging.getLogger("tidings.webhooks")
 
@@ -103,7 +103,7 @@ class Dispatcher:
     def __init__(
         self,
         app: App,
-        store: SqlWebhookStore,
+        deliveries: DeliveryQueue,
         *,
         settings: DispatchSettings,
         holder: str,
@@ -112,7 +112,7 @@ class Dispatcher:
         jitter: Callable[[], float] = random.random,
     ) -> None:
         self.app = app
-        self.store = store
+        self.deliveries = deliveries
         self.settings = settings
         self.holder = holder
         self.metrics = metrics or WebhookMetrics()
@@ -204,9 +204,9 @@ class Dispatcher:
         if free_fast <= 0 and free_slow <= 0:
             return 0
         now = time.time()
-        if not self.store.any_due(now):
+        if not self.deliveries.any_due(now):
             return 0
-        fast_claimed, slow_claimed = self.store.claim(
+        fast_claimed, slow_claimed = self.deliveries.claim(
             self.holder,
             now,
             self.settings.lease,
@@ -255,7 +255,7 @@ class Dispatcher:
     def fan_out(self) -> int:
         """Turn new feed items into deliveries for every webhook; how many were added."""
         added = 0
-        webhooks = self.store.enabled_webhooks()
+        webhooks = self.deliveries.enabled_webhooks()
         heads = self.app.ctx.feed.heads({w.tenant_id for w in webhooks})
         for webhook in webhooks:
             tenant = webhook.tenant_id
@@ -272,7 +272,7 @@ class Dispatcher:
                     if matches(webhook.events, row["type"])
                 ]
                 last = int(rows[-1]["sequence"])
-                if not self.store.fan_out(webhook.webhook_id, cursor, last, new, time.time()):
+                if not self.deliveries.fan_out(webhook.webhook_id, cursor, last, new, time.time()):
                     break  # another worker moved this webhook's cursor first
                 added += len(new)
                 cursor = last
@@ -293,7 +293,7 @@ class Dispatcher:
         now = time.time()
         finished = [self._finished(item, outcome, now) for item, outcome in done]
         try:
-            recorded = self.store.finish(self.holder, finished)
+            recorded = self.deliveries.finish(self.holder, finished)
         except Exception:
             for pair in done:  # kept for the next turn: the leases still hold them
                 self._outcomes.put(pair)
@@ -386,7 +386,7 @@ class Dispatcher:
         return -1
 
     def _publish_backlog(self) -> None:
-        backlog = self.store.backlog()
+        backlog = self.deliveries.backlog()
         self.metrics.backlog.clear()
         for webhook_id, count in backlog.items():
             self.metrics.backlog.labels(webhook_id=webhook_id).set(count)

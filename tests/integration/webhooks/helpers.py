@@ -11,6 +11,7 @@ from typing import Any
 from application import User
 from application.app import App
 from domain.webhook import RetryPolicy
+from infrastructure.webhooks.deliveries import DeliveryQueue
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings
 from infrastructure.webhooks.store import SqlWebhookStore
 from tests.support.results import ok
@@ -86,12 +87,18 @@ def define_fields(app: App, admin: User, count: int, prefix: str = "f") -> None:
 
 @contextmanager
 def delivering(
-    app: App, settings: DispatchSettings = FAST, holder: str = "w1", follow: bool = True
+    app: App,
+    settings: DispatchSettings = FAST,
+    holder: str = "w1",
+    follow: bool = True,
+    deliveries: DeliveryQueue | None = None,
 ) -> Iterator[Dispatcher]:
     """A delivery loop (and a projection follower, so new writes reach the feed)."""
     store = app.ctx.webhooks
     assert isinstance(store, SqlWebhookStore)
-    dispatcher = Dispatcher(app, store, settings=settings, holder=holder)
+    dispatcher = Dispatcher(
+        app, deliveries or DeliveryQueue(store.db), settings=settings, holder=holder
+    )
     stop = threading.Event()
     threads = [threading.Thread(target=dispatcher.run, args=(stop,), daemon=True)]
     if follow:

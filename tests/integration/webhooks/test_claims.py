@@ -16,9 +16,10 @@ from typing import Any
 from application import User
 from application.app import App
 from domain.webhook import DEAD, DELIVERED, PENDING
+from infrastructure.webhooks.deliveries import Claimed, DeliveryQueue, Finished, Lane, NewDelivery
 from infrastructure.webhooks.dispatcher import Dispatcher
-from infrastructure.webhooks.store import DELIVERIES, Claimed, Finished, Lane, NewDelivery
 from infrastructure.webhooks.store import SqlWebhookStore as Store
+from infrastructure.webhooks.tables import DELIVERIES
 from tests.integration.webhooks.helpers import (
     FAST,
     create_webhook,
@@ -64,7 +65,7 @@ def _webhook_with(app: App, admin: User, orders: dict[str, int]) -> str:
             if n < count:
                 sequence += 1
                 new.append(NewDelivery(sequence, f"item-{sequence}", "custom_field.defined", key))
-    assert _store(app).fan_out(webhook_id, 0, sequence, new, time.time())
+    assert DeliveryQueue(_store(app).db).fan_out(webhook_id, 0, sequence, new, time.time())
     return webhook_id
 
 
@@ -115,9 +116,10 @@ def test_concurrent_claimers_lease_each_delivery_once_and_only_heads_in_order(
 
     def work(app: App, holder: str) -> None:
         store, idle = _store(app), 0
+        queue = DeliveryQueue(store.db)
         start.wait()
         while idle < 20:
-            (batch,) = store.claim(holder, time.time(), LEASE, [Lane(3)], per_webhook=1)
+            (batch,) = queue.claim(holder, time.time(), LEASE, [Lane(3)], per_webhook=1)
             if not batch:
                 idle += 1
                 time.sleep(0.01)
@@ -126,7 +128,7 @@ def test_concurrent_claimers_lease_each_delivery_once_and_only_heads_in_order(
             watch.leased(holder, batch)
             time.sleep(0.005)
             watch.finished(batch)  # before the outcome is written: the next may follow
-            assert store.finish(holder, [_delivered(c) for c in batch]) == [True] * len(batch)
+            assert queue.finish(holder, [_delivered(c) for c in batch]) == [True] * len(batch)
 
     threads = [
         threading.Thread(target=work, args=(app, f"w{n}-{i}"))
@@ -146,32 +148,34 @@ def test_concurrent_claimers_lease_each_delivery_once_and_only_heads_in_order(
 
 def test_a_lost_lease_records_nothing_and_keeps_the_order_waiting(app: App, admin: User) -> None:
     store = _store(app)
+    queue = DeliveryQueue(store.db)
     webhook_id = _webhook_with(app, admin, {"": 2})
-    (first,) = store.claim("w1", time.time(), 0.0, [Lane(5)])[0]  # a lease that lapses
-    (again,) = store.claim("w2", time.time() + 0.01, LEASE, [Lane(5)])[0]
+    (first,) = queue.claim("w1", time.time(), 0.0, [Lane(5)])[0]  # a lease that lapses
+    (again,) = queue.claim("w2", time.time() + 0.01, LEASE, [Lane(5)])[0]
     assert again.delivery.delivery_id == first.delivery.delivery_id and again.attempt == 2
-    assert store.finish("w1", [_delivered(first)]) == [False]  # w1 lost it
-    assert store.claim("w3", time.time(), LEASE, [Lane(5)]) == [[]]  # still w2's
-    assert store.finish("w2", [_delivered(again)]) == [True]
-    (second,) = store.claim("w3", time.time(), LEASE, [Lane(5)])[0]
+    assert queue.finish("w1", [_delivered(first)]) == [False]  # w1 lost it
+    assert queue.claim("w3", time.time(), LEASE, [Lane(5)]) == [[]]  # still w2's
+    assert queue.finish("w2", [_delivered(again)]) == [True]
+    (second,) = queue.claim("w3", time.time(), LEASE, [Lane(5)])[0]
     assert second.delivery.sequence == 2
     assert [r["attempts"] for r in deliveries(app, admin, webhook_id, DELIVERED)] == [2]
 
 
 def test_a_redelivered_item_is_its_orders_head_again(app: App, admin: User) -> None:
     store = _store(app)
+    queue = DeliveryQueue(store.db)
     _webhook_with(app, admin, {"": 3})
-    (first,) = store.claim("w1", time.time(), LEASE, [Lane(5)])[0]
-    assert store.finish("w1", [_delivered(first, DEAD)]) == [True]
-    (second,) = store.claim("w1", time.time(), LEASE, [Lane(5)])[0]
+    (first,) = queue.claim("w1", time.time(), LEASE, [Lane(5)])[0]
+    assert queue.finish("w1", [_delivered(first, DEAD)]) == [True]
+    (second,) = queue.claim("w1", time.time(), LEASE, [Lane(5)])[0]
     assert second.delivery.sequence == 2
-    assert store.finish("w1", [replace(_delivered(second), state=PENDING)]) == [True]  # a retry
+    assert queue.finish("w1", [replace(_delivered(second), state=PENDING)]) == [True]  # a retry
     assert store.redeliver(admin.tenant_id, first.delivery.delivery_id, time.time()) is not None
     order = []
-    while batch := store.claim("w1", time.time() + 1, LEASE, [Lane(5)])[0]:
+    while batch := queue.claim("w1", time.time() + 1, LEASE, [Lane(5)])[0]:
         (one,) = batch
         order.append(one.delivery.sequence)
-        assert store.finish("w1", [_delivered(one)]) == [True]
+        assert queue.finish("w1", [_delivered(one)]) == [True]
     assert order == [1, 2, 3]
 
 
@@ -181,6 +185,7 @@ def test_a_table_from_before_the_head_flag_gains_it_with_its_heads(
     app = make_app()
     webhook_id = _webhook_with(app, admin, {"": 3, "acc-a": 2})
     store = _store(app)
+    queue = DeliveryQueue(store.db)
     with store.db.transaction() as cur:  # the table as it was: no head column
         cur.execute(f"ALTER TABLE {DELIVERIES} RENAME TO old_deliveries")
         cur.execute(f"DROP INDEX {DELIVERIES}_due")
@@ -190,7 +195,7 @@ def test_a_table_from_before_the_head_flag_gains_it_with_its_heads(
         cur.execute(f"INSERT INTO {DELIVERIES} SELECT {_OLD_COLUMNS} FROM old_deliveries")
         cur.execute("DROP TABLE old_deliveries")
     store.setup()
-    heads = store.claim("w1", time.time(), LEASE, [Lane(10)], per_webhook=10)[0]
+    heads = queue.claim("w1", time.time(), LEASE, [Lane(10)], per_webhook=10)[0]
     assert sorted((c.delivery.order_key, c.delivery.sequence) for c in heads) == [
         ("", 1),
         ("acc-a", 2),
@@ -211,18 +216,19 @@ def test_a_hung_attempt_does_not_hold_the_outcomes_of_its_batch(
         define_fields(app, other, 1)
     app.projections.catch_up()
     store = _store(app)
-    Dispatcher(app, store, settings=FAST, holder="fan-out").fan_out()  # all due at once
+    queue = DeliveryQueue(store.db)
+    Dispatcher(app, queue, settings=FAST, holder="fan-out").fan_out()  # all due at once
     batches: list[list[str]] = []
-    claim = store.claim
+    claim = queue.claim
 
     def watched(*args: Any, **kwargs: Any) -> list[list[Claimed]]:
         lanes = claim(*args, **kwargs)
         batches.append([c.delivery.tenant_id for lane in lanes for c in lane])
         return lanes
 
-    store.claim = watched  # type: ignore[method-assign]
+    queue.claim = watched  # type: ignore[method-assign]
     started = time.monotonic()
-    with delivering(app, replace(FAST, timeout=8.0), follow=False):
+    with delivering(app, replace(FAST, timeout=8.0), follow=False, deliveries=queue):
 
         def all_recorded() -> bool:
             return all(
@@ -251,14 +257,15 @@ def test_a_lane_with_turns_serves_the_webhook_waiting_longest(
     app: App, admin: User, tenant: str
 ) -> None:
     store = _store(app)
+    queue = DeliveryQueue(store.db)
     early = _webhook_with(app, admin, {"": 3})  # fanned out first: its heads are older
     time.sleep(0.01)
     other = User(id="admin-o", tenant_id=f"{tenant}-o", roles=admin.roles)
     late = _webhook_with(app, other, {"": 1})
-    (oldest_first,) = store.claim("w1", time.time(), 0.0, [Lane(1, only={early, late})])
+    (oldest_first,) = queue.claim("w1", time.time(), 0.0, [Lane(1, only={early, late})])
     assert [c.delivery.webhook_id for c in oldest_first] == [early]
     turns = {early: time.time()}  # it just had its turn
-    (taking_turns,) = store.claim(
+    (taking_turns,) = queue.claim(
         "w1", time.time() + 0.01, LEASE, [Lane(1, only={early, late}, turns=turns)]
     )
     assert [c.delivery.webhook_id for c in taking_turns] == [late]

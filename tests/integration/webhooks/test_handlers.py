@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from application import User
 from application.app import App
-from infrastructure.webhooks.store import WEBHOOKS
+from infrastructure.webhooks.tables import WEBHOOKS
 from tests.support.results import failed, ok
 
 
