@@ -43,15 +43,13 @@ import os
 import pwd
 import re
 import shutil
-import signal
-import socket
 import string
 import subprocess
 import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import resources
@@ -60,6 +58,8 @@ from types import TracebackType
 from typing import Self
 
 from imapclient import IMAPClient
+
+from infrastructure.devserver.processes import descendants, free_port, greets, terminate_group
 
 FIRST_USER_UID = 60000
 TEMPLATE_NAME = "dovecot.conf.tmpl"
@@ -102,13 +102,6 @@ class DovecotSession:
 
 def dovecot_available(dovecot_bin: str = "dovecot") -> bool:
     return shutil.which(dovecot_bin) is not None
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def _scratch_parent() -> str:
@@ -238,13 +231,13 @@ class DovecotServer:
                 stderr=log,
                 start_new_session=True,
             )
-        self._finalizer = weakref.finalize(self, _terminate, self._proc)
+        self._finalizer = weakref.finalize(self, terminate_group, self._proc)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 self._finalizer()
                 raise DovecotError(f"dovecot exited at start: {self._startup_errors()}")
-            if _greets(self.host, self.port):
+            if greets(self.host, self.port):
                 return
             time.sleep(0.05)
         self._finalizer()
@@ -402,7 +395,7 @@ class DovecotServer:
         if self._proc is None:
             return {}
         titles = {}
-        for pid in _descendants(self._proc.pid):
+        for pid in descendants(self._proc.pid):
             with contextlib.suppress(OSError):
                 raw = Path(f"/proc/{pid}/cmdline").read_bytes()
                 title = raw.replace(b"\0", b" ").decode("utf-8", "replace").strip()
@@ -447,80 +440,3 @@ def _epoch(when: datetime | float | None) -> float:
     if isinstance(when, datetime):
         return when.timestamp()
     return float(when)
-
-
-def _greets(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5) as s:
-            return s.recv(64).startswith(b"* OK")
-    except OSError:
-        return False
-
-
-def _descendants(root_pid: int) -> Iterator[int]:
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError):
-            stat = (entry / "stat").read_text()
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry.name))
-    stack = [root_pid]
-    while stack:
-        pid = stack.pop()
-        for child in children.get(pid, []):
-            yield child
-            stack.append(child)
-
-
-def _terminate(proc: subprocess.Popen[bytes] | None) -> None:
-    if proc is None:
-        return
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            _signal_group(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-    # The master exits leaving its sessions' processes (imap, log, stats) running,
-    # reparented and still serving their clients: end its whole process group too,
-    # as a service manager would, so stopping the server cuts every session.
-    if _signal_group(proc.pid, signal.SIGTERM):
-        deadline = time.monotonic() + 2.0
-        while group_alive(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        _signal_group(proc.pid, signal.SIGKILL)
-
-
-def group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs. Exited sessions stay in the group as
-    zombies until whoever adopted them reaps them (seconds, under some inits), and a
-    signal still "reaches" a zombie: on Linux the group is read from /proc instead."""
-    if not _signal_group(pgid, 0):
-        return False
-    if not os.path.isdir("/proc"):
-        return True
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open(os.path.join(entry.path, "stat"), "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone meanwhile
-        if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
-
-
-def _signal_group(pgid: int, signum: int) -> bool:
-    """Signal a process group; False when none of its processes is left."""
-    try:
-        os.killpg(pgid, signum)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # not ours (the id was reused): leave it alone
-        return False
-    return True
