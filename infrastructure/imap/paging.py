@@ -58,7 +58,8 @@ from infrastructure.imap.identity import (
     refusal,
     valid_id,
 )
-from infrastructure.imap.plan import plan_page, uid_windows
+from infrastructure.imap.plan import plan_page
+from infrastructure.imap.search import UidSearch
 from infrastructure.imap.wire import mend_refused, uid_fetch_lines
 
 log = logging.getLogger("tidings.imap")
@@ -101,8 +102,7 @@ class Pager:
         self._blobs = blob_store
         self._blob_owner = blob_owner
         self._leave_idle = leave_idle  # any command ends a running IDLE first
-        # The last backfill search: ((uidvalidity, bound, since), its lower UID, UIDs).
-        self._backfill: tuple[tuple[int, int, date], int, list[int]] | None = None
+        self._uids = UidSearch(conn, leave_idle)
         self._oversized: set[int] = set()  # this page's messages with a refused literal
         self._refused = 0  # literals refused since the caller last looked (``uid_fetch``)
 
@@ -144,7 +144,7 @@ class Pager:
             )
         if cursor is None:
             cursor = MailboxCursor(
-                status.uidvalidity, 0, None, backfill_until=self._backfill_bound(status)
+                status.uidvalidity, 0, None, backfill_until=self._uids.backfill_bound(status)
             )
         self._oversized = set()
         uids: list[int] = []
@@ -153,7 +153,7 @@ class Pager:
         backfill = cursor.backfill_until
         if backfill is not None and cursor.last_uid < backfill:
             lo = cursor.last_uid + 1
-            uids = self._backfill_uids(status.uidvalidity, lo, backfill, backfill_since)
+            uids = self._uids.backfill_uids(status.uidvalidity, lo, backfill, backfill_since)
         if uids:
             more_windows, covered = False, backfill or 0
         else:  # no backfill, or nothing left of it: continue after it by UID
@@ -168,7 +168,7 @@ class Pager:
                 self._oversized = pushed.oversized
                 uids, covered = sorted(known), max(known, default=last)
             else:
-                uids, more_windows, covered = self._search_after(last, status.uidnext)
+                uids, more_windows, covered = self._uids.after(last, status.uidnext)
         page = uids[:limit]
         if not page:
             last = max(covered, cursor.last_uid)
@@ -274,47 +274,6 @@ class Pager:
         except Unparseable:  # the server's answer: search and fetch the ordinary way
             log.warning("imap.push_unparseable account_id=%s", self._conn.account_id)
             return None
-
-    def _backfill_bound(self, status: MailboxStatus) -> int:
-        """The highest UID a first sync backfills: everything that exists now."""
-        if status.uidnext is not None:
-            return status.uidnext - 1
-        return max(self._search(["ALL"], floor=1), default=0)
-
-    # -- search ------------------------------------------------------------
-
-    def _backfill_uids(self, uidvalidity: int, lo: int, backfill: int, since: date) -> list[int]:
-        """UIDs in ``lo..backfill`` whose INTERNALDATE is on or after ``since``. A backfill
-        pages through one set of UIDs that cannot grow (new mail gets UIDs above the
-        bound; dates never change), so the search runs once per session and later pages
-        take the rest of its answer instead of searching the whole remainder again."""
-        key = (uidvalidity, backfill, since)
-        if self._backfill is None or self._backfill[0] != key or lo < self._backfill[1]:
-            found = self._search(["UID", f"{lo}:{backfill}", "SINCE", since], lo)
-            self._backfill = (key, lo, [u for u in found if u <= backfill])
-        return [u for u in self._backfill[2] if u >= lo]
-
-    def _search(self, criteria: list[Any], floor: int) -> list[int]:
-        self._leave_idle()
-        found = self._conn.io(self._conn.client.search, criteria)
-        uids = {u for u in found if type(u) is int and u >= floor}
-        bad = [u for u in uids if not valid_id(u)]
-        if bad:
-            log.warning(
-                "imap.skipped account_id=%s uids=%d reason=uid_out_of_range",
-                self._conn.account_id,
-                len(bad),
-            )
-        return sorted(uids.difference(bad))
-
-    def _search_after(self, last_uid: int, uidnext: int | None) -> tuple[list[int], bool, int]:
-        """UIDs above ``last_uid``, whether windows remain unsearched, and how far we looked."""
-        windows = uid_windows(last_uid + 1, uidnext, self._settings.search_span)
-        for i, (lo, hi) in enumerate(windows):
-            uids = self._search(["UID", f"{lo}:{hi if hi is not None else '*'}"], floor=lo)
-            if uids:
-                return uids, i < len(windows) - 1, uids[-1]
-        return [], False, (uidnext - 1) if uidnext else last_uid
 
     # -- fetch -------------------------------------------------------------
 

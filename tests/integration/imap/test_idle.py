@@ -16,6 +16,7 @@ from infrastructure.imap import ImapMailboxSession, pipeline
 from infrastructure.imap import idle as module
 from infrastructure.imap.idle import PUSH_BODY_BYTES
 from infrastructure.imap.paging import Pager
+from infrastructure.imap.search import UidSearch
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.messages import make_message
@@ -75,7 +76,7 @@ def test_new_mail_in_idle_is_fetched_without_reopening_the_mailbox(
 
     with (
         mock.patch.object(session, "select_inbox", side_effect=AssertionError("EXAMINE")),
-        mock.patch.object(session._pager, "_search", side_effect=AssertionError("SEARCH")),
+        mock.patch.object(UidSearch, "search", side_effect=AssertionError("SEARCH")),
     ):
         batch = session.fetch_after_idle(first.new_cursor, backfill_since=WINDOW, limit=50)
     assert [m.uid for m in batch.messages] == [2]
@@ -110,7 +111,7 @@ def test_more_new_mail_than_a_page_is_paged_after_idle(
     session.idle_done()
 
     uids: list[int] = []
-    with mock.patch.object(session._pager, "_search", side_effect=AssertionError("SEARCH")):
+    with mock.patch.object(UidSearch, "search", side_effect=AssertionError("SEARCH")):
         first = session.fetch_after_idle(cursor, backfill_since=WINDOW, limit=2)
     uids += [m.uid for m in first.messages]
     assert first.has_more
@@ -126,7 +127,7 @@ def no_other_commands() -> contextlib.ExitStack:
     stack = contextlib.ExitStack()
     for owner, name, label in (
         (ImapMailboxSession, "select_inbox", "EXAMINE"),
-        (Pager, "_search", "SEARCH"),
+        (UidSearch, "search", "SEARCH"),
         (Pager, "uid_fetch", "a FETCH of its own"),
         (ImapMailboxSession, "idle_start", "IDLE of its own"),
     ):
