@@ -29,7 +29,6 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 from eventsourcing.utils import retry
-from psycopg.sql import SQL, Identifier
 
 from infrastructure.eventstore.typed_array import TypedArrayPostgresRecorder
 
@@ -42,16 +41,18 @@ class PendingAppend:
     expected: Mapping[UUID, int] = field(default_factory=dict)
 
 
-def stale_appends(appends: Sequence[PendingAppend], heads: Mapping[UUID, int]) -> list[bool]:
+def stale_appends(appends: Sequence[PendingAppend], heads: Mapping[UUID, int] | None) -> list[bool]:
     """Which appends rely on a stream that moved: its head is not the version they read
-    (a stream without events is at 0), or another append of the batch writes it."""
+    (a stream without events is at 0; ``heads`` None: not checked here), or another
+    append of the batch writes it."""
     writers: dict[UUID | str, set[int]] = {}
     for n, append in enumerate(appends):
         for event in append.events:
             writers.setdefault(event.originator_id, set()).add(n)
     return [
         any(
-            heads.get(stream, 0) != version or bool(writers.get(stream, set()) - {n})
+            (heads is not None and heads.get(stream, 0) != version)
+            or bool(writers.get(stream, set()) - {n})
             for stream, version in append.expected.items()
         )
         for n, append in enumerate(appends)
@@ -85,26 +86,31 @@ def _kept(appends: Sequence[PendingAppend], stale: list[bool]) -> list[StoredEve
 
 @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
 def _postgres(recorder: TypedArrayPostgresRecorder, appends: Sequence[PendingAppend]) -> list[bool]:
-    heads_query = SQL(
-        "SELECT w.id, (SELECT max(e.originator_version) FROM {schema}.{table} e"
-        " WHERE e.originator_id = w.id) AS head FROM unnest(%s::uuid[]) AS w(id)"
-    ).format(
-        schema=Identifier(recorder.datastore.schema),
-        table=Identifier(recorder.events_table_name),
-    )
-    with (
-        recorder.datastore.get_connection() as conn,
-        conn.transaction(),
-        conn.cursor() as curs,
-    ):
-        recorder._lock_table(curs)
-        curs.execute(heads_query, (_checked_streams(appends),), prepare=True)
-        heads = {UUID(str(r["id"])): r["head"] or 0 for r in curs.fetchall()}
-        stale = stale_appends(appends, heads)
-        events = _kept(appends, stale)
-        if events:
+    # Callers made stale by the batch itself never reach the statement; the rest are
+    # checked against the log by the statement, pipelined with the lock and the
+    # NOTIFY: one round trip.
+    stale = stale_appends(appends, None)
+    expected = [
+        (n, stream, version)
+        for n, append in enumerate(appends)
+        if not stale[n]
+        for stream, version in append.expected.items()
+    ]
+    events = [(n, e) for n, append in enumerate(appends) if not stale[n] for e in append.events]
+    failure: Exception | None = None
+    with recorder.datastore.get_connection() as conn:
+        with conn.pipeline() as pipeline, conn.transaction(), conn.cursor() as curs:
+            recorder._lock_table(curs)
             recorder._notify_channel(curs)
-            recorder.insert_arrays(curs, events)
+            try:
+                recorder.insert_checked(curs, expected, events)
+                pipeline.sync()  # a taken version raises here, not at the commit
+                for row in curs.fetchall():
+                    stale[row["caller"]] = True
+            except Exception as error:  # raised once the pipeline is closed, as the library does
+                failure = error
+        if failure is not None:
+            raise failure
     return stale
 
 
