@@ -8,6 +8,11 @@ and the commit: one query reads the heads of every checked stream of the batch, 
 the callers whose reads still hold have their events inserted. A caller is stale too
 when another caller of the same batch writes a stream it checked (its events may come
 first in the log). Stale callers write nothing and decide again on fresh state.
+
+Every append of the store takes this path (with nothing to check, it is the plain
+insert). On PostgreSQL it is one call of our own database function (lock, ``NOTIFY``,
+check and insert in one statement: one round trip and little client work); on SQLite
+one ``BEGIN IMMEDIATE`` transaction.
 """
 
 from __future__ import annotations
@@ -86,9 +91,8 @@ def _kept(appends: Sequence[PendingAppend], stale: list[bool]) -> list[StoredEve
 
 @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
 def _postgres(recorder: TypedArrayPostgresRecorder, appends: Sequence[PendingAppend]) -> list[bool]:
-    # Callers made stale by the batch itself never reach the statement; the rest are
-    # checked against the log by the statement, pipelined with the lock and the
-    # NOTIFY: one round trip.
+    # Callers made stale by the batch itself never reach the database; the others
+    # are checked there, in the insert's own statement.
     stale = stale_appends(appends, None)
     expected = [
         (n, stream, version)
@@ -97,20 +101,8 @@ def _postgres(recorder: TypedArrayPostgresRecorder, appends: Sequence[PendingApp
         for stream, version in append.expected.items()
     ]
     events = [(n, e) for n, append in enumerate(appends) if not stale[n] for e in append.events]
-    failure: Exception | None = None
-    with recorder.datastore.get_connection() as conn:
-        with conn.pipeline() as pipeline, conn.transaction(), conn.cursor() as curs:
-            recorder._lock_table(curs)
-            recorder._notify_channel(curs)
-            try:
-                recorder.insert_checked(curs, expected, events)
-                pipeline.sync()  # a taken version raises here, not at the commit
-                for row in curs.fetchall():
-                    stale[row["caller"]] = True
-            except Exception as error:  # raised once the pipeline is closed, as the library does
-                failure = error
-        if failure is not None:
-            raise failure
+    for caller in recorder.insert_checked(expected, events):
+        stale[caller] = True
     return stale
 
 

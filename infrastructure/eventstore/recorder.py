@@ -1,10 +1,11 @@
 """The event store on eventsourcing's recorders (SQLite file or PostgreSQL).
 
-We use the library's ``ApplicationRecorder`` directly: its insert path is the one
-whose global order is safe for tailing readers (SQLite: one writer at a time;
+We use the library's ``ApplicationRecorder`` directly, and insert as its insert path
+does, in the order that is safe for tailing readers (SQLite: one writer at a time;
 PostgreSQL: a table lock per write transaction), so the projection runner never
-skips an event committed late by a slower writer. The database-function insert
-path is deliberately not enabled: it lets a tailing reader skip events.
+skips an event committed late by a slower writer. The library's database-function
+insert path is deliberately not enabled: it takes no table lock and lets a tailing
+reader skip events (ours, ``checked_insert.py``, takes it first).
 
 Long streams (a tenant's field catalog gains an event at every define and delete) keep
 their decoded events in a small in-process cache, so a load reads and decodes only the
@@ -275,10 +276,7 @@ class RecorderEventStore:
         """Insert the appends in one transaction; which were stale (see
         ``checked_insert``); nothing is written when a version is taken."""
         try:
-            if any(a.expected for a in appends):
-                return insert_checked(self.recorder, appends)
-            self.recorder.insert_events([e for a in appends for e in a.events])
-            return [False] * len(appends)
+            return insert_checked(self.recorder, appends)
         except IntegrityError:
             raise ConcurrencyConflict("a stream version is taken already") from None
         except (OperationalError, InterfaceError) as error:
