@@ -14,6 +14,7 @@ from application import User
 from application.app import App
 from application.custom_fields.write_cache import WriteCache
 from domain.custom_field_values import CustomFieldValueSet, entity_stream_id
+from domain.field_definition import definition_id
 from tests.integration.custom_fields.helpers import clear, define, delete, fields_of, set_value
 from tests.integration.eventstore.test_eventstore import store_of
 from tests.integration.projections.support import Failures, start
@@ -166,3 +167,26 @@ def test_the_cache_stays_bounded_with_many_entities(
     assert definitions == 2  # the tenant's definition and the system's (none)
     ok(set_value(app, admin, "c0", "tier", "again"))  # evicted long ago: read afresh
     assert [e.originator_version for e in entity_events(app, admin, "c0")] == [1, 2]
+
+
+def test_an_apps_own_define_update_and_delete_drop_its_cached_definition(
+    app: App, admin: User
+) -> None:
+    cache = app.ctx.write_cache
+    tenant_stream = definition_id(admin.tenant_id, "contact", "tier")
+    ok(define(app, admin, "tier"))
+    ok(set_value(app, admin, "c1", "tier", "gold"))
+    assert cache.definitions([tenant_stream]) is not None
+    ok(
+        app.write(
+            "update-tenant-field",
+            {"entityName": "contact", "fieldKey": "tier", "field": {"type": "text"}},
+            admin,
+        )
+    )
+    assert cache.definitions([tenant_stream]) is None
+    ok(set_value(app, admin, "c1", "tier", "silver"))
+    ok(delete(app, admin, "tier"))
+    assert cache.definitions([tenant_stream]) is None
+    refused = set_value(app, admin, "c1", "tier", "bronze")
+    assert refused.error is not None and refused.error.status == 404
