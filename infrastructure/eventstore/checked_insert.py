@@ -101,6 +101,8 @@ def _postgres(recorder: TypedArrayPostgresRecorder, appends: Sequence[PendingApp
         for stream, version in append.expected.items()
     ]
     events = [(n, e) for n, append in enumerate(appends) if not stale[n] for e in append.events]
+    if not events:
+        return stale
     for caller in recorder.insert_checked(expected, events):
         stale[caller] = True
     return stale
