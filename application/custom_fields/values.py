@@ -119,12 +119,12 @@ class _ValueWrite:
         cache = self.ctx.write_cache
         definitions = None if self.fresh_definitions else cache.definitions(self.ids)
         entity = None if self.fresh_entity else cache.take_entity(self.stream)
-        cached_definitions, cached = definitions is not None, entity is not None
-        cached |= cached_definitions
+        cached_definitions = definitions is not None
+        cached = cached_definitions or entity is not None
         if definitions is None or entity is None:
             wanted = [
                 *(self.ids if definitions is None else ()),
-                *(() if entity else (self.stream,)),
+                *((self.stream,) if entity is None else ()),
             ]
             loaded = self.ctx.store.load_many(wanted)
             if definitions is None:
