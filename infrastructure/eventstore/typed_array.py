@@ -93,8 +93,9 @@ class TypedArrayPostgresRecorder(PostgresApplicationRecorder):
         # ("tuple concurrently updated"): a function that exists is left as it is.
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(
-                "SELECT to_regproc(%s) IS NOT NULL AS present",
-                (f"{self.datastore.schema}.{CHECKED_INSERT_FUNCTION}",),
+                "SELECT to_regproc(quote_ident(%s) || '.' || quote_ident(%s)) IS NOT NULL"
+                " AS present",
+                (self.datastore.schema, CHECKED_INSERT_FUNCTION),
             )
             row = curs.fetchone()
             if row is not None and row["present"]:

@@ -9,12 +9,15 @@ import time
 from collections.abc import Callable
 from uuid import UUID, uuid4
 
+import psycopg
 import pytest
 
 from application.app import App
 from application.errors import StaleRead
 from domain.events import DomainEvent
 from infrastructure.eventstore.recorder import RecorderEventStore
+from infrastructure.eventstore.typed_array import CHECKED_INSERT_FUNCTION
+from infrastructure.sql.database import DatabaseUrl
 from tests.integration.eventstore.test_eventstore import event, store_of
 from tests.integration.eventstore.test_group_commit import writes_held
 
@@ -100,3 +103,31 @@ def test_a_caller_is_stale_when_its_batch_writes_a_stream_it_checked(
     assert isinstance(checker(), StaleRead)
     assert store.load(target) == []
     assert len(store.load(decided)) == 1
+
+
+def _function_row_version(database_url: str) -> str | None:
+    url = DatabaseUrl.parse(database_url)
+    with psycopg.connect(url.conninfo) as conn:
+        row = conn.execute(
+            "SELECT p.xmin::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+            " WHERE n.nspname = %s AND p.proname = %s",
+            (url.schema, CHECKED_INSERT_FUNCTION),
+        ).fetchone()
+    return None if row is None else str(row[0])
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_the_insert_function_is_created_once_and_left_as_it_is_by_later_apps(
+    make_app: Callable[..., App], database_url: str
+) -> None:
+    # Several processes start at once in production: re-creating the function each time
+    # would race (CREATE OR REPLACE fails with "tuple concurrently updated").
+    first = make_app()
+    created = _function_row_version(database_url)
+    assert created is not None
+    later = [make_app() for _ in range(2)]
+    assert _function_row_version(database_url) == created
+    for app in (first, *later):
+        stream = uuid4()
+        store_of(app).append([event(stream, 1)], {uuid4(): 0})
+        assert len(store_of(app).load(stream)) == 1
