@@ -25,16 +25,27 @@ from domain.custom_field_values import EntityCustomFields
 from domain.field_definition import FieldDefinition
 
 MAX_ENTITIES = 10_000
+MAX_ENTITY_BYTES = 64 * 1024 * 1024  # about: the sealed values' text (up to 64 KiB each)
 MAX_DEFINITIONS = 10_000
+
+
+def _weight(entity: EntityCustomFields) -> int:
+    """About what an entity holds, in bytes: its sealed values' text, and a little."""
+    return 200 + sum(len(v) if isinstance(v, str) else 64 for v in entity.values.values())
 
 
 class WriteCache:
     def __init__(
-        self, max_entities: int = MAX_ENTITIES, max_definitions: int = MAX_DEFINITIONS
+        self,
+        max_entities: int = MAX_ENTITIES,
+        max_definitions: int = MAX_DEFINITIONS,
+        max_entity_bytes: int = MAX_ENTITY_BYTES,
     ) -> None:
         self.max_entities = max_entities
         self.max_definitions = max_definitions
-        self._entities: OrderedDict[UUID, EntityCustomFields] = OrderedDict()
+        self.max_entity_bytes = max_entity_bytes
+        self._entities: OrderedDict[UUID, tuple[EntityCustomFields, int]] = OrderedDict()
+        self._entity_bytes = 0
         self._definitions: OrderedDict[UUID, FieldDefinition] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -65,22 +76,32 @@ class WriteCache:
     def take_entity(self, stream: UUID) -> EntityCustomFields | None:
         """The cached entity, taken out (the caller owns it until it puts it back)."""
         with self._lock:
-            return self._entities.pop(stream, None)
+            kept = self._entities.pop(stream, None)
+            if kept is None:
+                return None
+            self._entity_bytes -= kept[1]
+            return kept[0]
 
     def put_entity(self, entity: EntityCustomFields) -> None:
         """Keep an entity whose every event is committed (a newer one kept meanwhile by
-        another thread stays)."""
+        another thread stays); the least recently used go while the count or the bytes
+        are past their bounds (one entity past the byte bound alone is not kept)."""
         if entity.pending:
             return
+        weight = _weight(entity)
         with self._lock:
             kept = self._entities.get(entity.id)
-            if kept is None or kept.version < entity.version:
-                self._entities[entity.id] = entity
+            if kept is None or kept[0].version < entity.version:
+                self._entity_bytes += weight - (kept[1] if kept else 0)
+                self._entities[entity.id] = (entity, weight)
             self._entities.move_to_end(entity.id)
-            while len(self._entities) > self.max_entities:
-                self._entities.popitem(last=False)
+            while self._entities and (
+                len(self._entities) > self.max_entities
+                or self._entity_bytes > self.max_entity_bytes
+            ):
+                self._entity_bytes -= self._entities.popitem(last=False)[1][1]
 
-    def sizes(self) -> tuple[int, int]:
-        """(entities, definitions) held now."""
+    def sizes(self) -> tuple[int, int, int]:
+        """(entities, their bytes about, definitions) held now."""
         with self._lock:
-            return len(self._entities), len(self._definitions)
+            return len(self._entities), self._entity_bytes, len(self._definitions)

@@ -162,11 +162,29 @@ def test_the_cache_stays_bounded_with_many_entities(
     ok(define(app, admin, "tier"))
     for n in range(70):
         ok(set_value(app, admin, f"c{n}", "tier", str(n)))
-    entities, definitions = app.ctx.write_cache.sizes()
+    entities, _, definitions = app.ctx.write_cache.sizes()
     assert entities == 20
     assert definitions == 2  # the tenant's definition and the system's (none)
     ok(set_value(app, admin, "c0", "tier", "again"))  # evicted long ago: read afresh
     assert [e.originator_version for e in entity_events(app, admin, "c0")] == [1, 2]
+
+
+def test_the_cache_stays_bounded_in_bytes_with_large_values(
+    make_app: Callable[..., App], admin: User
+) -> None:
+    app = make_app()
+    app.ctx = dataclasses.replace(app.ctx, write_cache=WriteCache(max_entity_bytes=200_000))
+    ok(define(app, admin, "bio"))
+    for n in range(12):
+        ok(set_value(app, admin, f"c{n}", "bio", "x" * 40_000))  # ~54 KB sealed each
+    entities, held, _ = app.ctx.write_cache.sizes()
+    assert held <= 200_000
+    assert 1 <= entities <= 4
+    app.ctx = dataclasses.replace(app.ctx, write_cache=WriteCache(max_entity_bytes=30_000))
+    ok(set_value(app, admin, "c0", "bio", "y" * 40_000))  # past the bound alone: not kept
+    assert app.ctx.write_cache.sizes()[:2] == (0, 0)
+    ok(set_value(app, admin, "c0", "bio", "short"))
+    assert app.ctx.write_cache.sizes()[0] == 1
 
 
 def test_an_apps_own_define_update_and_delete_drop_its_cached_definition(
