@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from application.context import Context
@@ -72,7 +73,7 @@ class App:
         if not isinstance(user, User):
             return Result.fail("invalid_user", 400, "the caller must be a User")
         # The caller's ids end up in events and read models like any payload string.
-        if boundary_errors({"id": user.id, "tenantId": user.tenant_id, "roles": [*user.roles]}):
+        if not _valid_user(user):
             return Result.fail("invalid_user", 400, "the caller's ids must be valid text")
         parsed = parse(use_case.payload, payload)
         if isinstance(parsed, Result):
@@ -109,6 +110,23 @@ class App:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _valid_user(user: User) -> bool:
+    """Whether the caller's ids pass the payload rules; the answer for ids of text is
+    remembered (a server sees the same few users over and over)."""
+    if type(user.id) is str and type(user.tenant_id) is str:
+        return _valid_ids(user.id, user.tenant_id, user.roles)
+    return not _user_errors(user.id, user.tenant_id, user.roles)
+
+
+@lru_cache(maxsize=4096)
+def _valid_ids(user_id: str, tenant_id: str, roles: frozenset[str]) -> bool:
+    return not _user_errors(user_id, tenant_id, roles)
+
+
+def _user_errors(user_id: Any, tenant_id: Any, roles: frozenset[Any]) -> list[dict[str, str]]:
+    return boundary_errors({"id": user_id, "tenantId": tenant_id, "roles": [*roles]})
 
 
 class SharedCatchUp:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from application.custom_fields.ports import CustomFieldsReadModel
+from application.custom_fields.write_cache import WriteCache
 from application.feed.ports import FeedReadModel
 from application.mail.activity import UserActivity
 from application.mail.content import ContentReader
@@ -59,6 +60,8 @@ class Context:
     feed_model: FeedReadModel | None = None
     keys: PiiCipher | None = None  # None: the mail ports' key ring
     webhook_store: WebhookStore | None = None
+    # Definitions and entities that set/clear read, per process (checked at commit).
+    write_cache: WriteCache = field(default_factory=WriteCache)
 
     @property
     def cipher(self) -> PiiCipher:

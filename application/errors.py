@@ -9,6 +9,11 @@ class ConcurrencyConflict(ApplicationError):
     """Another writer appended to one of the streams first."""
 
 
+class StaleRead(ConcurrencyConflict):
+    """A stream the caller decided on (without writing to it) has moved on since it was
+    read: nothing is written, the caller decides again on fresh state."""
+
+
 class StoreUnavailable(ApplicationError):
     """The event store or read-model database cannot be reached right now."""
 

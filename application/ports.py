@@ -6,7 +6,7 @@ only the composition root knows which implementation is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,9 +33,13 @@ class EventStore(Protocol):
         """Which of these streams hold any event (one round trip for all of them)."""
         ...
 
-    def append(self, events: Sequence[DomainEvent]) -> None:
+    def append(
+        self, events: Sequence[DomainEvent], expected: Mapping[UUID, int] | None = None
+    ) -> None:
         """Store all the events atomically, or none: raise ``ConcurrencyConflict``
-        when any (stream, version) is taken already."""
+        when any (stream, version) is taken already. ``expected``: streams the caller
+        decided on without writing to them, each with the version it read (0: none);
+        raise ``StaleRead`` when any has another version inside the write's transaction."""
         ...
 
 

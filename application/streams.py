@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 from uuid import UUID
 
@@ -32,10 +32,15 @@ def replay(cls: type[A], stream_id: UUID, events: list[DomainEvent]) -> A:
         raise UnreadableEvent(f"{cls.__name__} {stream_id}: {type(error).__name__}") from error
 
 
-def commit(store: EventStore, *aggregates: Aggregate) -> list[DomainEvent]:
-    """Append every pending event of the aggregates in one atomic write."""
+def commit(
+    store: EventStore, *aggregates: Aggregate, expected: Mapping[UUID, int] | None = None
+) -> list[DomainEvent]:
+    """Append every pending event of the aggregates in one atomic write (``expected``:
+    as ``EventStore.append``'s)."""
     events = [event for aggregate in aggregates for event in aggregate.collect()]
-    if events:
+    if events and expected:
+        store.append(events, expected)
+    elif events:
         store.append(events)
     return events
 

@@ -156,7 +156,7 @@ def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Contex
             now=now,
         )
         if scope == "system":
-            commit(ctx.store, definition)
+            _commit(ctx, definition)
             return Result.ok(_described(payload, scope, definition.generation))
         catalog = replay(FieldCatalog, catalog_stream, loaded[catalog_stream])
         limit = ctx.policy.field_definition_limit_per_tenant
@@ -173,10 +173,19 @@ def define(payload: DefinitionPayload, tenant_id: str, scope: Scope, ctx: Contex
                 limit=exceeded.limit,
                 current=exceeded.current,
             )
-        commit(ctx.store, definition, catalog)
+        _commit(ctx, definition, catalog)
         return Result.ok(_described(payload, scope, definition.generation))
 
     return retrying(attempt)
+
+
+def _commit(ctx: Context, definition: FieldDefinition, *others: FieldCatalog) -> None:
+    """Commit, and drop this process's cached copy of the definition: its next set or
+    clear reads the new one instead of failing the commit's check once."""
+    try:
+        commit(ctx.store, definition, *others)
+    finally:
+        ctx.write_cache.forget_definitions([definition.id])
 
 
 def update(payload: DefinitionPayload, tenant_id: str, ctx: Context) -> Result:
@@ -207,7 +216,7 @@ def update(payload: DefinitionPayload, tenant_id: str, ctx: Context) -> Result:
                 currentType=immutable.current,
                 requestedType=immutable.requested,
             )
-        commit(ctx.store, definition)
+        _commit(ctx, definition)
         return Result.ok(_described(payload, definition.scope, definition.generation))
 
     return retrying(attempt)
@@ -225,12 +234,12 @@ def delete(payload: FieldRef, tenant_id: str, ctx: Context) -> Result:
             return not_found(f"field {entity}.{key}")
         now = ctx.clock.now()
         definition.delete(tenant_id=tenant_id, entity_name=entity, field_key=key, now=now)
-        aggregates: list[FieldDefinition | FieldCatalog] = [definition]
+        catalogs: list[FieldCatalog] = []
         if definition.scope == "tenant":
             catalog = replay(FieldCatalog, catalog_stream, loaded[catalog_stream])
             catalog.release(tenant_id=tenant_id, entity_name=entity, field_key=key, now=now)
-            aggregates.append(catalog)
-        commit(ctx.store, *aggregates)
+            catalogs.append(catalog)
+        _commit(ctx, definition, *catalogs)
         return Result.ok(_described(payload, definition.scope, definition.generation))
 
     return retrying(attempt)

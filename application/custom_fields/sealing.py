@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any
 
 from application.context import Context
@@ -20,10 +21,12 @@ from application.privacy import ERASED, KeyErased, PiiCipher
 from domain.custom_field_values import PLAIN, canonical_json, digest_form
 
 
+@lru_cache(maxsize=4096)
 def _purpose(entity_name: str, entity_id: str, field_key: str) -> str:
     return json.dumps(["field", entity_name, entity_id, field_key])
 
 
+@lru_cache(maxsize=1024)
 def _digest_purpose(entity_name: str, field_key: str) -> str:
     return json.dumps(["field-digest", entity_name, field_key])
 

@@ -37,6 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -103,6 +104,10 @@ class KeyRing:
         self._cache_seconds = cache_seconds
         self._seal_cache_seconds = seal_cache_seconds
         self._lock = threading.Lock()
+        # Built from a key's bytes, so they live as long as the key: a shredded or
+        # rotated key is looked up (``_chain``) before any of them is used.
+        self._aeads: dict[bytes, AESGCM] = {}
+        self._macs: dict[tuple[bytes, str], hmac.HMAC] = {}
 
     def setup(self) -> None:
         with self.db.transaction() as cur:
@@ -175,7 +180,11 @@ class KeyRing:
         self, tenant_id: str, account_id: str | None, purpose: str = PII
     ) -> Callable[[str], str]:
         key_id, key = self._chain(tenant_id, account_id, create=True)
-        aead, prefix, aad = AESGCM(key), f"{TOKEN_PREFIX}:{key_id}:", _token_aad(key_id, purpose)
+        aead = self._aeads.get(key)
+        if aead is None:
+            aead = self._aeads[key] = AESGCM(key)
+            _bound(self._aeads)
+        prefix, aad = f"{TOKEN_PREFIX}:{key_id}:", _token_aad(key_id, purpose)
 
         def seal(plaintext: str) -> str:
             return prefix + base64.b64encode(_seal(aead, aad, plaintext.encode())).decode()
@@ -223,7 +232,11 @@ class KeyRing:
     def digester(self, tenant_id: str, purpose: str) -> Callable[[str], str]:
         """``digest`` with the key looked up once, created when missing (for writes)."""
         _, key = self._chain(tenant_id, None, create=True)
-        base = hmac.new(_digest_key(key), purpose.encode() + b"\x00", hashlib.sha256)
+        base = self._macs.get((key, purpose))
+        if base is None:
+            base = hmac.new(_digest_key(key), purpose.encode() + b"\x00", hashlib.sha256)
+            self._macs[key, purpose] = base
+            _bound(self._macs)
 
         def digest(text: str) -> str:
             mac = base.copy()
@@ -247,6 +260,12 @@ class KeyRing:
 
     def shred_tenant(self, tenant_id: str) -> None:
         self._shred(_key_id(tenant_id, None))
+
+
+def _bound(memo: dict[Any, Any], most: int = 1024) -> None:
+    """Keep a memo of key-derived objects small: past ``most`` entries, start again."""
+    if len(memo) > most:
+        memo.clear()
 
 
 def _short(mac: hmac.HMAC) -> str:

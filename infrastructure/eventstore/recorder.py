@@ -1,10 +1,11 @@
 """The event store on eventsourcing's recorders (SQLite file or PostgreSQL).
 
-We use the library's ``ApplicationRecorder`` directly: its insert path is the one
-whose global order is safe for tailing readers (SQLite: one writer at a time;
+We use the library's ``ApplicationRecorder`` directly, and insert as its insert path
+does, in the order that is safe for tailing readers (SQLite: one writer at a time;
 PostgreSQL: a table lock per write transaction), so the projection runner never
-skips an event committed late by a slower writer. The database-function insert
-path is deliberately not enabled: it lets a tailing reader skip events.
+skips an event committed late by a slower writer. The library's database-function
+insert path is deliberately not enabled: it takes no table lock and lets a tailing
+reader skip events (ours, ``checked_insert.py``, takes it first).
 
 Long streams (a tenant's field catalog gains an event at every define and delete) keep
 their decoded events in a small in-process cache, so a load reads and decodes only the
@@ -19,7 +20,10 @@ claim the same (stream, version) are told apart before the insert, and a combine
 the database refuses is retried caller by caller (like the watch path's
 ``store_apart``), so one bad write never fails the others. An unavailable database
 fails the whole batch at once (503), and every caller queued behind it: writing them
-apart, or in another batch, would only multiply the wait.
+apart, or in another batch, would only multiply the wait. A caller may name streams it
+decided on without writing them (``expected``): the batch checks them inside its
+transaction (``checked_insert.py``) and a caller whose read moved on gets ``StaleRead``
+alone.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import json
 import logging
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -42,15 +46,21 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteDatastore
 from eventsourcing.utils import retry
-from psycopg import Cursor
-from psycopg.rows import DictRow, tuple_row
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
-from application.errors import ConcurrencyConflict, StoreUnavailable, UnreadableEvent
+from application.errors import (
+    ConcurrencyConflict,
+    StaleRead,
+    StoreUnavailable,
+    UnreadableEvent,
+)
 from application.ports import LogPage, Recorded, Unreadable
 from domain.events import DomainEvent
+from infrastructure.eventstore.checked_insert import PendingAppend, insert_checked
 from infrastructure.eventstore.codec import EventCodec, UnknownTopic
 from infrastructure.eventstore.group_commit import Entry, GroupCommit
+from infrastructure.eventstore.typed_array import TypedArrayPostgresRecorder
 from infrastructure.sql.database import DatabaseUrl
 
 EVENTS_TABLE = "stored_events"
@@ -95,6 +105,28 @@ class _StreamCache:
                 self._size -= len(self._streams.popitem(last=False)[1])
 
 
+def _unclaimed(batch: Sequence[Entry[PendingAppend]]) -> list[Entry[PendingAppend]]:
+    """The entries to insert: a later caller of the batch that claims a (stream,
+    version) an earlier one claims gets its conflict now (its retry reloads after the
+    batch is committed)."""
+    accepted: list[Entry[PendingAppend]] = []
+    claimed: set[tuple[UUID | str, int]] = set()
+    for entry in batch:
+        keys = {(e.originator_id, e.originator_version) for e in entry.item.events}
+        if keys & claimed:
+            entry.error = ConcurrencyConflict("a stream version is taken already")
+        else:
+            claimed |= keys
+            accepted.append(entry)
+    return accepted
+
+
+def _mark_stale(entries: Sequence[Entry[PendingAppend]], stale: Sequence[bool]) -> None:
+    for entry, gone in zip(entries, stale, strict=True):
+        if gone:
+            entry.error = StaleRead("a stream the caller decided on has moved on")
+
+
 class RecorderEventStore:
     """Implements the ``EventStore`` and ``EventLog`` ports."""
 
@@ -102,7 +134,7 @@ class RecorderEventStore:
         self.recorder = recorder
         self.codec = codec
         self._cache = _StreamCache()
-        self._group: GroupCommit[list[StoredEvent]] = GroupCommit(
+        self._group: GroupCommit[PendingAppend] = GroupCommit(
             self._write_batch, outages=(StoreUnavailable,)
         )
 
@@ -233,33 +265,29 @@ class RecorderEventStore:
             return found
         return {u for u in wanted if self.load(u)}
 
-    def append(self, events: Sequence[DomainEvent]) -> None:
+    def append(
+        self, events: Sequence[DomainEvent], expected: Mapping[UUID, int] | None = None
+    ) -> None:
         stored = [self.codec.encode(e) for e in events]
         if stored:
-            self._group.submit(stored, len(stored))
+            self._group.submit(PendingAppend(stored, expected or {}), len(stored))
 
-    def _insert(self, stored: Sequence[StoredEvent]) -> None:
+    def _insert(self, appends: Sequence[PendingAppend]) -> list[bool]:
+        """Insert the appends in one transaction; which were stale (see
+        ``checked_insert``); nothing is written when a version is taken."""
         try:
-            self.recorder.insert_events(stored)
+            return insert_checked(self.recorder, appends)
         except IntegrityError:
             raise ConcurrencyConflict("a stream version is taken already") from None
         except (OperationalError, InterfaceError) as error:
             raise StoreUnavailable(str(error)) from None
 
-    def _write_batch(self, batch: Sequence[Entry[list[StoredEvent]]]) -> None:
+    def _write_batch(self, batch: Sequence[Entry[PendingAppend]]) -> None:
         """Insert every caller's events in one transaction; see the module docstring."""
-        accepted: list[Entry[list[StoredEvent]]] = []
-        claimed: set[tuple[UUID | str, int]] = set()
-        for entry in batch:
-            keys = {(e.originator_id, e.originator_version) for e in entry.item}
-            if keys & claimed:  # another caller of this batch claims it already
-                entry.error = ConcurrencyConflict("a stream version is taken already")
-            else:
-                claimed |= keys
-                accepted.append(entry)
+        accepted = _unclaimed(batch)
         if len(accepted) > 1:
             try:
-                self._insert([e for entry in accepted for e in entry.item])
+                _mark_stale(accepted, self._insert([entry.item for entry in accepted]))
             except StoreUnavailable as error:
                 for entry in accepted:
                     entry.error = StoreUnavailable(str(error))
@@ -270,7 +298,7 @@ class RecorderEventStore:
                 return
         for entry in accepted:
             try:
-                self._insert(entry.item)
+                _mark_stale([entry], self._insert([entry.item]))
             except Exception as error:  # this caller's own outcome, raised in its thread
                 entry.error = error
 
@@ -395,40 +423,6 @@ class RecorderEventStore:
             return self.recorder.max_notification_id() or 0
         except (OperationalError, InterfaceError) as error:
             raise StoreUnavailable(str(error)) from None
-
-
-class TypedArrayPostgresRecorder(PostgresApplicationRecorder):
-    """eventsourcing's PostgreSQL recorder, inserting a batch as four typed arrays.
-
-    Its own insert passes one array of a composite type, which psycopg dumps as text:
-    every state's bytes travel as hex inside a composite literal that the server parses
-    again (docs/decisions/typed-array-append.md). The rest is eventsourcing's, unchanged:
-    the same transaction, lock (insert order = commit order), NOTIFY, RETURNING of
-    notification ids and error translation."""
-
-    def __init__(self, datastore: PostgresDatastore, *, events_table_name: str) -> None:
-        super().__init__(datastore, events_table_name=events_table_name)
-        self._insert_arrays = SQL(
-            "INSERT INTO {schema}.{table} (originator_id, originator_version, topic, state)"
-            " SELECT * FROM unnest(%s::uuid[], %s::bigint[], %s::text[], %b::bytea[])"
-            " RETURNING notification_id"
-        ).format(schema=Identifier(datastore.schema), table=Identifier(events_table_name))
-
-    def _insert_stored_events(
-        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> None:
-        self._lock_table(curs)
-        self._notify_channel(curs)
-        curs.execute(
-            self._insert_arrays,
-            (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
-                [e.state for e in stored_events],
-            ),
-            prepare=True,
-        )
 
 
 def open_recorder(url: DatabaseUrl) -> tuple[ApplicationRecorder, object]:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from application.errors import ConcurrencyConflict, StoreUnavailable
+from application.errors import ConcurrencyConflict, StaleRead, StoreUnavailable
 from application.ports import ProjectionStatus
 from application.privacy import KeyErased
 from domain.events import DomainEvent
@@ -40,19 +40,24 @@ class FakeEventStore:
             raise StoreUnavailable("fake store is down")
         return {s for s in stream_ids if self.streams.get(s)}
 
-    def append(self, events: Sequence[DomainEvent]) -> None:
+    def append(
+        self, events: Sequence[DomainEvent], expected: Mapping[UUID, int] | None = None
+    ) -> None:
         if self.unavailable:
             raise StoreUnavailable("fake store is down")
+        for stream, version in (expected or {}).items():
+            if len(self.streams.get(stream, [])) != version:
+                raise StaleRead(f"{stream} is no longer at v{version}")
         if self.conflicts_to_raise:
             self.conflicts_to_raise -= 1
             raise ConcurrencyConflict("fake conflict")
         next_version: dict[UUID, int] = {}
         for event in events:
             stream = event.originator_id
-            expected = next_version.get(stream, len(self.streams.get(stream, [])) + 1)
-            if event.originator_version != expected:
+            wanted = next_version.get(stream, len(self.streams.get(stream, [])) + 1)
+            if event.originator_version != wanted:
                 raise ConcurrencyConflict(f"{stream} v{event.originator_version} is taken")
-            next_version[stream] = expected + 1
+            next_version[stream] = wanted + 1
         for event in events:
             self.streams[event.originator_id].append(event)
         self.appends.append(list(events))

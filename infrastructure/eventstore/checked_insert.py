@@ -1,0 +1,162 @@
+"""A group commit's insert that first checks the streams its callers decided on.
+
+A caller that decided on state it did not write (a value validated under a cached
+definition) names those streams with the versions it read. The check runs inside the
+write transaction, after the log's write lock is taken (PostgreSQL: the table lock;
+SQLite: ``BEGIN IMMEDIATE``), so no writer can move a checked stream between the check
+and the commit: one query reads the heads of every checked stream of the batch, and only
+the callers whose reads still hold have their events inserted. A caller is stale too
+when another caller of the same batch writes a stream it checked (its events may come
+first in the log). Stale callers write nothing and decide again on fresh state.
+
+Every append of the store takes this path (with nothing to check, it is the plain
+insert). On PostgreSQL it is one call of our own database function (lock, ``NOTIFY``,
+check and insert in one statement: one round trip and little client work); on SQLite
+one ``BEGIN IMMEDIATE`` transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from eventsourcing.persistence import (
+    ApplicationRecorder,
+    DataError,
+    IntegrityError,
+    InterfaceError,
+    InternalError,
+    OperationalError,
+    StoredEvent,
+)
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.utils import retry
+
+from infrastructure.eventstore.typed_array import TypedArrayPostgresRecorder
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAppend:
+    """One caller's encoded events, and the streams (with versions) it decided on."""
+
+    events: Sequence[StoredEvent]
+    expected: Mapping[UUID, int] = field(default_factory=dict)
+
+
+def stale_appends(appends: Sequence[PendingAppend], heads: Mapping[UUID, int] | None) -> list[bool]:
+    """Which appends rely on a stream that moved: its head is not the version they read
+    (a stream without events is at 0; ``heads`` None: not checked here), or another
+    append of the batch writes it."""
+    writers: dict[UUID | str, set[int]] = {}
+    for n, append in enumerate(appends):
+        for event in append.events:
+            writers.setdefault(event.originator_id, set()).add(n)
+    return [
+        any(
+            (heads is not None and heads.get(stream, 0) != version)
+            or bool(writers.get(stream, set()) - {n})
+            for stream, version in append.expected.items()
+        )
+        for n, append in enumerate(appends)
+    ]
+
+
+def insert_checked(recorder: ApplicationRecorder, appends: Sequence[PendingAppend]) -> list[bool]:
+    """Insert, in one transaction, the events of every append whose checked streams
+    still hold; answer which appends were stale (nothing of theirs is written). Raises
+    the recorder's ``IntegrityError`` when a (stream, version) is taken: then nothing
+    is written."""
+    stale: list[bool]
+    if isinstance(recorder, TypedArrayPostgresRecorder):
+        stale = _postgres(recorder, appends)
+        return stale
+    if isinstance(recorder, SQLiteApplicationRecorder):
+        stale = _sqlite(recorder, appends)
+        return stale
+    raise TypeError(f"no checked insert for {type(recorder).__name__}")
+
+
+def _checked_streams(appends: Sequence[PendingAppend]) -> list[UUID]:
+    return sorted({stream for append in appends for stream in append.expected})
+
+
+def _kept(appends: Sequence[PendingAppend], stale: list[bool]) -> list[StoredEvent]:
+    return [
+        e for append, gone in zip(appends, stale, strict=True) if not gone for e in append.events
+    ]
+
+
+@retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+def _postgres(recorder: TypedArrayPostgresRecorder, appends: Sequence[PendingAppend]) -> list[bool]:
+    # Callers made stale by the batch itself never reach the database; the others
+    # are checked there, in the insert's own statement.
+    stale = stale_appends(appends, None)
+    expected = [
+        (n, stream, version)
+        for n, append in enumerate(appends)
+        if not stale[n]
+        for stream, version in append.expected.items()
+    ]
+    events = [(n, e) for n, append in enumerate(appends) if not stale[n] for e in append.events]
+    if not events:
+        return stale
+    for caller in recorder.insert_checked(expected, events):
+        stale[caller] = True
+    return stale
+
+
+_SQLITE_ERRORS: tuple[tuple[type[sqlite3.Error], type[Exception]], ...] = (
+    (sqlite3.IntegrityError, IntegrityError),
+    (sqlite3.OperationalError, OperationalError),
+    (sqlite3.InterfaceError, InterfaceError),
+    (sqlite3.DataError, DataError),
+    (sqlite3.InternalError, InternalError),
+)
+
+
+@contextmanager
+def _translated() -> Iterator[None]:
+    """sqlite3's errors as the library's (what its own transactions raise)."""
+    try:
+        yield
+    except sqlite3.Error as error:
+        for raw, ours in _SQLITE_ERRORS:
+            if isinstance(error, raw):
+                raise ours(str(error)) from error
+        raise
+
+
+@retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+def _sqlite(recorder: SQLiteApplicationRecorder, appends: Sequence[PendingAppend]) -> list[bool]:
+    streams = _checked_streams(appends)
+    table = recorder.events_table_name
+    with recorder.datastore.get_connection(commit=True) as conn, _translated():
+        cursor: SQLiteCursor = conn.cursor()
+        # IMMEDIATE: the write lock before the check's read (a deferred transaction's
+        # snapshot could not be upgraded after another process's write).
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            heads: dict[UUID, int] = {}
+            for at in range(0, len(streams), 400):  # SQLite's bound-variable limit
+                chunk = streams[at : at + 400]
+                cursor.execute(
+                    f"SELECT originator_id, max(originator_version) FROM {table}"
+                    f" WHERE originator_id IN ({','.join('?' * len(chunk))})"
+                    " GROUP BY originator_id",
+                    [s.hex for s in chunk],
+                )
+                heads |= {UUID(r[0]): r[1] for r in cursor.fetchall()}
+            stale = stale_appends(appends, heads)
+            events = _kept(appends, stale)
+            if events:
+                recorder._insert_events(cursor, events)
+            conn.commit()
+        except BaseException:
+            conn.rollback()
+            raise
+        finally:
+            cursor.sqlite_cursor.close()
+    return stale
