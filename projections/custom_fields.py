@@ -32,6 +32,7 @@ from domain.field_definition import (
     definition_id,
 )
 from projections.base import index_name, shadow_tables
+from projections.value_runs import ValueOp, ValueRunSql, write_run
 
 TABLES = {"definitions": "cf_definitions", "entity_values": "cf_entity_values"}
 
@@ -92,46 +93,10 @@ class _Sql:
             f"EXISTS (SELECT 1 FROM {definitions} d WHERE d.definition_id = ?"
             " AND d.generation = ? AND d.active = 1)"
         )
+        # PostgreSQL writes runs of values (``projections.value_runs``); SQLite one
+        # statement per value, the definition check inside it.
+        self.run = ValueRunSql(definitions, values)
         if pg:
-            # A run of value events (between two definition events) as one statement
-            # over parallel arrays: the values whose definition is live; of those, the
-            # last per (row, key) in log order; existing rows lose the keys last cleared
-            # and take the keys last set; a row that did not exist is created when any
-            # live value was set on it (holding the keys last set), as one event after
-            # the other would leave it.
-            self.write_values = (
-                "WITH u AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[],"
-                " ?::text[], ?::text[], ?::int[], ?::int[], ?::bool[])"
-                " AS u(t, e, i, k, c, di, g, o, s)),"
-                " live AS (SELECT u.*, bool_or(u.s) OVER (PARTITION BY u.t, u.e, u.i) AS created"
-                f" FROM u WHERE EXISTS (SELECT 1 FROM {definitions} df"
-                " WHERE df.definition_id = u.di AND df.generation = u.g AND df.active = 1)),"
-                " last AS (SELECT DISTINCT ON (t, e, i, k) t, e, i, k, c, s, created FROM live"
-                " ORDER BY t, e, i, k, o DESC),"
-                " touched AS (SELECT t, e, i, bool_or(created) AS created,"
-                " coalesce(jsonb_object_agg(k, c::jsonb) FILTER (WHERE s), '{}'::jsonb) AS sets,"
-                " coalesce(array_agg(k) FILTER (WHERE NOT s), '{}'::text[]) AS clears"
-                " FROM last GROUP BY t, e, i),"
-                f" updated AS (UPDATE {values} AS v SET fields = (v.fields - x.clears) || x.sets"
-                " FROM touched x WHERE v.tenant_id = x.t AND v.entity_name = x.e"
-                " AND v.entity_id = x.i)"
-                # The main statement sees the table as it was before the update: a row
-                # missing there is new.
-                f" INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
-                " SELECT x.t, x.e, x.i, x.sets FROM touched x WHERE x.created"
-                f" AND NOT EXISTS (SELECT 1 FROM {values} v WHERE v.tenant_id = x.t"
-                " AND v.entity_name = x.e AND v.entity_id = x.i)"
-            )
-            self.set_value = (
-                f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
-                f" SELECT ?, ?, ?, jsonb_build_object(?::text, ?::jsonb) WHERE {live}"
-                " ON CONFLICT (tenant_id, entity_name, entity_id)"
-                f" DO UPDATE SET fields = {values}.fields || EXCLUDED.fields"
-            )
-            self.clear_value = (
-                f"UPDATE {values} SET fields = fields - ?::text"
-                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}"
-            )
             self.cascade = (
                 f"UPDATE {values} SET fields = fields - ?::text"
                 " WHERE entity_name = ? AND jsonb_exists(fields, ?::text)"
@@ -164,8 +129,8 @@ _Clear = tuple[str, str, str, str, str, int]
 class _ValueWrites:
     """A run of value writes, sent together rather than a statement each.
 
-    PostgreSQL: the whole run as one statement over arrays (``_Sql.write_values``: one
-    round trip, one plan, however many values, in log order). SQLite: one
+    PostgreSQL: the whole run settled in memory, then two set-based statements
+    (``projections.value_runs``). SQLite: one
     ``executemany`` of sets and one of clears (in-process, the statement prepared once);
     pending sets and pending clears always touch different rows, so they commute, and a
     write to a row that has the other kind pending flushes first, which keeps each row's
@@ -180,11 +145,11 @@ class _ValueWrites:
         self.set_rows: set[_Row] = set()
         self.clear_rows: set[_Row] = set()
         # PostgreSQL: every value in log order, a set's cell or None for a clear.
-        self.ops: list[tuple[str, str, str, str, str | None, str, int, bool]] = []
+        self.ops: list[ValueOp] = []
 
     def set(self, row: _Row, value: _Set) -> None:
         if self.sql.pg:
-            self.ops.append((*value[:4], value[4], value[5], value[6], True))
+            self.ops.append(value)
             return
         if row in self.clear_rows:
             self.flush()
@@ -193,7 +158,7 @@ class _ValueWrites:
 
     def clear(self, row: _Row, value: _Clear) -> None:
         if self.sql.pg:
-            self.ops.append((*value[:4], None, value[4], value[5], False))
+            self.ops.append((*value[:4], None, value[4], value[5]))
             return
         if row in self.set_rows:
             self.flush()
@@ -202,8 +167,7 @@ class _ValueWrites:
 
     def flush(self) -> None:
         if self.ops:
-            t, e, i, k, c, d, g, s = (list(column) for column in zip(*self.ops, strict=True))
-            self.cur.execute(self.sql.write_values, [t, e, i, k, c, d, g, list(range(len(s))), s])
+            write_run(self.cur, self.sql.run, self.ops)
             self.ops = []
         if self.sets or self.clears:
             self._flush_rows()

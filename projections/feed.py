@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from application.feed.items import TOPICS, entry_of
-from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
+from application.ports import CopiesRows, Dialect, Recorded, SqlCursor, SqlDatabase
 from projections.base import index_name, shadow_tables
 
 TABLES = {"items": "feed_items", "heads": "feed_heads"}
@@ -27,7 +27,17 @@ TABLES = {"items": "feed_items", "heads": "feed_heads"}
 # The JSON text of each tuple of sealed keys (a handful of them, one per item type).
 _SEALED_JSON: dict[tuple[str, ...], str] = {}
 
-_COLUMNS = "tenant_id, sequence, item_id, type, occurred_at, account_id, data, sealed, position"
+_COLUMNS = (
+    "tenant_id",
+    "sequence",
+    "item_id",
+    "type",
+    "occurred_at",
+    "account_id",
+    "data",
+    "sealed",
+    "position",
+)
 
 
 class FeedProjection:
@@ -94,13 +104,12 @@ class FeedProjection:
                 )
             )
         items, head_rows = self._tables["items"], sorted(heads.items())
-        if dialect == "postgresql":  # one statement per table, over arrays
-            cur.execute(
-                f"INSERT INTO {items} ({_COLUMNS}) SELECT * FROM unnest(?::text[],"
-                " ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[],"
-                " ?::text[], ?::bigint[])",
-                [list(column) for column in zip(*rows, strict=True)],
-            )
+        if isinstance(cur, CopiesRows):  # PostgreSQL: one COPY, the cheapest bulk insert
+            cur.copy_rows(items, _COLUMNS, rows)
+        else:
+            marks = ", ".join("?" * len(_COLUMNS))
+            cur.executemany(f"INSERT INTO {items} ({', '.join(_COLUMNS)}) VALUES ({marks})", rows)
+        if dialect == "postgresql":  # one statement over arrays
             cur.execute(
                 f"INSERT INTO {self._tables['heads']} (tenant_id, sequence)"
                 " SELECT * FROM unnest(?::text[], ?::bigint[])"
@@ -108,9 +117,6 @@ class FeedProjection:
                 [list(column) for column in zip(*head_rows, strict=True)],
             )
             return
-        cur.executemany(
-            f"INSERT INTO {items} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows
-        )
         cur.executemany(
             f"INSERT INTO {self._tables['heads']} (tenant_id, sequence) VALUES (?, ?)"
             " ON CONFLICT (tenant_id) DO UPDATE SET sequence = excluded.sequence",

@@ -1,0 +1,53 @@
+"""A run of value events settled in memory: what the two statements then write."""
+
+from __future__ import annotations
+
+import json
+
+from projections.value_runs import ValueOp, settle
+
+LIVE = {("def-k", 1), ("def-j", 1)}
+
+
+def _op(entity: str, key: str, cell: str | None, generation: int = 1) -> ValueOp:
+    return ("t", "contact", entity, key, cell, f"def-{key}", generation)
+
+
+def test_the_last_value_of_a_key_wins_and_a_clear_after_a_set_clears() -> None:
+    cleared, upserts = settle(
+        [
+            _op("e1", "k", '{"s":"1"}'),
+            _op("e1", "k", '{"s":"2"}'),
+            _op("e1", "j", '{"s":"3"}'),
+            _op("e1", "j", None),
+        ],
+        LIVE,
+    )
+    assert cleared == [("t", "contact", "e1", "j")]
+    ((*row, fields),) = upserts
+    assert row == ["t", "contact", "e1"]
+    assert json.loads(fields) == {"k": {"s": "2"}}
+
+
+def test_a_row_with_clears_only_is_not_created() -> None:
+    cleared, upserts = settle([_op("e2", "k", None)], LIVE)
+    assert cleared == [("t", "contact", "e2", "k")]
+    assert upserts == []
+
+
+def test_a_row_set_then_cleared_is_created_empty() -> None:
+    cleared, upserts = settle([_op("e3", "k", '{"s":"1"}'), _op("e3", "k", None)], LIVE)
+    assert cleared == [("t", "contact", "e3", "k")]
+    assert upserts == [("t", "contact", "e3", "{}")]
+
+
+def test_values_of_a_dead_definition_or_generation_are_passed_over() -> None:
+    ops = [_op("e4", "k", '{"s":"1"}', generation=2), _op("e4", "gone", '{"s":"1"}')]
+    assert settle(ops, LIVE) == ([], [])
+
+
+def test_a_hostile_key_is_a_json_string() -> None:
+    key = 'k"\\\n'
+    ops: list[ValueOp] = [("t", "contact", "e5", key, '{"s":"1"}', "def-x", 1)]
+    _, ((*_, fields),) = settle(ops, {("def-x", 1)})
+    assert json.loads(fields) == {key: {"s": "1"}}
