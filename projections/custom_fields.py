@@ -33,6 +33,7 @@ from domain.field_definition import (
 )
 from projections.base import index_name, shadow_tables
 from projections.value_runs import ValueOp, ValueRunSql, write_run
+from projections.value_runs import path as _path
 
 TABLES = {"definitions": "cf_definitions", "entity_values": "cf_entity_values"}
 
@@ -45,11 +46,6 @@ def _cell(sealed: str, digest: str) -> str:
     # The JSON text of {"s": sealed, "d": digest}, built from two string encodings: a
     # rebuild writes one per value event.
     return f'{{"s":{encode_basestring(sealed)},"d":{encode_basestring(digest)}}}'
-
-
-def _path(key: str) -> str:
-    # Keys match ^[a-zA-Z][a-zA-Z0-9_-]*$, so quoting them in a JSON path is safe.
-    return f'$."{key}"'
 
 
 def _body(event: FieldDefinitionDefined | FieldDefinitionUpdated, scope: str) -> str:
@@ -89,29 +85,14 @@ class _Sql:
             f" fields {json_type} NOT NULL,"
             " PRIMARY KEY (tenant_id, entity_name, entity_id))",
         ]
-        live = (
-            f"EXISTS (SELECT 1 FROM {definitions} d WHERE d.definition_id = ?"
-            " AND d.generation = ? AND d.active = 1)"
-        )
-        # PostgreSQL writes runs of values (``projections.value_runs``); SQLite one
-        # statement per value, the definition check inside it.
-        self.run = ValueRunSql(definitions, values)
+        # Values are written in runs (``projections.value_runs``).
+        self.run = ValueRunSql(dialect, definitions, values)
         if pg:
             self.cascade = (
                 f"UPDATE {values} SET fields = fields - ?::text"
                 " WHERE entity_name = ? AND jsonb_exists(fields, ?::text)"
             )
         else:
-            self.set_value = (
-                f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
-                f" SELECT ?, ?, ?, json_object(?, json(?)) WHERE {live}"
-                " ON CONFLICT (tenant_id, entity_name, entity_id)"
-                " DO UPDATE SET fields = json_set(fields, ?, json(?))"
-            )
-            self.clear_value = (
-                f"UPDATE {values} SET fields = json_remove(fields, ?)"
-                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}"
-            )
             self.cascade = (
                 f"UPDATE {values} SET fields = json_remove(fields, ?)"
                 " WHERE entity_name = ? AND json_type(fields, ?) IS NOT NULL"
@@ -119,71 +100,20 @@ class _Sql:
         self.pg = pg
 
 
-_Row = tuple[str, str, str]  # (tenant, entity name, entity id): one entity_values row
-# (tenant, entity name, entity id, key, cell, definition id, generation): a value set
-_Set = tuple[str, str, str, str, str, str, int]
-# (tenant, entity name, entity id, key, definition id, generation): a value cleared
-_Clear = tuple[str, str, str, str, str, int]
-
-
 class _ValueWrites:
-    """A run of value writes, sent together rather than a statement each.
-
-    PostgreSQL: the whole run settled in memory, then two set-based statements
-    (``projections.value_runs``). SQLite: one
-    ``executemany`` of sets and one of clears (in-process, the statement prepared once);
-    pending sets and pending clears always touch different rows, so they commute, and a
-    write to a row that has the other kind pending flushes first, which keeps each row's
-    order.
-    """
+    """A run of value writes (every value in log order, a set's cell or None for a
+    clear), settled and written together at the next definition event or the batch's
+    end (``projections.value_runs``)."""
 
     def __init__(self, cur: SqlCursor, sql: _Sql) -> None:
         self.cur = cur
         self.sql = sql
-        self.sets: list[_Set] = []
-        self.clears: list[_Clear] = []
-        self.set_rows: set[_Row] = set()
-        self.clear_rows: set[_Row] = set()
-        # PostgreSQL: every value in log order, a set's cell or None for a clear.
         self.ops: list[ValueOp] = []
-
-    def set(self, row: _Row, value: _Set) -> None:
-        if self.sql.pg:
-            self.ops.append(value)
-            return
-        if row in self.clear_rows:
-            self.flush()
-        self.set_rows.add(row)
-        self.sets.append(value)
-
-    def clear(self, row: _Row, value: _Clear) -> None:
-        if self.sql.pg:
-            self.ops.append((*value[:4], None, value[4], value[5]))
-            return
-        if row in self.set_rows:
-            self.flush()
-        self.clear_rows.add(row)
-        self.clears.append(value)
 
     def flush(self) -> None:
         if self.ops:
             write_run(self.cur, self.sql.run, self.ops)
             self.ops = []
-        if self.sets or self.clears:
-            self._flush_rows()
-            self.sets, self.clears = [], []
-            self.set_rows.clear()
-            self.clear_rows.clear()
-
-    def _flush_rows(self) -> None:
-        # The upsert's json_set names the key again, as a JSON path.
-        sets = [(t, e, i, k, c, d, g, _path(k), c) for t, e, i, k, c, d, g in self.sets]
-        clears = [(_path(k), t, e, i, d, g) for t, e, i, k, d, g in self.clears]
-        for statement, params in ((self.sql.set_value, sets), (self.sql.clear_value, clears)):
-            if len(params) == 1:
-                self.cur.execute(statement, params[0])
-            elif params:
-                self.cur.executemany(statement, params)
 
 
 VALUE_TOPICS = frozenset({CustomFieldValueSet.TOPIC, CustomFieldValueCleared.TOPIC})
@@ -226,20 +156,29 @@ class CustomFieldsProjection:
             if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
                 writes.flush()  # a definition event comes after every earlier value
             if isinstance(event, CustomFieldValueSet):
-                row = (event.tenant_id, event.entity_name, event.entity_id)
-                writes.set(
-                    row,
+                writes.ops.append(
                     (
-                        *row,
+                        event.tenant_id,
+                        event.entity_name,
+                        event.entity_id,
                         event.field_key,
                         _cell(event.sealed, event.digest),
                         event.definition_id,
                         event.generation,
-                    ),
+                    )
                 )
             elif isinstance(event, CustomFieldValueCleared):
-                row = (event.tenant_id, event.entity_name, event.entity_id)
-                writes.clear(row, (*row, event.field_key, event.definition_id, event.generation))
+                writes.ops.append(
+                    (
+                        event.tenant_id,
+                        event.entity_name,
+                        event.entity_id,
+                        event.field_key,
+                        None,
+                        event.definition_id,
+                        event.generation,
+                    )
+                )
             elif isinstance(event, FieldDefinitionDefined):
                 cur.execute(
                     f"INSERT INTO {definitions} (tenant_id, entity_name, field_key,"

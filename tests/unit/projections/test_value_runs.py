@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from projections.value_runs import ValueOp, settle
+from projections.value_runs import ValueOp, json_object, settle
 
 LIVE = {("def-k", 1), ("def-j", 1)}
 
@@ -24,9 +24,7 @@ def test_the_last_value_of_a_key_wins_and_a_clear_after_a_set_clears() -> None:
         LIVE,
     )
     assert cleared == [("t", "contact", "e1", "j")]
-    ((*row, fields),) = upserts
-    assert row == ["t", "contact", "e1"]
-    assert json.loads(fields) == {"k": {"s": "2"}}
+    assert upserts == [(("t", "contact", "e1"), [("k", '{"s":"2"}')])]
 
 
 def test_a_row_with_clears_only_is_not_created() -> None:
@@ -38,7 +36,7 @@ def test_a_row_with_clears_only_is_not_created() -> None:
 def test_a_row_set_then_cleared_is_created_empty() -> None:
     cleared, upserts = settle([_op("e3", "k", '{"s":"1"}'), _op("e3", "k", None)], LIVE)
     assert cleared == [("t", "contact", "e3", "k")]
-    assert upserts == [("t", "contact", "e3", "{}")]
+    assert upserts == [(("t", "contact", "e3"), [])]
 
 
 def test_values_of_a_dead_definition_or_generation_are_passed_over() -> None:
@@ -48,6 +46,5 @@ def test_values_of_a_dead_definition_or_generation_are_passed_over() -> None:
 
 def test_a_hostile_key_is_a_json_string() -> None:
     key = 'k"\\\n'
-    ops: list[ValueOp] = [("t", "contact", "e5", key, '{"s":"1"}', "def-x", 1)]
-    _, ((*_, fields),) = settle(ops, {("def-x", 1)})
-    assert json.loads(fields) == {key: {"s": "1"}}
+    assert json.loads(json_object([(key, '{"s":"1"}'), ("j", "2")])) == {key: {"s": "1"}, "j": 2}
+    assert json_object([]) == "{}"
