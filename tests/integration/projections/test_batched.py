@@ -226,7 +226,7 @@ def _contents(db: SqlDatabase, suffix: str) -> dict[str, list[Any]]:
     ],
     small=3,
 )
-def test_batched_application_equals_one_event_at_a_time(
+def test_batched_application_and_rebuilds_equal_one_event_at_a_time(
     app: App, ops: list[tuple[Any, ...]], small: int
 ) -> None:
     # Examples share the database (and the system fields): each has its own tenants
@@ -245,6 +245,10 @@ def test_batched_application_equals_one_event_at_a_time(
         contents.append(_contents(db, suffix))
     whole, one_by_one, small_batches = contents
     assert whole == one_by_one == small_batches
+    # A rebuild (shadows filled side by side, then swapped in) gives the same rows.
+    for batch_size in (5000, small):
+        ProjectionRunner(db, log, _models(f"w{run}"), batch_size=batch_size).rebuild()
+        assert _contents(db, f"w{run}") == whole
 
 
 def test_a_row_exists_after_a_batch_exactly_when_a_live_value_was_set_on_it(
