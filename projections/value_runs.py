@@ -81,6 +81,19 @@ class ValueRunSql:
         return statement
 
 
+def _check_shape(op: ValueOp) -> None:
+    """Refuse (``TypeError``) a value event whose fields are not what events hold: an
+    imported one, say. A live value that is malformed fails on its own (unhashable, or
+    refused by the database); a dead one would be passed over unseen."""
+    *texts, cell, _, generation = op
+    if not (
+        all(type(text) is str for text in texts)
+        and (cell is None or type(cell) is str)
+        and type(generation) is int
+    ):
+        raise TypeError(f"a value event of an unexpected shape: {op!r:.200}")
+
+
 def settle(
     ops: Sequence[ValueOp], live: Set[tuple[str, int]]
 ) -> tuple[list[Cleared], list[Created]]:
@@ -88,8 +101,10 @@ def settle(
     set on with its keys last set."""
     # row -> (created, {key: cell or None}); a later op on a key replaces an earlier one.
     rows: dict[Row, tuple[list[bool], dict[str, str | None]]] = {}
-    for tenant, entity, entity_id, key, cell, definition, generation in ops:
+    for op in ops:
+        tenant, entity, entity_id, key, cell, definition, generation = op
         if (definition, generation) not in live:
+            _check_shape(op)  # a dead value is passed over, a malformed one quarantined
             continue
         found = rows.get((tenant, entity, entity_id))
         if found is None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from typing import Any
+
+import pytest
 
 from projections.value_runs import ValueOp, json_object, settle
 
@@ -48,3 +51,22 @@ def test_a_hostile_key_is_a_json_string() -> None:
     key = 'k"\\\n'
     assert json.loads(json_object([(key, '{"s":"1"}'), ("j", "2")])) == {key: {"s": "1"}, "j": 2}
     assert json_object([]) == "{}"
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        ("t", "contact", {"not": "a string"}, "k", None, "def-k", 9),
+        ("t", "contact", "e6", "k", None, "def-k", "x"),
+        ("t", "contact", "e6", 5, '{"s":"1"}', "def-gone", 1),
+        (None, "contact", "e6", "k", None, "def-gone", 1),
+    ],
+)
+def test_a_malformed_dead_value_is_refused_not_passed_over(op: Any) -> None:
+    with pytest.raises(TypeError):
+        settle([op], LIVE)
+
+
+def test_a_malformed_live_value_is_refused() -> None:
+    with pytest.raises(TypeError):
+        settle([("t", "contact", {"x": 1}, "k", '{"s":"1"}', "def-k", 1)], LIVE)  # type: ignore[list-item]
