@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 from uuid import UUID
 
 from domain.events import DomainEvent
@@ -106,6 +106,15 @@ class SqlCursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> list[Any]: ...
+
+
+@runtime_checkable
+class CopiesRows(Protocol):
+    """A cursor that bulk-loads rows (PostgreSQL ``COPY``), faster than an insert."""
+
+    def copy_rows(
+        self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None: ...
 
 
 class SqlDatabase(Protocol):

@@ -32,6 +32,8 @@ from domain.field_definition import (
     definition_id,
 )
 from projections.base import index_name, shadow_tables
+from projections.value_runs import ValueOp, ValueRunSql, write_run
+from projections.value_runs import path as _path
 
 TABLES = {"definitions": "cf_definitions", "entity_values": "cf_entity_values"}
 
@@ -44,11 +46,6 @@ def _cell(sealed: str, digest: str) -> str:
     # The JSON text of {"s": sealed, "d": digest}, built from two string encodings: a
     # rebuild writes one per value event.
     return f'{{"s":{encode_basestring(sealed)},"d":{encode_basestring(digest)}}}'
-
-
-def _path(key: str) -> str:
-    # Keys match ^[a-zA-Z][a-zA-Z0-9_-]*$, so quoting them in a JSON path is safe.
-    return f'$."{key}"'
 
 
 def _body(event: FieldDefinitionDefined | FieldDefinitionUpdated, scope: str) -> str:
@@ -88,65 +85,14 @@ class _Sql:
             f" fields {json_type} NOT NULL,"
             " PRIMARY KEY (tenant_id, entity_name, entity_id))",
         ]
-        live = (
-            f"EXISTS (SELECT 1 FROM {definitions} d WHERE d.definition_id = ?"
-            " AND d.generation = ? AND d.active = 1)"
-        )
+        # Values are written in runs (``projections.value_runs``).
+        self.run = ValueRunSql(dialect, definitions, values)
         if pg:
-            # A run of value events (between two definition events) as one statement
-            # over parallel arrays: the values whose definition is live; of those, the
-            # last per (row, key) in log order; existing rows lose the keys last cleared
-            # and take the keys last set; a row that did not exist is created when any
-            # live value was set on it (holding the keys last set), as one event after
-            # the other would leave it.
-            self.write_values = (
-                "WITH u AS (SELECT * FROM unnest(?::text[], ?::text[], ?::text[], ?::text[],"
-                " ?::text[], ?::text[], ?::int[], ?::int[], ?::bool[])"
-                " AS u(t, e, i, k, c, di, g, o, s)),"
-                " live AS (SELECT u.*, bool_or(u.s) OVER (PARTITION BY u.t, u.e, u.i) AS created"
-                f" FROM u WHERE EXISTS (SELECT 1 FROM {definitions} df"
-                " WHERE df.definition_id = u.di AND df.generation = u.g AND df.active = 1)),"
-                " last AS (SELECT DISTINCT ON (t, e, i, k) t, e, i, k, c, s, created FROM live"
-                " ORDER BY t, e, i, k, o DESC),"
-                " touched AS (SELECT t, e, i, bool_or(created) AS created,"
-                " coalesce(jsonb_object_agg(k, c::jsonb) FILTER (WHERE s), '{}'::jsonb) AS sets,"
-                " coalesce(array_agg(k) FILTER (WHERE NOT s), '{}'::text[]) AS clears"
-                " FROM last GROUP BY t, e, i),"
-                f" updated AS (UPDATE {values} AS v SET fields = (v.fields - x.clears) || x.sets"
-                " FROM touched x WHERE v.tenant_id = x.t AND v.entity_name = x.e"
-                " AND v.entity_id = x.i)"
-                # The main statement sees the table as it was before the update: a row
-                # missing there is new.
-                f" INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
-                " SELECT x.t, x.e, x.i, x.sets FROM touched x WHERE x.created"
-                f" AND NOT EXISTS (SELECT 1 FROM {values} v WHERE v.tenant_id = x.t"
-                " AND v.entity_name = x.e AND v.entity_id = x.i)"
-            )
-            self.set_value = (
-                f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
-                f" SELECT ?, ?, ?, jsonb_build_object(?::text, ?::jsonb) WHERE {live}"
-                " ON CONFLICT (tenant_id, entity_name, entity_id)"
-                f" DO UPDATE SET fields = {values}.fields || EXCLUDED.fields"
-            )
-            self.clear_value = (
-                f"UPDATE {values} SET fields = fields - ?::text"
-                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}"
-            )
             self.cascade = (
                 f"UPDATE {values} SET fields = fields - ?::text"
                 " WHERE entity_name = ? AND jsonb_exists(fields, ?::text)"
             )
         else:
-            self.set_value = (
-                f"INSERT INTO {values} (tenant_id, entity_name, entity_id, fields)"
-                f" SELECT ?, ?, ?, json_object(?, json(?)) WHERE {live}"
-                " ON CONFLICT (tenant_id, entity_name, entity_id)"
-                " DO UPDATE SET fields = json_set(fields, ?, json(?))"
-            )
-            self.clear_value = (
-                f"UPDATE {values} SET fields = json_remove(fields, ?)"
-                f" WHERE tenant_id = ? AND entity_name = ? AND entity_id = ? AND {live}"
-            )
             self.cascade = (
                 f"UPDATE {values} SET fields = json_remove(fields, ?)"
                 " WHERE entity_name = ? AND json_type(fields, ?) IS NOT NULL"
@@ -154,72 +100,20 @@ class _Sql:
         self.pg = pg
 
 
-_Row = tuple[str, str, str]  # (tenant, entity name, entity id): one entity_values row
-# (tenant, entity name, entity id, key, cell, definition id, generation): a value set
-_Set = tuple[str, str, str, str, str, str, int]
-# (tenant, entity name, entity id, key, definition id, generation): a value cleared
-_Clear = tuple[str, str, str, str, str, int]
-
-
 class _ValueWrites:
-    """A run of value writes, sent together rather than a statement each.
-
-    PostgreSQL: the whole run as one statement over arrays (``_Sql.write_values``: one
-    round trip, one plan, however many values, in log order). SQLite: one
-    ``executemany`` of sets and one of clears (in-process, the statement prepared once);
-    pending sets and pending clears always touch different rows, so they commute, and a
-    write to a row that has the other kind pending flushes first, which keeps each row's
-    order.
-    """
+    """A run of value writes (every value in log order, a set's cell or None for a
+    clear), settled and written together at the next definition event or the batch's
+    end (``projections.value_runs``)."""
 
     def __init__(self, cur: SqlCursor, sql: _Sql) -> None:
         self.cur = cur
         self.sql = sql
-        self.sets: list[_Set] = []
-        self.clears: list[_Clear] = []
-        self.set_rows: set[_Row] = set()
-        self.clear_rows: set[_Row] = set()
-        # PostgreSQL: every value in log order, a set's cell or None for a clear.
-        self.ops: list[tuple[str, str, str, str, str | None, str, int, bool]] = []
-
-    def set(self, row: _Row, value: _Set) -> None:
-        if self.sql.pg:
-            self.ops.append((*value[:4], value[4], value[5], value[6], True))
-            return
-        if row in self.clear_rows:
-            self.flush()
-        self.set_rows.add(row)
-        self.sets.append(value)
-
-    def clear(self, row: _Row, value: _Clear) -> None:
-        if self.sql.pg:
-            self.ops.append((*value[:4], None, value[4], value[5], False))
-            return
-        if row in self.set_rows:
-            self.flush()
-        self.clear_rows.add(row)
-        self.clears.append(value)
+        self.ops: list[ValueOp] = []
 
     def flush(self) -> None:
         if self.ops:
-            t, e, i, k, c, d, g, s = (list(column) for column in zip(*self.ops, strict=True))
-            self.cur.execute(self.sql.write_values, [t, e, i, k, c, d, g, list(range(len(s))), s])
+            write_run(self.cur, self.sql.run, self.ops)
             self.ops = []
-        if self.sets or self.clears:
-            self._flush_rows()
-            self.sets, self.clears = [], []
-            self.set_rows.clear()
-            self.clear_rows.clear()
-
-    def _flush_rows(self) -> None:
-        # The upsert's json_set names the key again, as a JSON path.
-        sets = [(t, e, i, k, c, d, g, _path(k), c) for t, e, i, k, c, d, g in self.sets]
-        clears = [(_path(k), t, e, i, d, g) for t, e, i, k, d, g in self.clears]
-        for statement, params in ((self.sql.set_value, sets), (self.sql.clear_value, clears)):
-            if len(params) == 1:
-                self.cur.execute(statement, params[0])
-            elif params:
-                self.cur.executemany(statement, params)
 
 
 VALUE_TOPICS = frozenset({CustomFieldValueSet.TOPIC, CustomFieldValueCleared.TOPIC})
@@ -262,20 +156,29 @@ class CustomFieldsProjection:
             if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
                 writes.flush()  # a definition event comes after every earlier value
             if isinstance(event, CustomFieldValueSet):
-                row = (event.tenant_id, event.entity_name, event.entity_id)
-                writes.set(
-                    row,
+                writes.ops.append(
                     (
-                        *row,
+                        event.tenant_id,
+                        event.entity_name,
+                        event.entity_id,
                         event.field_key,
                         _cell(event.sealed, event.digest),
                         event.definition_id,
                         event.generation,
-                    ),
+                    )
                 )
             elif isinstance(event, CustomFieldValueCleared):
-                row = (event.tenant_id, event.entity_name, event.entity_id)
-                writes.clear(row, (*row, event.field_key, event.definition_id, event.generation))
+                writes.ops.append(
+                    (
+                        event.tenant_id,
+                        event.entity_name,
+                        event.entity_id,
+                        event.field_key,
+                        None,
+                        event.definition_id,
+                        event.generation,
+                    )
+                )
             elif isinstance(event, FieldDefinitionDefined):
                 cur.execute(
                     f"INSERT INTO {definitions} (tenant_id, entity_name, field_key,"

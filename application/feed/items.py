@@ -33,9 +33,8 @@ from domain.message import MessageBodyFetched, MessageBodyVanished, MessageInges
 
 _ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
 _NAMESPACE_BYTES = _ITEM_NAMESPACE.bytes
-# uuid5's version and variant bits, applied to the first 16 bytes of the SHA-1.
-_KEEP = ~((0xF000 << 64) | (0xC000 << 48)) & ((1 << 128) - 1)
-_SET = (0x5000 << 64) | (0x8000 << 48)
+# uuid5's variant: the hex digit's top two bits become 10.
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
 
 TYPES = (
     "message.received",
@@ -78,13 +77,12 @@ JSON_KEYS = frozenset({"from", "to", "cc"})
 def item_id(event: DomainEvent) -> str:
     """Stable across rebuilds: the event's own identity, not the feed's position.
 
-    It is ``str(uuid5(_ITEM_NAMESPACE, "<originator id>/<version>"))``, computed without
-    the ``UUID`` objects (a rebuild computes one per event)."""
+    It is ``str(uuid5(_ITEM_NAMESPACE, "<originator id>/<version>"))``, computed on the
+    SHA-1's hex digits without ``UUID`` objects (a rebuild computes one per event)."""
     name = f"{event.originator_id}/{event.originator_version}".encode()
-    digest = sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).digest()
-    number = int.from_bytes(digest[:16]) & _KEEP | _SET
-    hexed = f"{number:032x}"
-    return f"{hexed[:8]}-{hexed[8:12]}-{hexed[12:16]}-{hexed[16:20]}-{hexed[20:]}"
+    h = sha1(_NAMESPACE_BYTES + name, usedforsecurity=False).hexdigest()
+    # uuid5 sets the version nibble to 5 and the top two variant bits to 10.
+    return f"{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
 
 
 def _message(e: MessageIngested) -> Built:
@@ -208,12 +206,19 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
 TOPICS = frozenset(cls.TOPIC for cls in _BUILDERS)
 
 
+def built(event: DomainEvent) -> Built | None:
+    """(type, account id, data, sealed keys) of the event's item, or None for events
+    with no public meaning: what ``entry_of`` gives, without the ``Entry``."""
+    build = _BUILDERS.get(type(event))
+    return None if build is None else build(event)
+
+
 def entry_of(event: DomainEvent) -> Entry | None:
     """The feed entry of an event, or None for events with no public meaning."""
-    build = _BUILDERS.get(type(event))
-    if build is None:
+    parts = built(event)
+    if parts is None:
         return None
-    kind, account_id, data, sealed = build(event)
+    kind, account_id, data, sealed = parts
     tenant_id: str = getattr(event, "tenant_id")  # noqa: B009 - every mapped event has one
     return Entry(item_id(event), tenant_id, kind, account_id, data, sealed)
 

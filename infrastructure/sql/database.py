@@ -24,6 +24,7 @@ import psycopg_pool
 
 from application.errors import StoreUnavailable
 from infrastructure.private_files import create_private_file, make_private_dir
+from infrastructure.sql.copy_text import copy_text
 
 SETUP_LOCK_ID = 7_411_863_215  # any constant: the advisory lock taken during set-up
 
@@ -226,6 +227,13 @@ class _PgCursor:
 
     def fetchall(self) -> list[Any]:
         return self._cursor.fetchall()
+
+    def copy_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Insert ``rows`` (str, int or None values) with one ``COPY`` (names are ours)."""
+        if not rows:
+            return
+        with self._cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            copy.write(copy_text(rows, len(columns)))
 
 
 class _CheckWhenIdle:
