@@ -23,8 +23,10 @@ Each turn:
    classify tiers, plan claims/releases, acquire leases and start watches for claims,
    stop watches and release leases for releases; park sessions for a dead worker's
    accounts this worker will claim once their leases lapse, starting when this worker's
-   measured login rate says they must (a tick is run then); report watch states and
-   tiers;
+   measured login rate says they must (a tick is run then), and, while this worker is
+   short of its share (it just joined), at once for the accounts the others are about
+   to give back to it (``policies.handover``; ticks come sooner until they do); report
+   watch states and tiers;
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns (``fleet.owns_poll``).
 """

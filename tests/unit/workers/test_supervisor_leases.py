@@ -8,12 +8,14 @@ Unit tests with fakes for every collaborator (no database, no mail server)."""
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
+from application.leases import LeaseBackendUnavailable
 from infrastructure.in_process.lease import InProcessLease
 from tests.unit.workers import fakes
 from workers import supervisor
@@ -154,12 +156,14 @@ def test_a_long_claim_round_gives_way_to_the_renewals_and_goes_on_next_turn(
 # --- a failover: the dead worker's accounts are logged in to when the login rate says ---
 
 DEAD_ACCOUNTS = [f"d{i}" for i in range(20)]
+OWN_ACCOUNTS = [f"o{i}" for i in range(20)]
 LEFT = 2.5  # seconds left on the dead worker's leases when the survivor first looks
 
 
 def survivor(rate: float | None, left: float = LEFT) -> tuple[Supervisor, fakes.Watches]:
-    """A survivor (w1) beside a dead worker whose heartbeat is still live and whose
-    leases on 20 hot accounts have ``left`` seconds left."""
+    """A survivor (w1) with its share (20 hot accounts of its own, being watched)
+    beside a dead worker whose heartbeat is still live and whose leases on 20 hot
+    accounts have ``left`` seconds left."""
     offset = [left - TTL]  # the dead worker acquired its leases TTL - left ago
     lease = InProcessLease(TTL, lambda: time.monotonic() + offset[0], holder="dead")
     for account in DEAD_ACCOUNTS:
@@ -179,8 +183,11 @@ def survivor(rate: float | None, left: float = LEFT) -> tuple[Supervisor, fakes.
         status=fakes.Report(),
         metrics=WorkerMetrics(),
     )
-    sup.inbox.tell(DirectoryFetched({a: info(a) for a in DEAD_ACCOUNTS}))
+    sup.inbox.tell(DirectoryFetched({a: info(a) for a in DEAD_ACCOUNTS + OWN_ACCOUNTS}))
     sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))  # all of them hot
+    for account in OWN_ACCOUNTS:
+        assert sup.owner.claim(account)
+    watches.started.clear()
     return sup, watches
 
 
@@ -236,3 +243,44 @@ def test_a_fast_survivor_waits_for_its_regular_tick_to_see_a_holder_dead() -> No
         sup.turn()
         time.sleep(0.02)
     assert watches.parked == []
+
+
+# --- a lease backend that stops answering: logged once per outage, not per retry ---
+
+
+class FlakyLease(InProcessLease):
+    def __init__(self) -> None:
+        super().__init__(TTL, holder="w1")
+        self.down = False
+
+    def renew_many(self, items: Mapping[str, str]) -> dict[str, bool]:
+        if self.down:
+            raise LeaseBackendUnavailable("lease backend down") from ConnectionError("refused")
+        return super().renew_many(items)
+
+
+def test_failed_renewals_are_logged_once_per_outage_and_its_end_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lease = FlakyLease()
+    sup = owner(fakes.Watches(), lease)
+    for account in ("a", "b"):
+        assert sup.claim(account)
+    caplog.set_level(logging.INFO, logger="tidings.supervisor")
+    lease.down = True
+    now = time.monotonic() + TTL / 3  # the first renewal is due
+    for step in range(5):  # five renewal attempts, each due (retries come sooner)
+        sup.renew(now + step * TTL / 9)
+    failed = [r for r in caplog.records if r.message.startswith("lease.renew_failed")]
+    assert [r.message for r in failed] == ["lease.renew_failed leases=2 error=ConnectionError"]
+    assert failed[0].levelno == logging.WARNING
+    assert sup.metrics.lease_renewals_failed._value.get() == 5
+    lease.down = False
+    sup.renew(now + 5 * TTL / 9)
+    sup.renew(now + 5 * TTL / 9 + 1)  # answered, not due: nothing more to say
+    recovered = [r.message for r in caplog.records if "lease.renew_recovered" in r.message]
+    assert recovered == [f"lease.renew_recovered leases=2 after={5 * TTL / 9:.1f}s"]
+    lease.down = True  # a second outage is a second episode
+    sup.renew(now + 5 * TTL / 9 + TTL / 3)
+    failed = [r for r in caplog.records if r.message.startswith("lease.renew_failed")]
+    assert len(failed) == 2
