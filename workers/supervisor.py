@@ -19,7 +19,8 @@ Each turn:
 2. leases: stop watches whose lease expired; renew held leases when due
    ("not yours" -> stop that watch now);
 3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
-   refresh (with the fleet's shared tier state: ``workers.shared_tiers``), heartbeat,
+   refresh (with the fleet's shared tier state: ``workers.shared_tiers``) when the last
+   one is a ``fleet_tick`` old (``_directory_due``), heartbeat,
    classify tiers, plan claims/releases, acquire leases and start watches for claims,
    stop watches and release leases for releases; park sessions for a dead worker's
    accounts this worker will claim once their leases lapse, starting when this worker's
@@ -123,6 +124,7 @@ class Supervisor:
         self._live: dict[str, int] | None = None
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
+        self._next_directory = 0.0
         self._next_chores = 0.0
         self._wake_at = 0.0
         self._next_metrics = 0.0
@@ -278,7 +280,9 @@ class Supervisor:
 
     def _fleet_tick(self, now: float) -> None:
         wall = time.time()
-        self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
+        if now >= self._next_directory:
+            self._next_directory = now + self.settings.fleet_tick
+            self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
         try:
             self.registry.heartbeat(len(self.owner))
             self._live = self.registry.live_workers()

@@ -8,6 +8,7 @@ Unit tests with fakes for every collaborator (no database, no mail server)."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -284,3 +285,33 @@ def test_failed_renewals_are_logged_once_per_outage_and_its_end_once(
     sup.renew(now + 5 * TTL / 9 + TTL / 3)
     failed = [r for r in caplog.records if r.message.startswith("lease.renew_failed")]
     assert len(failed) == 2
+
+
+# --- the directory is read once a fleet tick, not on every tick a signal brings forward ---
+
+
+def test_ticks_brought_forward_do_not_read_the_directory_again(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report],
+) -> None:
+    sup, _, report = world
+    sup.settings = dataclasses.replace(sup.settings, fleet_tick=1.0)
+    reader = sup.reader
+    assert isinstance(reader, fakes.Reader)
+    sup.inbox.tell(DirectoryFetched({"a": info("a")}))
+    first = time.monotonic()
+    sup.turn()  # the first tick: a refresh asked
+    assert reader.refreshes == 1
+    ticks = len(report.reports)
+    for _ in range(3):  # a burst of user-actives: each brings a fleet tick forward
+        time.sleep(FLEET_COALESCE * 2)
+        sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
+        sup.turn()
+    assert len(report.reports) == ticks + 3  # three more fleet ticks ran...
+    assert reader.refreshes == 1  # ...with the directory they had
+    assert time.monotonic() - first < 1.0  # all within one fleet tick
+    deadline = time.monotonic() + 3.0
+    while reader.refreshes == 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+        sup.turn()  # the next regular tick reads it again: it is a fleet tick old
+    assert reader.refreshes == 2
+    assert time.monotonic() - first >= 1.0
