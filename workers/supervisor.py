@@ -334,6 +334,13 @@ class Supervisor:
                 break
             if self.owner.claim(account_id):
                 self._watch_started(account_id)
+        if plan.claim or plan.release:
+            # The others plan with this count: the one sent at the tick's start is a tick
+            # stale after these claims and releases, and a plan made with it gives this
+            # worker's room to others (in a failover, parked sessions were closed as
+            # unclaimed and their accounts watched a tick and a login later).
+            with contextlib.suppress(LeaseBackendUnavailable):
+                self.registry.heartbeat(len(self.owner))
         logins_due = self.owner.park(now, live, hot, taken)
         if logins_due is not None:  # a dead worker's accounts: their logins start then
             self._next_fleet = min(self._next_fleet, logins_due)

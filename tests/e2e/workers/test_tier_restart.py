@@ -130,6 +130,7 @@ def test_hot_accounts_are_hot_again_after_the_whole_fleet_restarts(fleet: Fleet,
         # hot account and be handing some back to the second. An account is without a
         # session for a moment then, so "exactly one each" is checked once the shares
         # hold still (the sampler checks "never two" throughout).
+        fleet.wait_ready(second)  # their /healthz tells their shares
         fleet.settle(watchers, hot)
         time.sleep(timing.QUIET_CHECK)
         counts = watchers.now()

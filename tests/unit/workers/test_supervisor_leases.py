@@ -315,3 +315,16 @@ def test_ticks_brought_forward_do_not_read_the_directory_again(
         sup.turn()  # the next regular tick reads it again: it is a fleet tick old
     assert reader.refreshes == 2
     assert time.monotonic() - first >= 1.0
+
+
+def test_the_heartbeat_after_a_ticks_claims_carries_the_new_count(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report],
+) -> None:
+    sup, watches, _ = world
+    registry = sup.registry
+    assert isinstance(registry, fakes.Registry)
+    sup.inbox.tell(DirectoryFetched({"a": info("a"), "b": info("b")}))
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
+    sup.turn()
+    assert sorted(watches.started) == ["a", "b"]
+    assert registry.held == 2  # not the 0 sent before this tick's claims
