@@ -45,6 +45,7 @@ def incoming(
         return set()
     counts = dict(live_workers)
     counts[me] = len(mine)
+    keeps = min(capacity, fleet.fair_share(len(hot), len(counts)))
     held_by: dict[str, set[str]] = {}
     for account_id, worker in holders.items():
         if worker != me and worker in counts:  # a dead holder's: the failover's business
@@ -53,6 +54,8 @@ def incoming(
     released: set[str] = set()
     after = dict(counts)
     for worker, held in held_by.items():
+        if len(held & hot) <= keeps:  # it gives back no hot account: no plan to compute
+            continue
         gives = (
             set(
                 fleet.plan(
