@@ -135,12 +135,18 @@ class WatchOwner:
         return [a for a in due if self.keeper.holds(a) and a in syncable and self._start(a)]
 
     def park(
-        self, now: float, live: dict[str, int], hot: set[str], taken: Mapping[str, float]
+        self,
+        now: float,
+        live: dict[str, int],
+        hot: set[str],
+        taken: Mapping[str, float],
+        claiming: Collection[str] = (),
     ) -> float | None:
         """Open sessions for the orphans this worker will claim, once their logins are
         due, and for the accounts the others are about to give to it; close the
         unclaimed. Returns when to plan again (logins not yet due, hand-overs awaited)."""
-        plan = self.parking.plan(now, live, hot, self.mine(), dict(taken))
+        mine = self.mine()
+        plan = self.parking.plan(now, live, hot, mine, dict(taken), claiming=set(claiming) - mine)
         if plan.park:
             rate = self.watches.login_rate()
             log.info(

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import redis
 
 from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
 from tests.unit.workers import fakes
+from workers import supervisor
 from workers.directory import AccountDirectory, AccountInfo
 from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox, SignalReceived
@@ -60,8 +62,9 @@ def released(watches: fakes.Watches) -> set[str]:
     return {a for a, reason in watches.stopped if reason == StopReason.RELEASED}
 
 
+@pytest.mark.parametrize("slow", [False, True], ids=["claims at once", "a few claims a turn"])
 def test_a_newcomer_parks_what_it_will_get_before_it_is_given_and_then_only_idles(
-    client: redis.Redis, prefix: str
+    client: redis.Redis, prefix: str, monkeypatch: pytest.MonkeyPatch, slow: bool
 ) -> None:
     first, first_watches = worker(client, prefix, "w1")
     deadline = time.monotonic() + 10
@@ -71,7 +74,18 @@ def test_a_newcomer_parks_what_it_will_get_before_it_is_given_and_then_only_idle
     assert held(first) == set(ACCOUNTS)  # alone, it watches everything
 
     newcomer, new_watches = worker(client, prefix, "w2")
-    deadline = time.monotonic() + 10
+    if slow:
+        # A loaded lease backend: a claim takes 10 ms, and a tick claims for 25 ms, so
+        # what is given back waits a few turns for its claim: its parked session stays.
+        monkeypatch.setattr(supervisor, "CLAIM_BUDGET", 0.025)
+        acquire = newcomer.owner.lease.acquire
+
+        def slow_acquire(key: str) -> str | None:
+            time.sleep(0.01)
+            return acquire(key)
+
+        monkeypatch.setattr(newcomer.owner.lease, "acquire", slow_acquire)
+    deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
         newcomer.turn()
         parked_so_far = set(new_watches.parked)
@@ -85,6 +99,7 @@ def test_a_newcomer_parks_what_it_will_get_before_it_is_given_and_then_only_idle
     assert len(held(newcomer)) == len(held(first)) == len(ACCOUNTS) // 2
     assert released(first_watches) == held(newcomer)
     # The hand-over only activated parked sessions: no login after the claim.
+    assert new_watches.stopped == []
     assert new_watches.started == []
     assert set(new_watches.parked) == held(newcomer)
     assert set(new_watches.activated) == held(newcomer)

@@ -106,3 +106,21 @@ def test_a_newcomer_with_its_share_closes_what_was_not_given() -> None:
     plan = parking.plan(NOW + 1, {"w1": 10, "w2": 10}, hot, given, taken)
     assert plan.handover == () and plan.look_again_at is None
     assert set(plan.close) == {a for a in hot if a in parking}
+
+
+def test_parked_sessions_stay_while_their_free_accounts_wait_for_their_claim() -> None:
+    # The holder gave them back; this tick's plan gives them to w2, which claims for a
+    # limited time a tick: the rest are claimed next turn, their sessions must stay.
+    parking, hot, taken = joining()
+    handed = parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover
+    for account in handed:
+        parking.parked(account)
+    claimed, waiting = set(handed[:4]), set(handed[4:])
+    for account in claimed:
+        assert parking.take(account)
+    still_held = {a: left for a, left in taken.items() if a not in handed}
+    plan = parking.plan(NOW + 1, {"w1": 10, "w2": 4}, hot, claimed, still_held, claiming=waiting)
+    assert plan.close == ()
+    # Not claiming them after all (another worker won them): closed.
+    plan = parking.plan(NOW + 2, {"w1": 10, "w2": 4}, hot, claimed, still_held, claiming=set())
+    assert set(plan.close) == waiting
