@@ -56,14 +56,14 @@ class ParkedSessions:
         hot: set[str],
         mine: Set[str],
         taken: dict[str, float],
-        *,
-        claiming: Set[str] = frozenset(),
     ) -> Parking:
         """After a fleet tick's claims (``taken``: account -> seconds left on the lease
         someone else holds, at ``now``): the orphans this worker will claim once their
         leases lapse and whose logins are due, and the parked sessions no longer
-        expected. ``claiming``: free accounts this tick's plan gives this worker but not
-        yet claimed (a tick claims for a limited time): their parked sessions stay."""
+        expected. A parked session whose account is hot and free stays: this worker may
+        claim it at its next turn (a tick claims for a limited time, and plans made
+        from heartbeat counts a tick old may give it to this worker only then); if
+        another worker claims it, it is taken at the next tick and closed then."""
         wanted: set[str] = set()
         orphans = failover.orphaned(taken, self._ttl)
         if orphans:
@@ -86,7 +86,8 @@ class ParkedSessions:
                 holders=self._holders(taken.keys() - orphans),
                 capacity=self._capacity,
             )
-        close = tuple(sorted(self._parked - wanted - incoming - claiming))
+        free = hot - taken.keys() - mine
+        close = tuple(sorted(self._parked - wanted - incoming - free))
         look = now + HANDOVER_LOOK if incoming else None
         given = tuple(sorted(incoming - self._parked))
         new = wanted - self._parked

@@ -341,9 +341,7 @@ class Supervisor:
             # unclaimed and their accounts watched a tick and a login later).
             with contextlib.suppress(LeaseBackendUnavailable):
                 self.registry.heartbeat(len(self.owner))
-        # What this tick's budget left unclaimed is claimed next turn: its parked
-        # sessions (a failover's, a hand-over's) must not be closed meanwhile.
-        logins_due = self.owner.park(now, live, hot, taken, plan.claim)
+        logins_due = self.owner.park(now, live, hot, taken)
         if logins_due is not None:  # a dead worker's accounts: their logins start then
             self._next_fleet = min(self._next_fleet, logins_due)
 

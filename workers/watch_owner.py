@@ -135,18 +135,12 @@ class WatchOwner:
         return [a for a in due if self.keeper.holds(a) and a in syncable and self._start(a)]
 
     def park(
-        self,
-        now: float,
-        live: dict[str, int],
-        hot: set[str],
-        taken: Mapping[str, float],
-        claiming: Collection[str] = (),
+        self, now: float, live: dict[str, int], hot: set[str], taken: Mapping[str, float]
     ) -> float | None:
         """Open sessions for the orphans this worker will claim, once their logins are
         due, and for the accounts the others are about to give to it; close the
         unclaimed. Returns when to plan again (logins not yet due, hand-overs awaited)."""
-        mine = self.mine()
-        plan = self.parking.plan(now, live, hot, mine, dict(taken), claiming=set(claiming) - mine)
+        plan = self.parking.plan(now, live, hot, self.mine(), dict(taken))
         if plan.park:
             rate = self.watches.login_rate()
             log.info(

@@ -108,9 +108,9 @@ def test_a_newcomer_with_its_share_closes_what_was_not_given() -> None:
     assert set(plan.close) == {a for a in hot if a in parking}
 
 
-def test_parked_sessions_stay_while_their_free_accounts_wait_for_their_claim() -> None:
-    # The holder gave them back; this tick's plan gives them to w2, which claims for a
-    # limited time a tick: the rest are claimed next turn, their sessions must stay.
+def test_parked_sessions_stay_while_their_accounts_are_free_and_hot() -> None:
+    # The holder gave them back; w2 claims for a limited time a tick (and may be given
+    # them only by a later plan): until then their sessions stay.
     parking, hot, taken = joining()
     handed = parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover
     for account in handed:
@@ -119,8 +119,12 @@ def test_parked_sessions_stay_while_their_free_accounts_wait_for_their_claim() -
     for account in claimed:
         assert parking.take(account)
     still_held = {a: left for a, left in taken.items() if a not in handed}
-    plan = parking.plan(NOW + 1, {"w1": 10, "w2": 4}, hot, claimed, still_held, claiming=waiting)
+    plan = parking.plan(NOW + 1, {"w1": 10, "w2": 4}, hot, claimed, still_held)
     assert plan.close == ()
-    # Not claiming them after all (another worker won them): closed.
-    plan = parking.plan(NOW + 2, {"w1": 10, "w2": 4}, hot, claimed, still_held, claiming=set())
+    # Another worker won them (taken again; w2 has its share by now), or they are no
+    # longer hot: closed.
+    share = claimed | set(sorted(hot - set(handed))[:6])
+    plan = parking.plan(NOW + 2, {"w1": 10, "w2": 10}, hot, share, taken)
+    assert set(plan.close) == waiting
+    plan = parking.plan(NOW + 2, {"w1": 10, "w2": 4}, hot - waiting, claimed, still_held)
     assert set(plan.close) == waiting
