@@ -20,7 +20,7 @@ Each turn:
    ("not yours" -> stop that watch now);
 3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
    refresh (with the fleet's shared tier state: ``workers.shared_tiers``) when the last
-   one is a ``fleet_tick`` old (``_directory_due``), heartbeat,
+   one is a ``fleet_tick`` old, heartbeat (from the first directory answer on),
    classify tiers, plan claims/releases, acquire leases and start watches for claims,
    stop watches and release leases for releases; park sessions for a dead worker's
    accounts this worker will claim once their leases lapse, starting when this worker's
@@ -125,6 +125,10 @@ class Supervisor:
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
         self._next_directory = 0.0
+        # No heartbeat before the first directory answer: the heartbeat is what makes the
+        # others give this worker its share, and only with the directory can it park
+        # sessions for what they give (``policies.handover``) before they do.
+        self._directory_known = False
         self._next_chores = 0.0
         self._wake_at = 0.0
         self._next_metrics = 0.0
@@ -233,6 +237,7 @@ class Supervisor:
         self.reader.refreshed()
         if fresh is None:
             return
+        self._directory_known = True
         self.directory.apply(fresh)
         wall = time.time()
         known = self.directory.syncable
@@ -284,7 +289,8 @@ class Supervisor:
             self._next_directory = now + self.settings.fleet_tick
             self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
         try:
-            self.registry.heartbeat(len(self.owner))
+            if self._directory_known:
+                self.registry.heartbeat(len(self.owner))
             self._live = self.registry.live_workers()
         except LeaseBackendUnavailable:
             self._live = None

@@ -328,3 +328,25 @@ def test_the_heartbeat_after_a_ticks_claims_carries_the_new_count(
     sup.turn()
     assert sorted(watches.started) == ["a", "b"]
     assert registry.held == 2  # not the 0 sent before this tick's claims
+
+
+def test_no_heartbeat_before_the_first_directory_answer(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report],
+) -> None:
+    # The heartbeat makes the others give this worker its share: it must be able to park
+    # sessions for what they give (it needs the directory for that) before they do.
+    sup, _, _ = world
+    registry = sup.registry
+    assert isinstance(registry, fakes.Registry)
+    sup.turn()
+    assert registry.heartbeats == 0
+    sup.inbox.tell(DirectoryFetched(None))  # a failed read is no answer
+    time.sleep(FLEET_COALESCE * 2)
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))  # a fleet tick now
+    sup.turn()
+    assert len(sup.status.reports) == 2  # type: ignore[attr-defined]  # two ticks ran
+    assert registry.heartbeats == 0
+    sup.inbox.tell(DirectoryFetched({"a": info("a")}))
+    time.sleep(FLEET_COALESCE * 2)
+    sup.turn()  # the answer brings a fleet tick forward
+    assert registry.heartbeats >= 1
