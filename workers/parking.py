@@ -13,11 +13,14 @@ a lease won meanwhile are seen by one owner. Loop thread only.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Set
 from dataclasses import dataclass
 
 from application.leases import LeaseBackend, LeaseBackendUnavailable
 from workers.policies import failover, handover
+
+log = logging.getLogger("tidings.supervisor")
 
 # While parked sessions wait for their hand-over, the supervisor plans again this often
 # (seconds): the holders give back at their own ticks, and the claim should follow.
@@ -60,7 +63,8 @@ class ParkedSessions:
         """After a fleet tick's claims (``taken``: account -> seconds left on the lease
         someone else holds, at ``now``): the orphans this worker will claim once their
         leases lapse and whose logins are due, and the parked sessions no longer
-        expected. A parked session whose account is hot and free stays: this worker may
+        expected. A parked session whose account is hot stays while this worker is
+        short of its share, and after that while the account is free: this worker may
         claim it at its next turn (a tick claims for a limited time, and plans made
         from heartbeat counts a tick old may give it to this worker only then); if
         another worker claims it, it is taken at the next tick and closed then."""
@@ -77,7 +81,8 @@ class ParkedSessions:
                 capacity=self._capacity,
             )
         incoming: set[str] = set()
-        if handover.short(self._me, live_workers=live, hot=hot, mine=mine):
+        short = handover.short(self._me, live_workers=live, hot=hot, mine=mine)
+        if short:
             incoming = handover.incoming(
                 self._me,
                 live_workers=live,
@@ -86,8 +91,19 @@ class ParkedSessions:
                 holders=self._holders(taken.keys() - orphans),
                 capacity=self._capacity,
             )
-        free = hot - taken.keys() - mine
-        close = tuple(sorted(self._parked - wanted - incoming - free))
+        # While short, the prediction shifts as the holders give back (heartbeat counts
+        # a tick old, a holder giving back more than foreseen): a hot account parked
+        # for stays parked until this worker has its share.
+        keep = hot if short else hot - taken.keys() - mine
+        close = tuple(sorted(self._parked - wanted - incoming - keep))
+        if close:
+            log.info(
+                "parking.close accounts=%d taken=%d not_hot=%d mine=%d",
+                len(close),
+                len(taken.keys() & close),
+                len(set(close) - hot),
+                len(mine & set(close)),
+            )
         look = now + HANDOVER_LOOK if incoming else None
         given = tuple(sorted(incoming - self._parked))
         new = wanted - self._parked

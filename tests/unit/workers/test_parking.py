@@ -128,3 +128,20 @@ def test_parked_sessions_stay_while_their_accounts_are_free_and_hot() -> None:
     assert set(plan.close) == waiting
     plan = parking.plan(NOW + 2, {"w1": 10, "w2": 4}, hot - waiting, claimed, still_held)
     assert set(plan.close) == waiting
+
+
+def test_while_short_what_was_parked_stays_though_the_prediction_shifts() -> None:
+    # A third worker joins too: the holder's give-back is now shared, and part of what
+    # w2 parked falls to w3 by the new prediction. w2 is still short: nothing closes
+    # (the holders' counts and give-backs shift tick to tick while a hand-over runs).
+    parking, hot, taken = joining()
+    first = parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover
+    for account in first:
+        parking.parked(account)
+    shifted = parking.plan(NOW + 1, {"w1": 20, "w2": 0, "w3": 0}, hot, set(), taken)
+    assert shifted.close == ()
+    # With its share (7 of 20 among three), the ones still held by w1 are closed.
+    mine = set(sorted(hot - set(first))[:7])
+    still = {a: left for a, left in taken.items() if a not in mine}
+    done = parking.plan(NOW + 2, {"w1": 13, "w2": 7, "w3": 0}, hot, mine, still)
+    assert set(done.close) == set(first) - mine
