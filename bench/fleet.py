@@ -309,7 +309,12 @@ def phase_burst(
 
 
 def phase_join(
-    sim: SimulatorProcess, fleet: Fleet, workers: list[Worker], n: int, tick: float
+    sim: SimulatorProcess,
+    fleet: Fleet,
+    workers: list[Worker],
+    n: int,
+    tick: float,
+    prof: Path | None = None,
 ) -> list[Line]:
     sim.call("reset_doubled")
     say(f"join: a fifth worker; goal: rebalanced within 2 ticks ({2 * tick:.1f}s)")
@@ -319,7 +324,8 @@ def phase_join(
     workers.append(newcomer)
     t1 = time.perf_counter()  # the newcomer is up: its first tick has run
     try:
-        wait_until(lambda: balanced(sim, workers, n), max(60.0, 10 * tick), 0.2, "rebalanced")
+        with profiled(newcomer, prof, "join-newcomer"):  # its logins bound the hand-over
+            wait_until(lambda: balanced(sim, workers, n), max(60.0, 10 * tick), 0.2, "rebalanced")
         took: float | None = time.perf_counter() - t1
     except TimeoutError:
         took = None
@@ -479,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         with profiled(workers[0], prof, "burst"):
             lines += phase_burst(sim, scratch, workers, n)
         with profiled(workers[1], prof, "join"):
-            lines += phase_join(sim, fleet, workers, n, tick)
+            lines += phase_join(sim, fleet, workers, n, tick, prof)
         with profiled(workers[1], prof, "kill"):  # a survivor: the first worker is killed
             lines += phase_kill(sim, workers, n, ttl)
         final = sim.stats()

@@ -21,6 +21,11 @@ class WorkerMetrics:
         self.leases_renewed = Counter(
             "tidings_leases_renewed_total", "Lease renewals answered yes", registry=r
         )
+        self.lease_renewals_failed = Counter(
+            "tidings_lease_renewals_failed_total",
+            "Lease renewal batches the lease backend did not answer",
+            registry=r,
+        )
         self.leases_lost = Counter(
             "tidings_leases_lost_total", "Leases lost or expired", ["reason"], registry=r
         )

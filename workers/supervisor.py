@@ -19,12 +19,15 @@ Each turn:
 2. leases: stop watches whose lease expired; renew held leases when due
    ("not yours" -> stop that watch now);
 3. fleet tick (every ``fleet_tick`` s, or at once after a signal): ask for a directory
-   refresh (with the fleet's shared tier state: ``workers.shared_tiers``), heartbeat,
+   refresh (with the fleet's shared tier state: ``workers.shared_tiers``) when the last
+   one is a ``fleet_tick`` old, heartbeat (from the first directory answer on),
    classify tiers, plan claims/releases, acquire leases and start watches for claims,
    stop watches and release leases for releases; park sessions for a dead worker's
    accounts this worker will claim once their leases lapse, starting when this worker's
-   measured login rate says they must (a tick is run then); report watch states and
-   tiers;
+   measured login rate says they must (a tick is run then), and, while this worker is
+   short of its share (it just joined), at once for the accounts the others are about
+   to give back to it (``policies.handover``; ticks come sooner until they do); report
+   watch states and tiers;
 4. restart watches whose backoff ran out (same lease, new generation);
 5. start due polls this worker owns (``fleet.owns_poll``).
 """
@@ -121,6 +124,11 @@ class Supervisor:
         self._live: dict[str, int] | None = None
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
+        self._next_directory = 0.0
+        # No heartbeat before the first directory answer: the heartbeat is what makes the
+        # others give this worker its share, and only with the directory can it park
+        # sessions for what they give (``policies.handover``) before they do.
+        self._directory_known = False
         self._next_chores = 0.0
         self._wake_at = 0.0
         self._next_metrics = 0.0
@@ -229,6 +237,7 @@ class Supervisor:
         self.reader.refreshed()
         if fresh is None:
             return
+        self._directory_known = True
         self.directory.apply(fresh)
         wall = time.time()
         known = self.directory.syncable
@@ -276,9 +285,12 @@ class Supervisor:
 
     def _fleet_tick(self, now: float) -> None:
         wall = time.time()
-        self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
+        if now >= self._next_directory:
+            self._next_directory = now + self.settings.fleet_tick
+            self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
         try:
-            self.registry.heartbeat(len(self.owner))
+            if self._directory_known:
+                self.registry.heartbeat(len(self.owner))
             self._live = self.registry.live_workers()
         except LeaseBackendUnavailable:
             self._live = None
@@ -328,6 +340,13 @@ class Supervisor:
                 break
             if self.owner.claim(account_id):
                 self._watch_started(account_id)
+        if plan.claim or plan.release:
+            # The others plan with this count: the one sent at the tick's start is a tick
+            # stale after these claims and releases, and a plan made with it gives this
+            # worker's room to others (in a failover, parked sessions were closed as
+            # unclaimed and their accounts watched a tick and a login later).
+            with contextlib.suppress(LeaseBackendUnavailable):
+                self.registry.heartbeat(len(self.owner))
         logins_due = self.owner.park(now, live, hot, taken)
         if logins_due is not None:  # a dead worker's accounts: their logins start then
             self._next_fleet = min(self._next_fleet, logins_due)

@@ -55,6 +55,7 @@ class WatchOwner:
         self.backoff = RestartBackoff()
         self.restarts: DueScheduler[str] = DueScheduler()
         self._attempts: dict[str, int] = {}
+        self._renewals_failing_since: float | None = None  # an outage's first failed renewal
 
     # --- what the supervisor asks ----------------------------------------------------
 
@@ -89,9 +90,23 @@ class WatchOwner:
         batch = self.keeper.start_renewal(now)
         try:
             results = self.lease.renew_many(batch.tokens)
-        except LeaseBackendUnavailable:
+        except LeaseBackendUnavailable as error:
+            self.metrics.lease_renewals_failed.inc()
+            if self._renewals_failing_since is None:  # once per outage, not per retry
+                self._renewals_failing_since = now
+                cause = error.__cause__ or error
+                log.warning(
+                    "lease.renew_failed leases=%d error=%s", len(batch.tokens), type(cause).__name__
+                )
             self._teardown(self.keeper.on_renew_failed(batch, time.monotonic()))
             return
+        if self._renewals_failing_since is not None:
+            log.warning(
+                "lease.renew_recovered leases=%d after=%.1fs",
+                len(batch.tokens),
+                now - self._renewals_failing_since,
+            )
+            self._renewals_failing_since = None
         self.metrics.leases_renewed.inc(sum(results.values()))
         self._teardown(self.keeper.on_renew_results(batch, results))
 
@@ -123,7 +138,8 @@ class WatchOwner:
         self, now: float, live: dict[str, int], hot: set[str], taken: Mapping[str, float]
     ) -> float | None:
         """Open sessions for the orphans this worker will claim, once their logins are
-        due; close the unclaimed. Returns when to plan again for logins not yet due."""
+        due, and for the accounts the others are about to give to it; close the
+        unclaimed. Returns when to plan again (logins not yet due, hand-overs awaited)."""
         plan = self.parking.plan(now, live, hot, self.mine(), dict(taken))
         if plan.park:
             rate = self.watches.login_rate()
@@ -133,7 +149,9 @@ class WatchOwner:
                 f"{rate:.1f}" if rate else "-",
                 min(taken[a] for a in plan.park),
             )
-        for account_id in plan.park:
+        if plan.handover:
+            log.info("handover.logins accounts=%d", len(plan.handover))
+        for account_id in (*plan.park, *plan.handover):
             if not self.watches.is_watching(account_id):
                 self.parking.parked(account_id)
                 self.watches.start(account_id, parked=True)

@@ -90,6 +90,12 @@ def fair_share(hot_count: int, worker_count: int) -> int:
     return math.ceil(hot_count / max(worker_count, 1))
 
 
+def is_short(count: int, fair: int) -> bool:
+    """Outside ±10% of the fair share, below it: a worker that just joined, or one that
+    could not claim its share."""
+    return count < fair - fair // 10 - 1
+
+
 def plan(
     me: str,
     *,
@@ -109,7 +115,7 @@ def plan(
 
     # Without this a newcomer stays far below its share: the others, only slightly above
     # the new fair share, would stay under the give-back threshold and keep everything.
-    short = any(count < fair - fair // 10 - 1 for count in counts.values())
+    short = any(is_short(count, fair) for count in counts.values())
     ceiling = min(capacity, fair) if short else target
 
     release = sorted(mine - hot)

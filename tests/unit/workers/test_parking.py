@@ -6,7 +6,7 @@ what to close, and when to ask again."""
 from __future__ import annotations
 
 from infrastructure.in_process.lease import InProcessLease
-from workers.parking import ParkedSessions, Parking
+from workers.parking import HANDOVER_LOOK, ParkedSessions, Parking
 from workers.policies import failover
 
 TTL = 90.0
@@ -71,3 +71,77 @@ def test_a_lease_renewed_while_its_logins_wait_leaves_nothing_to_close() -> None
     parking = setup(rate=100.0)
     assert parking.plan(NOW, LIVE, HOT, set(), {"a": TTL * 0.5, "b": TTL * 0.5}).park == ()
     assert parking.plan(NOW + 1, LIVE, HOT, set(), {"a": TTL, "b": TTL}) == Parking((), ())
+
+
+# --- a hand-over: a worker short of its share parks what the others will give it ---
+
+
+def joining(accounts: int = 20) -> tuple[ParkedSessions, set[str], dict[str, float]]:
+    """w2 joins beside w1, which holds every one of ``accounts`` hot accounts."""
+    lease = InProcessLease(TTL, holder="w1")
+    hot = {f"h{i:02d}" for i in range(accounts)}
+    for account in hot:
+        assert lease.acquire(account)
+    parking = ParkedSessions("w2", lease, ttl=TTL, capacity=100, login_rate=lambda: 100.0)
+    return parking, hot, dict.fromkeys(hot, TTL)  # w1 renews: far from lapsing
+
+
+def test_a_newcomer_parks_at_once_what_the_holder_will_give_back() -> None:
+    parking, hot, taken = joining()
+    plan = parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken)
+    assert plan.park == () and plan.close == ()  # nothing of a failover
+    assert len(plan.handover) == 10 and set(plan.handover) <= hot  # its share, at once
+    assert plan.look_again_at == NOW + HANDOVER_LOOK  # to claim them once given back
+    for account in plan.handover:
+        parking.parked(account)
+    again = parking.plan(NOW + 1, {"w1": 20, "w2": 0}, hot, set(), taken)
+    assert again.handover == () and again.close == ()  # parked once
+
+
+def test_a_newcomer_with_its_share_closes_what_was_not_given() -> None:
+    parking, hot, taken = joining()
+    for account in parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover:
+        parking.parked(account)
+    given = set(sorted(hot)[:10])  # the holder gave back others than predicted
+    plan = parking.plan(NOW + 1, {"w1": 10, "w2": 10}, hot, given, taken)
+    assert plan.handover == () and plan.look_again_at is None
+    assert set(plan.close) == {a for a in hot if a in parking}
+
+
+def test_parked_sessions_stay_while_their_accounts_are_free_and_hot() -> None:
+    # The holder gave them back; w2 claims for a limited time a tick (and may be given
+    # them only by a later plan): until then their sessions stay.
+    parking, hot, taken = joining()
+    handed = parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover
+    for account in handed:
+        parking.parked(account)
+    claimed, waiting = set(handed[:4]), set(handed[4:])
+    for account in claimed:
+        assert parking.take(account)
+    still_held = {a: left for a, left in taken.items() if a not in handed}
+    plan = parking.plan(NOW + 1, {"w1": 10, "w2": 4}, hot, claimed, still_held)
+    assert plan.close == ()
+    # Another worker won them (taken again; w2 has its share by now), or they are no
+    # longer hot: closed.
+    share = claimed | set(sorted(hot - set(handed))[:6])
+    plan = parking.plan(NOW + 2, {"w1": 10, "w2": 10}, hot, share, taken)
+    assert set(plan.close) == waiting
+    plan = parking.plan(NOW + 2, {"w1": 10, "w2": 4}, hot - waiting, claimed, still_held)
+    assert set(plan.close) == waiting
+
+
+def test_while_short_what_was_parked_stays_though_the_prediction_shifts() -> None:
+    # A third worker joins too: the holder's give-back is now shared, and part of what
+    # w2 parked falls to w3 by the new prediction. w2 is still short: nothing closes
+    # (the holders' counts and give-backs shift tick to tick while a hand-over runs).
+    parking, hot, taken = joining()
+    first = parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover
+    for account in first:
+        parking.parked(account)
+    shifted = parking.plan(NOW + 1, {"w1": 20, "w2": 0, "w3": 0}, hot, set(), taken)
+    assert shifted.close == ()
+    # With its share (7 of 20 among three), the ones still held by w1 are closed.
+    mine = set(sorted(hot - set(first))[:7])
+    still = {a: left for a, left in taken.items() if a not in mine}
+    done = parking.plan(NOW + 2, {"w1": 13, "w2": 7, "w3": 0}, hot, mine, still)
+    assert set(done.close) == set(first) - mine

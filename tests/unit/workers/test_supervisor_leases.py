@@ -8,12 +8,15 @@ Unit tests with fakes for every collaborator (no database, no mail server)."""
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
+from application.leases import LeaseBackendUnavailable
 from infrastructure.in_process.lease import InProcessLease
 from tests.unit.workers import fakes
 from workers import supervisor
@@ -154,12 +157,14 @@ def test_a_long_claim_round_gives_way_to_the_renewals_and_goes_on_next_turn(
 # --- a failover: the dead worker's accounts are logged in to when the login rate says ---
 
 DEAD_ACCOUNTS = [f"d{i}" for i in range(20)]
+OWN_ACCOUNTS = [f"o{i}" for i in range(20)]
 LEFT = 2.5  # seconds left on the dead worker's leases when the survivor first looks
 
 
 def survivor(rate: float | None, left: float = LEFT) -> tuple[Supervisor, fakes.Watches]:
-    """A survivor (w1) beside a dead worker whose heartbeat is still live and whose
-    leases on 20 hot accounts have ``left`` seconds left."""
+    """A survivor (w1) with its share (20 hot accounts of its own, being watched)
+    beside a dead worker whose heartbeat is still live and whose leases on 20 hot
+    accounts have ``left`` seconds left."""
     offset = [left - TTL]  # the dead worker acquired its leases TTL - left ago
     lease = InProcessLease(TTL, lambda: time.monotonic() + offset[0], holder="dead")
     for account in DEAD_ACCOUNTS:
@@ -179,8 +184,11 @@ def survivor(rate: float | None, left: float = LEFT) -> tuple[Supervisor, fakes.
         status=fakes.Report(),
         metrics=WorkerMetrics(),
     )
-    sup.inbox.tell(DirectoryFetched({a: info(a) for a in DEAD_ACCOUNTS}))
+    sup.inbox.tell(DirectoryFetched({a: info(a) for a in DEAD_ACCOUNTS + OWN_ACCOUNTS}))
     sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))  # all of them hot
+    for account in OWN_ACCOUNTS:
+        assert sup.owner.claim(account)
+    watches.started.clear()
     return sup, watches
 
 
@@ -236,3 +244,109 @@ def test_a_fast_survivor_waits_for_its_regular_tick_to_see_a_holder_dead() -> No
         sup.turn()
         time.sleep(0.02)
     assert watches.parked == []
+
+
+# --- a lease backend that stops answering: logged once per outage, not per retry ---
+
+
+class FlakyLease(InProcessLease):
+    def __init__(self) -> None:
+        super().__init__(TTL, holder="w1")
+        self.down = False
+
+    def renew_many(self, items: Mapping[str, str]) -> dict[str, bool]:
+        if self.down:
+            raise LeaseBackendUnavailable("lease backend down") from ConnectionError("refused")
+        return super().renew_many(items)
+
+
+def test_failed_renewals_are_logged_once_per_outage_and_its_end_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    lease = FlakyLease()
+    sup = owner(fakes.Watches(), lease)
+    for account in ("a", "b"):
+        assert sup.claim(account)
+    caplog.set_level(logging.INFO, logger="tidings.supervisor")
+    lease.down = True
+    now = time.monotonic() + TTL / 3  # the first renewal is due
+    for step in range(5):  # five renewal attempts, each due (retries come sooner)
+        sup.renew(now + step * TTL / 9)
+    failed = [r for r in caplog.records if r.message.startswith("lease.renew_failed")]
+    assert [r.message for r in failed] == ["lease.renew_failed leases=2 error=ConnectionError"]
+    assert failed[0].levelno == logging.WARNING
+    assert sup.metrics.lease_renewals_failed._value.get() == 5
+    lease.down = False
+    sup.renew(now + 5 * TTL / 9)
+    sup.renew(now + 5 * TTL / 9 + 1)  # answered, not due: nothing more to say
+    recovered = [r.message for r in caplog.records if "lease.renew_recovered" in r.message]
+    assert recovered == [f"lease.renew_recovered leases=2 after={5 * TTL / 9:.1f}s"]
+    lease.down = True  # a second outage is a second episode
+    sup.renew(now + 5 * TTL / 9 + TTL / 3)
+    failed = [r for r in caplog.records if r.message.startswith("lease.renew_failed")]
+    assert len(failed) == 2
+
+
+# --- the directory is read once a fleet tick, not on every tick a signal brings forward ---
+
+
+def test_ticks_brought_forward_do_not_read_the_directory_again(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report],
+) -> None:
+    sup, _, report = world
+    sup.settings = dataclasses.replace(sup.settings, fleet_tick=1.0)
+    reader = sup.reader
+    assert isinstance(reader, fakes.Reader)
+    sup.inbox.tell(DirectoryFetched({"a": info("a")}))
+    first = time.monotonic()
+    sup.turn()  # the first tick: a refresh asked
+    assert reader.refreshes == 1
+    ticks = len(report.reports)
+    for _ in range(3):  # a burst of user-actives: each brings a fleet tick forward
+        time.sleep(FLEET_COALESCE * 2)
+        sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
+        sup.turn()
+    assert len(report.reports) == ticks + 3  # three more fleet ticks ran...
+    assert reader.refreshes == 1  # ...with the directory they had
+    assert time.monotonic() - first < 1.0  # all within one fleet tick
+    deadline = time.monotonic() + 3.0
+    while reader.refreshes == 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+        sup.turn()  # the next regular tick reads it again: it is a fleet tick old
+    assert reader.refreshes == 2
+    assert time.monotonic() - first >= 1.0
+
+
+def test_the_heartbeat_after_a_ticks_claims_carries_the_new_count(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report],
+) -> None:
+    sup, watches, _ = world
+    registry = sup.registry
+    assert isinstance(registry, fakes.Registry)
+    sup.inbox.tell(DirectoryFetched({"a": info("a"), "b": info("b")}))
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
+    sup.turn()
+    assert sorted(watches.started) == ["a", "b"]
+    assert registry.held == 2  # not the 0 sent before this tick's claims
+
+
+def test_no_heartbeat_before_the_first_directory_answer(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report],
+) -> None:
+    # The heartbeat makes the others give this worker its share: it must be able to park
+    # sessions for what they give (it needs the directory for that) before they do.
+    sup, _, _ = world
+    registry = sup.registry
+    assert isinstance(registry, fakes.Registry)
+    sup.turn()
+    assert registry.heartbeats == 0
+    sup.inbox.tell(DirectoryFetched(None))  # a failed read is no answer
+    time.sleep(FLEET_COALESCE * 2)
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))  # a fleet tick now
+    sup.turn()
+    assert len(sup.status.reports) == 2  # type: ignore[attr-defined]  # two ticks ran
+    assert registry.heartbeats == 0
+    sup.inbox.tell(DirectoryFetched({"a": info("a")}))
+    time.sleep(FLEET_COALESCE * 2)
+    sup.turn()  # the answer brings a fleet tick forward
+    assert registry.heartbeats >= 1
