@@ -4,47 +4,19 @@ nothing, also when it shares a batch with callers whose reads hold."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 import psycopg
 import pytest
 
 from application.app import App
 from application.errors import StaleRead
-from domain.events import DomainEvent
-from infrastructure.eventstore.recorder import RecorderEventStore
 from infrastructure.eventstore.typed_array import CHECKED_INSERT_FUNCTION
 from infrastructure.sql.database import DatabaseUrl
 from tests.integration.eventstore.test_eventstore import event, store_of
-from tests.integration.eventstore.test_group_commit import writes_held
-
-
-def appending_expecting(
-    store: RecorderEventStore, events: list[DomainEvent], expected: dict[UUID, int]
-) -> Callable[[], BaseException | None]:
-    """Start an append in a thread; the returned call joins it and answers its outcome."""
-    outcome: list[BaseException | None] = []
-
-    def run() -> None:
-        try:
-            store.append(events, expected)
-        except Exception as error:
-            outcome.append(error)
-        else:
-            outcome.append(None)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-
-    def result() -> BaseException | None:
-        thread.join(60)
-        assert not thread.is_alive(), "an append hangs"
-        return outcome[0]
-
-    return result
+from tests.integration.eventstore.test_group_commit import appending, writes_held
 
 
 def test_an_append_whose_checked_stream_moved_is_refused_and_writes_nothing(app: App) -> None:
@@ -67,11 +39,11 @@ def test_a_stale_caller_fails_alone_inside_a_shared_batch(app: App, database_url
     fresh = [uuid4() for _ in range(5)]
     stale_target = uuid4()
     with writes_held(database_url):
-        leader = appending_expecting(store, [event(uuid4(), 1)], {decided: 1})
+        leader = appending(store, [event(uuid4(), 1)], {decided: 1})
         time.sleep(0.5)
-        results = [appending_expecting(store, [event(s, 1)], {decided: 1}) for s in fresh[:2]]
-        results.append(appending_expecting(store, [event(stale_target, 1)], {decided: 0}))
-        results += [appending_expecting(store, [event(s, 1)], {decided: 1}) for s in fresh[2:]]
+        results = [appending(store, [event(s, 1)], {decided: 1}) for s in fresh[:2]]
+        results.append(appending(store, [event(stale_target, 1)], {decided: 0}))
+        results += [appending(store, [event(s, 1)], {decided: 1}) for s in fresh[2:]]
         time.sleep(1.0)
     assert leader() is None
     outcomes = [result() for result in results]
@@ -93,10 +65,10 @@ def test_a_caller_is_stale_when_its_batch_writes_a_stream_it_checked(
     store = store_of(app)
     decided, target = uuid4(), uuid4()
     with writes_held(database_url):
-        leader = appending_expecting(store, [event(uuid4(), 1)], {})
+        leader = appending(store, [event(uuid4(), 1)], {})
         time.sleep(0.5)
-        writer = appending_expecting(store, [event(decided, 1)], {})
-        checker = appending_expecting(store, [event(target, 1)], {decided: 0})
+        writer = appending(store, [event(decided, 1)], {})
+        checker = appending(store, [event(target, 1)], {decided: 0})
         time.sleep(1.0)
     assert leader() is None
     assert writer() is None

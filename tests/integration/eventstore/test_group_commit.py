@@ -63,13 +63,16 @@ def writes_held(database_url: str) -> Iterator[None]:
             pg.rollback()
 
 
-def appending(store: RecorderEventStore, events: list[Any]) -> Callable[[], BaseException | None]:
-    """Start an append in a thread; the returned call joins it and answers its outcome."""
+def appending(
+    store: RecorderEventStore, events: list[Any], expected: dict[UUID, int] | None = None
+) -> Callable[[], BaseException | None]:
+    """Start an append in a thread (checking the ``expected`` streams' versions); the
+    returned call joins it and answers its outcome."""
     outcome: list[BaseException | None] = []
 
     def run() -> None:
         try:
-            store.append(events)
+            store.append(events, expected)
         except Exception as error:
             outcome.append(error)
         else:
