@@ -20,7 +20,7 @@ from domain.events import DomainEvent
 from domain.field_definition import FieldDefinitionDefined, FieldSlotClaimed
 from infrastructure.eventstore.recorder import RecorderEventStore
 from tests.integration.custom_fields.helpers import definitions, fields_of
-from tests.integration.projections.support import Failures, start
+from tests.integration.projections.support import Failures, start, tail
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -105,22 +105,12 @@ def test_concurrent_writers_leave_a_gap_free_log_a_tailing_reader_never_skips(
         for n in range(15):
             store.append([event(stream, 3 * n + v, f"w{i}", tenant=f"w{i}") for v in (1, 2, 3)])
 
-    def tail() -> None:
+    def tailing() -> None:
         barrier.wait()
-        position = 0
-        while True:
-            finished = stop.is_set()
-            batch = reader.read(position, 7)
-            for recorded in batch:
-                if recorded.position != position + 1:
-                    failures.add(f"gap: saw {recorded.position} after {position}")
-                position = recorded.position
-                seen.append(position)
-            if finished and not batch:
-                return
+        tail(reader, stop, seen, failures, page=7)
 
     threads = [start(write, i, s, failures=failures) for i, s in enumerate(writers)]
-    tailer = start(tail, failures=failures)
+    tailer = start(tailing, failures=failures)
     for thread in threads:
         thread.join(timeout=120)
     stop.set()

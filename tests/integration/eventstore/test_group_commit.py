@@ -33,6 +33,7 @@ from tests.integration.projections.support import (
     counting_runner,
     serving,
     start,
+    tail,
 )
 from tests.support.results import ok
 
@@ -87,23 +88,6 @@ def appending(
         return outcome[0]
 
     return result
-
-
-def tail(
-    store: RecorderEventStore, stop: threading.Event, seen: list[int], failures: Failures
-) -> None:
-    """Read the log in small pages until ``stop`` and nothing more: every position once."""
-    position = 0
-    while True:
-        finished = stop.is_set()
-        batch = store.read(position, 5)
-        for recorded in batch:
-            if recorded.position != position + 1:
-                failures.add(f"gap: saw {recorded.position} after {position}")
-            position = recorded.position
-            seen.append(position)
-        if finished and not batch:
-            return
 
 
 def test_concurrent_group_commits_leave_a_gap_free_log_a_tailing_projection_applies_once(

@@ -1,6 +1,6 @@
 """Test doubles for runner tests: a projection that records every position it applies
 (a primary key makes a second application of one event fail loudly), a database wrapper
-that counts transactions, and bulk event writers."""
+that counts transactions, bulk event writers, and a tailing reader that finds gaps."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from application.app import App
 from application.custom_fields.sealing import seal_value
-from application.ports import Dialect, Recorded, SqlCursor, SqlDatabase
+from application.ports import Dialect, EventLog, Recorded, SqlCursor, SqlDatabase
 from domain.custom_field_values import EntityCustomFields, entity_stream_id
 from domain.field_definition import definition_id
 from projections.base import SHADOW_SUFFIX
@@ -171,3 +171,21 @@ def start(target: Any, *args: Any, failures: Failures) -> threading.Thread:
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+def tail(
+    store: EventLog, stop: threading.Event, seen: list[int], failures: Failures, page: int = 5
+) -> None:
+    """Read the log in pages of ``page`` until ``stop`` and nothing more: every position
+    once, each one after the last (a gap is a failure)."""
+    position = 0
+    while True:
+        finished = stop.is_set()
+        batch = store.read(position, page)
+        for recorded in batch:
+            if recorded.position != position + 1:
+                failures.add(f"gap: saw {recorded.position} after {position}")
+            position = recorded.position
+            seen.append(position)
+        if finished and not batch:
+            return
