@@ -90,6 +90,7 @@ from bench._mail import (
 )
 from infrastructure.devserver.dovecot import DovecotServer, DovecotUser
 from infrastructure.eventstore.recorder import EVENTS_TABLE
+from infrastructure.redis.client import replied
 from infrastructure.redis.signals import CHANNEL as SIGNAL_CHANNEL
 from infrastructure.runtime.settings import Settings
 
@@ -198,7 +199,9 @@ class Fleet:
         assert self.settings.redis_url is not None
         client = redis.Redis.from_url(self.settings.redis_url, socket_timeout=2)
         try:
-            return int(dict(client.pubsub_numsub(SIGNAL_CHANNEL)).get(SIGNAL_CHANNEL.encode(), 0))
+            return int(
+                dict(replied(client.pubsub_numsub(SIGNAL_CHANNEL))).get(SIGNAL_CHANNEL.encode(), 0)
+            )
         finally:
             client.close()
 

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Awaitable
+from typing import TypeVar
+
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
+
+T = TypeVar("T")
+
+
+def replied(answer: Awaitable[T] | T) -> T:
+    """A synchronous client's answer as its own type: redis-py before 8 types every command of
+    the synchronous client as ``Awaitable[Any] | Any``."""
+    if inspect.isawaitable(answer):
+        raise TypeError("a synchronous Redis client answered with an awaitable")
+    return answer
 
 
 def redis_client(

@@ -30,7 +30,7 @@ import redis
 from redis.exceptions import NoScriptError, RedisError
 
 from application.leases import LeaseBackendUnavailable
-from infrastructure.redis.client import redis_client
+from infrastructure.redis.client import redis_client, replied
 
 DEFAULT_PREFIX = "tidings:lease:"
 BATCH = 500
@@ -161,7 +161,7 @@ class RedisLease:
         for start in range(0, len(wanted), BATCH):
             names = [self._key(key) for key in wanted[start : start + BATCH]]
             chunk = wanted[start : start + BATCH]
-            values: list[Any] = self._call(functools.partial(self._client.mget, names))
+            values: list[Any] = replied(self._call(functools.partial(self._client.mget, names)))
             found.update(
                 (key, holder_of(_text(value)))
                 for key, value in zip(chunk, values, strict=True)
@@ -184,7 +184,7 @@ class RedisLease:
         with self._lock:
             sha = self._shas.get(script)
         if sha is None or reload:
-            sha = _text(self._call(lambda: self._client.script_load(script)))
+            sha = _text(self._call(lambda: replied(self._client.script_load(script))))
             with self._lock:
                 self._shas[script] = sha
         return sha

@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 
 import redis
 from redis.exceptions import RedisError
@@ -77,6 +77,24 @@ def decode(data: str | bytes) -> Signal:
     return Signal(kind, tenant_id, account_id=account_id, user_id=user_id)
 
 
+class _Channel(Protocol):
+    """What listening uses of a pubsub; typed here because redis-py types it only from 8 on."""
+
+    def subscribe(self, *channels: str) -> Any: ...
+
+    def get_message(self, ignore_subscribe_messages: bool = ..., timeout: float = ...) -> Any: ...
+
+    def ping(self, message: str | None = ...) -> Any: ...
+
+    def close(self) -> None: ...
+
+
+class _Subscribing(Protocol):
+    def pubsub(self) -> _Channel: ...
+
+    def close(self) -> None: ...
+
+
 class RedisSignals:
     def __init__(
         self,
@@ -91,7 +109,7 @@ class RedisSignals:
         owns_clients: bool = False,
     ) -> None:
         self._publisher = publisher
-        self._subscriber = subscriber if subscriber is not None else publisher
+        self._subscriber: _Subscribing = subscriber if subscriber is not None else publisher
         self._channel = channel
         self._reconnect_base = reconnect_base
         self._reconnect_cap = reconnect_cap
@@ -201,7 +219,7 @@ class RedisSignals:
             delay = min(delay * 2, self._reconnect_cap)
 
     def _listen(self, resumed_after: int) -> None:
-        pubsub = self._subscriber.pubsub()  # type: ignore[no-untyped-call]
+        pubsub = self._subscriber.pubsub()
         try:
             pubsub.subscribe(self._channel)
             heard = pinged = time.monotonic()

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from application import User
 from application.app import App
-from infrastructure.redis.client import redis_client
+from infrastructure.redis.client import redis_client, replied
 from tests.integration.redis.conftest import REDIS_URL
 from tests.support.results import ok
 
@@ -17,7 +17,7 @@ from tests.support.results import ok
 def connections_named(name: str) -> int:
     probe = redis_client(REDIS_URL)
     try:
-        return sum(1 for c in probe.client_list() if c.get("name") == name)
+        return sum(1 for c in replied(probe.client_list()) if c.get("name") == name)
     finally:
         probe.close()
 

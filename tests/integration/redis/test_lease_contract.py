@@ -18,7 +18,7 @@ from application.leases import LeaseBackend as Lease
 from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.signals import SignalBus
 from infrastructure.in_process.lease import InProcessLease
-from infrastructure.redis.client import redis_client
+from infrastructure.redis.client import redis_client, replied
 from infrastructure.redis.lease import BATCH, RedisLease
 from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
@@ -195,7 +195,7 @@ class TestRedisLease(LeaseContract):
     ) -> None:
         token = lease.acquire("acct-1")
         assert client.get(prefix + "lease:acct-1") == token
-        assert 0 < client.pttl(prefix + "lease:acct-1") <= TTL * 1000
+        assert 0 < replied(client.pttl(prefix + "lease:acct-1")) <= TTL * 1000
 
     def test_scripts_are_reloaded_after_a_script_flush(
         self, lease: RedisLease, client: redis.Redis

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from application.signals import Signal
+from infrastructure.redis.client import replied
 from infrastructure.redis.signals import InvalidSignal, RedisSignals, decode, encode
 from tests.integration.redis.proxy import TcpProxy
 
@@ -115,13 +116,13 @@ def test_subscriber_survives_its_connection_being_killed(
     received = listen(subscriber)
     # Like CLIENT KILL TYPE pubsub, but only our subscriber's connection: the server is
     # shared with other test runs.
-    ours = [c for c in client.client_list(_type="pubsub") if c.get("name") == name]
+    ours = [c for c in replied(client.client_list(_type="pubsub")) if c.get("name") == name]
     assert len(ours) == 1
     with caplog.at_level(logging.WARNING, logger="tidings.signals"):
         client.client_kill_filter(_id=ours[0]["id"])
         eventually_received(publisher, received, Signal("sync_now", "t1", account_id="a1"))
     assert any("signals.subscriber_lost" in r.getMessage() for r in caplog.records)
-    again = [c for c in client.client_list(_type="pubsub") if c.get("name") == name]
+    again = [c for c in replied(client.client_list(_type="pubsub")) if c.get("name") == name]
     assert len(again) == 1 and again[0]["id"] != ours[0]["id"]
 
 
