@@ -8,6 +8,12 @@ did, within one fleet tick.
 the refreshed accounts at once: one read-model statement and one pipelined Redis round
 trip, never one per account. Either source failing leaves its part empty (the
 supervisor keeps what it knew) and is logged.
+
+It remembers the user activity it last read, within the window. When the store answers
+without some of it (Redis restarted empty, or failed over to a replica behind), the
+remembered times still count and are written back (``UserActivity.restore``): nothing a
+tier depends on is lost while any worker still knows it, so a fleet restarted after such
+an outage finds its active users again.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from application import worker_defaults as defaults
-from application.mail.activity import ActivityUnavailable, UserActivity, UserKey
+from application.mail.activity import ActiveTimes, ActivityUnavailable, UserActivity, UserKey
 from application.mail.read_model import MailReadModel
 from workers.directory import AccountInfo
 
@@ -47,6 +53,7 @@ class SharedTierState:
         self._read_model = read_model
         self._recent_mail_window = recent_mail_window
         self._clock = clock
+        self._known = ActiveTimes()
 
     def read(self, accounts: Mapping[str, AccountInfo]) -> SharedActivity:
         now = self._clock()
@@ -67,6 +74,7 @@ class SharedTierState:
         except ActivityUnavailable:
             log.warning("tiers.activity_unavailable")
             return {}
+        times = self._recall(times, users, tenants, now)
         found: dict[str, float] = {}
         for account_id, info in accounts.items():
             at = times.of_account(info.tenant_id, info.owner_user_id, info.scope == "shared")
@@ -81,3 +89,28 @@ class SharedTierState:
             log.warning("tiers.mail_unreadable error=%s", type(error).__name__)
             return {}
         return {a: at for a, at in recent.items() if a in accounts}
+
+    def _recall(
+        self, times: ActiveTimes, users: set[UserKey], tenants: set[str], now: float
+    ) -> ActiveTimes:
+        """The store's answer with what this worker read before and the store lost; the
+        lost part is written back."""
+        horizon = now - self._activity.window
+        lost_users = {
+            k: at
+            for k, at in self._known.users.items()
+            if k in users and at > horizon and times.users.get(k, horizon) < at
+        }
+        lost_tenants = {
+            k: at
+            for k, at in self._known.tenants.items()
+            if k in tenants and at > horizon and times.tenants.get(k, horizon) < at
+        }
+        if lost_users or lost_tenants:
+            log.warning(
+                "tiers.activity_restored users=%d tenants=%d", len(lost_users), len(lost_tenants)
+            )
+            self._activity.restore(lost_users, lost_tenants, now)
+            times = ActiveTimes({**times.users, **lost_users}, {**times.tenants, **lost_tenants})
+        self._known = times
+        return times

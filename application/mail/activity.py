@@ -9,12 +9,14 @@ whole fleet restarts the accounts that were hot are hot again without new activi
 
 Recording is best effort, like the signal beside it: a backend outage is logged, never
 the caller's error. Reading raises ``ActivityUnavailable``; the caller keeps what it
-knew.
+knew. A backend that comes back without its data (a restart without persistence, a
+failover to a replica behind) is given back what the workers still know (``restore``),
+so a fleet restarted after it still finds the active users.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -59,4 +61,11 @@ class UserActivity(Protocol):
     ) -> ActiveTimes:
         """Who of these was active within the window before ``now``; one round trip per
         chunk of keys, never one per user. Raises ``ActivityUnavailable``."""
+        ...
+
+    def restore(
+        self, users: Mapping[UserKey, float], tenants: Mapping[str, float], now: float
+    ) -> None:
+        """Records these times again where the backend holds none or an older one, each
+        for what is left of its window before ``now`` (best effort, like ``record``)."""
         ...

@@ -5,7 +5,7 @@ window are dropped as new ones come (amortised), and never answered."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from application.mail.activity import ActiveTimes, UserKey
 
@@ -32,6 +32,15 @@ class InProcessActivity:
             if len(self._users) >= self._prune_at:
                 self._prune(at)
                 self._prune_at = max(1024, 2 * len(self._users))
+
+    def restore(
+        self, users: Mapping[UserKey, float], tenants: Mapping[str, float], now: float
+    ) -> None:
+        with self._lock:
+            for key, at in users.items():
+                self._users[key] = max(self._users.get(key, at), at)
+            for tenant, at in tenants.items():
+                self._tenants[tenant] = max(self._tenants.get(tenant, at), at)
 
     def last_active(
         self, users: Collection[UserKey], tenants: Collection[str], now: float

@@ -8,14 +8,15 @@ percent-encoded, so no id can spell another's key. A fleet tick asks about all i
 accounts' users and tenants with MGETs of ``CHUNK`` keys each, pipelined: one round trip
 whatever the number of accounts. A value that is not a number is ignored (data, never
 control). Recording failures are logged (best effort); reading failures become
-``ActivityUnavailable``.
+``ActivityUnavailable``. ``restore`` writes a time back only where the key is missing or
+older (one script per chunk of keys), for what is left of its window.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TypeVar
 from urllib.parse import quote
 
@@ -27,6 +28,18 @@ from infrastructure.redis.client import redis_client
 
 DEFAULT_PREFIX = "tidings:active:"
 CHUNK = 1000
+# KEYS: the keys; ARGV: per key its time and its milliseconds left. A newer (or equal)
+# time in Redis wins; a value that is not a number is replaced.
+RESTORE = """
+for i, key in ipairs(KEYS) do
+    local at = ARGV[2 * i - 1]
+    local held = tonumber(redis.call('GET', key))
+    if not held or held < tonumber(at) then
+        redis.call('SET', key, at, 'PX', ARGV[2 * i])
+    end
+end
+return 0
+"""
 log = logging.getLogger("tidings.activity")
 K = TypeVar("K")
 
@@ -72,6 +85,23 @@ class RedisActivity:
             pipe.execute()
         except RedisError as error:
             log.warning("activity.record_failed error=%s", type(error).__name__)
+
+    def restore(
+        self, users: Mapping[UserKey, float], tenants: Mapping[str, float], now: float
+    ) -> None:
+        entries = [(self.user_key(t, u), at) for (t, u), at in users.items()]
+        entries += [(self.tenant_key(t), at) for t, at in tenants.items()]
+        left = [(key, at, int((at + self._window - now) * 1000)) for key, at in entries]
+        left = [entry for entry in left if entry[2] > 0]
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for start in range(0, len(left), CHUNK):
+                chunk = left[start : start + CHUNK]
+                argv = [part for _, at, ms in chunk for part in (repr(float(at)), str(ms))]
+                pipe.eval(RESTORE, len(chunk), *[key for key, _, _ in chunk], *argv)
+            pipe.execute()
+        except RedisError as error:
+            log.warning("activity.restore_failed error=%s", type(error).__name__)
 
     def last_active(
         self, users: Collection[UserKey], tenants: Collection[str], now: float

@@ -144,3 +144,62 @@ def test_hot_accounts_are_hot_again_after_the_whole_fleet_restarts(fleet: Fleet,
         watchers.assert_never_twice()
     finally:
         watchers.stop()
+
+
+def activity_keys(fleet: Fleet) -> int:
+    with fleet.redis.client() as client:
+        return len(list(client.scan_iter(match="tidings:active:*", count=1000)))
+
+
+def test_activity_outlives_redis_restarting_empty_and_then_the_fleet(fleet: Fleet) -> None:
+    """Redis comes back without its data (a failover to a replica, a cache-mode Redis)
+    while the workers still know who was active: they write it back, so the fleet
+    restarted after that keeps the active users' accounts hot without new activity."""
+    fleet.worker_settings["poll_interval"] = timing.SLOW_POLL
+    hot = [fleet.connect(fleet.owner) for _ in range(2)] + [fleet.connect()]
+    warm = [fleet.connect(fleet.member("quiet"))]
+    fleet.app.projections.catch_up()
+    first = fleet.start_workers(2)
+    watchers = Watchers(fleet.dovecot).start()
+    try:
+        fleet.user_active()
+        fleet.settle(watchers, hot)
+        recorded = activity_keys(fleet)
+        assert recorded == 2, "the owner's key and the tenant's"
+
+        fleet.redis.kill()
+        wait_for(  # the holders stand down before Redis, empty, could grant their leases again
+            "every watch to stand down",
+            lambda: sum(watchers.now()[a.user] for a in hot) == 0,
+            timeout=TTL + timing.WAIT,
+            interval=timing.FAST_POLL,
+        )
+        fleet.redis.start()  # same port, empty
+        back_wall = time.time()
+        assert activity_keys(fleet) == 0
+        took = wait_for(
+            "the workers to write the activity back",
+            lambda: activity_keys(fleet) == recorded,
+            timing.WAIT_LONG,
+        )
+        log.info("Redis back empty -> activity written back after %.2fs", took)
+        assert fleet.events("tiers.activity_restored", back_wall)
+
+        for worker in first:
+            stop_gracefully(worker, timing.SIGTERM_WAIT)
+            worker.kill()  # reaped
+        spawned = time.monotonic()
+        second = [fleet.start_worker(), fleet.start_worker()]
+        wait_for(
+            "the active users' mailboxes in IDLE again",
+            lambda: fleet.watched(watchers, hot),
+            timeout=timing.WORKERS_READY + FLEET_TICK + LOGIN + timing.WAIT_FAILOVER_EXTRA,
+            interval=timing.FAST_POLL,
+        )
+        log.info("fleet restarted -> hot again after %.2fs", time.monotonic() - spawned)
+        fleet.wait_ready(second)
+        time.sleep(timing.QUIET_CHECK)
+        assert all(watchers.now()[a.user] == 0 for a in warm), "the quiet one stays warm"
+        watchers.assert_never_twice()
+    finally:
+        watchers.stop()

@@ -172,3 +172,45 @@ def test_the_shared_server_answers_what_another_client_recorded(prefix: str) -> 
         ("t1", "u1"): pytest.approx(now)
     }
     redis_client(REDIS_URL).delete(writer.user_key("t1", "u1"), writer.tenant_key("t1"))
+
+
+def test_restore_writes_back_what_is_missing_or_older_and_keeps_what_is_newer(
+    make_activity: MakeActivity,
+) -> None:
+    activity = make_activity(60.0)
+    now = time.time()
+    activity.record("t1", "u2", now - 1)  # newer than what is restored for t1
+    activity.restore({("t1", "u1"): now - 20, ("t1", "u2"): now - 30}, {"t1": now - 20}, now)
+    found = activity.last_active([("t1", "u1"), ("t1", "u2")], ["t1"], now)
+    assert found.users == {
+        ("t1", "u1"): pytest.approx(now - 20),
+        ("t1", "u2"): pytest.approx(now - 1),
+    }
+    assert found.tenants == {"t1": pytest.approx(now - 1)}
+
+
+def test_restored_keys_live_for_what_is_left_of_their_window(
+    counting_client: CountingRedis, prefix: str
+) -> None:
+    activity = RedisActivity(counting_client, 60.0, prefix=prefix)
+    now = time.time()
+    activity.restore({("t1", "u1"): now - 50, ("t1", "u2"): now - 61}, {}, now)
+    assert 0 < replied(counting_client.pttl(activity.user_key("t1", "u1"))) <= 10_000
+    assert counting_client.exists(activity.user_key("t1", "u2")) == 0, "its window had passed"
+    counting_client.set(activity.user_key("t1", "u3"), "not a time")
+    activity.restore({("t1", "u3"): now - 5}, {}, now)
+    assert activity.last_active([("t1", "u3")], [], now).users == {
+        ("t1", "u3"): pytest.approx(now - 5)
+    }
+
+
+def test_restore_of_thousands_is_one_round_trip(
+    counting_client: CountingRedis, prefix: str
+) -> None:
+    activity = RedisActivity(counting_client, 600.0, prefix=prefix)
+    now = time.time()
+    users = {(f"t{i % 50}", f"u{i}"): now - 1 for i in range(5000)}
+    before = counting_client.round_trips
+    activity.restore(users, {f"t{i}": now - 1 for i in range(50)}, now)
+    assert counting_client.round_trips - before == 1
+    assert len(activity.last_active(users, [], now).users) == 5000

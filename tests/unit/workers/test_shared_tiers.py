@@ -7,7 +7,7 @@ it: the accounts that were hot are claimed and watched in its first ticks."""
 from __future__ import annotations
 
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from application.mail.activity import ActiveTimes, ActivityUnavailable, UserKey
@@ -28,6 +28,7 @@ class FakeActivity:
         self.times = times
         self.down = down
         self.calls: list[tuple[set[UserKey], set[str]]] = []
+        self.restored: list[tuple[dict[UserKey, float], dict[str, float]]] = []
 
     @property
     def window(self) -> float:
@@ -43,6 +44,11 @@ class FakeActivity:
         if self.down:
             raise ActivityUnavailable("down")
         return self.times
+
+    def restore(
+        self, users: Mapping[UserKey, float], tenants: Mapping[str, float], now: float
+    ) -> None:
+        self.restored.append((dict(users), dict(tenants)))
 
 
 class FakeMail:
@@ -88,6 +94,46 @@ def test_a_failing_source_leaves_only_its_own_part_empty() -> None:
     assert no_redis.read(ACCOUNTS) == SharedActivity({}, {"mailed": NOW - 60})
     no_db = state(FakeActivity(times), FakeMail({}, down=True))
     assert no_db.read(ACCOUNTS) == SharedActivity({"mine": NOW - 10}, {})
+
+
+def test_activity_the_store_lost_still_counts_and_is_written_back() -> None:
+    """Redis came back empty while the worker ran: what it read before stays, and goes
+    back to the store, so a fleet restarted next finds it there."""
+    known = ActiveTimes(users={("t1", "u1"): NOW - 10}, tenants={"t1": NOW - 5, "t2": NOW - 8})
+    activity = FakeActivity(known)
+    tiers = state(activity, FakeMail({}))
+    before = tiers.read(ACCOUNTS)
+    assert activity.restored == []
+
+    activity.times = ActiveTimes(tenants={"t1": NOW - 1})  # t1 newer again; the rest lost
+    after = tiers.read(ACCOUNTS)
+    assert after.user_active == {**before.user_active, "team": NOW - 1}
+    assert activity.restored == [({("t1", "u1"): NOW - 10}, {"t2": NOW - 8})]
+
+    activity.times = ActiveTimes(users={("t1", "u1"): NOW - 10}, tenants={"t1": NOW - 1})
+    tiers.read(ACCOUNTS)
+    assert len(activity.restored) == 2, "what the store holds again is not written twice"
+
+
+def test_remembered_activity_ends_with_its_window() -> None:
+    activity = FakeActivity(ActiveTimes(users={("t1", "u1"): NOW - 10}))
+    clock = [NOW]
+    model: Any = FakeMail({})
+    tiers = SharedTierState(activity, model, clock=lambda: clock[0])
+    tiers.read(ACCOUNTS)
+    activity.times = ActiveTimes()
+    clock[0] = NOW - 10 + activity.window  # the window has passed
+    assert tiers.read(ACCOUNTS).user_active == {}
+    assert activity.restored == []
+
+
+def test_remembered_activity_of_an_account_no_longer_listed_is_not_restored() -> None:
+    activity = FakeActivity(ActiveTimes(users={("t1", "u1"): NOW - 10}))
+    tiers = state(activity, FakeMail({}))
+    tiers.read(ACCOUNTS)
+    activity.times = ActiveTimes()
+    tiers.read({a: info for a, info in ACCOUNTS.items() if a != "mine"})
+    assert activity.restored == []
 
 
 def test_a_restarted_supervisor_claims_what_was_hot_and_only_that() -> None:
