@@ -1,6 +1,7 @@
 """Redis adapter of the ``Lease`` port (``application.leases``).
 
-    acquire  SET key token NX PX ttl_ms          (token: "<holder>:<16 random bytes, hex>", per
+    acquire  EVALSHA set-if-free-and-not-quiet   (SET key token NX PX ttl_ms; token:
+                                                  "<holder>:<16 random bytes, hex>", per
                                                   acquisition; ``holders`` reads the name)
     renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
     release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
@@ -8,6 +9,17 @@
 Renew and release take many keys per call: one EVALSHA for up to 500 keys (the reply
 is one 1/0 per key), so renewing the leases of thousands of watches every ttl/3 costs a
 few calls, not thousands of pipelined commands to build and parse.
+
+A Redis that comes back without its data (restarted without persistence, failed over to
+a replica behind) has forgotten every lease while their holders still act on them until
+a renewal fails (up to ttl/3 later). So no lease is granted for one ttl after such a
+loss, as Redlock's "delayed restart" asks: a marker key holds the store's epoch, each
+client remembers the epoch it saw, and the first acquire of a client that saw one and
+finds the marker gone makes everyone wait: a whole ttl when Redis came back without an
+outage this client saw (a failover), else what is left of a ttl since that outage began
+(nothing after an outage longer than a ttl: every holder has stood down by then). A
+client that saw none (a worker that started while Redis was away) cannot tell a loss
+from a first start; the holders' failing renewals still end their watches within ttl/3.
 
 Scripts are loaded once (``SCRIPT LOAD``) and called by sha; after a Redis restart or
 ``SCRIPT FLUSH`` a call answers NOSCRIPT, and the script is loaded again and the call
@@ -21,8 +33,10 @@ Redis holds a worker for seconds, not minutes.
 from __future__ import annotations
 
 import functools
+import math
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -47,6 +61,27 @@ for i, key in ipairs(KEYS) do
     end
 end
 return out
+"""
+
+# KEYS: the lease, the epoch marker, the quiet marker; ARGV: the token, the ttl in ms, the
+# epoch this client saw ('' for none), a new epoch, the quiet in ms should the epoch be
+# gone. Replies {epoch, 1 = taken | 0 = not}.
+ACQUIRE = """
+local epoch = redis.call('GET', KEYS[2])
+if not epoch then
+    epoch = ARGV[4]
+    redis.call('SET', KEYS[2], epoch)
+    if ARGV[3] ~= '' and tonumber(ARGV[5]) > 0 then
+        redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
+    end
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+    return {epoch, 0}
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return {epoch, 1}
+end
+return {epoch, 0}
 """
 
 RELEASE = """
@@ -91,6 +126,9 @@ class RedisLease:
         self._prefix = prefix
         self._shas: dict[str, str] = {}
         self._lock = threading.Lock()
+        self._epoch = ""  # the store's epoch this client saw ("" before its first acquire)
+        self._failing_since: float | None = None  # monotonic: the current outage's start
+        self._outage = (0.0, -math.inf)  # the last outage this client saw: (start, end)
 
     @classmethod
     def from_url(
@@ -115,10 +153,17 @@ class RedisLease:
 
     def acquire(self, key: str) -> str | None:
         token = f"{self._holder}:{secrets.token_hex(16)}"
-        taken = self._call(
-            lambda: self._client.set(self._key(key), token, nx=True, px=self._ttl_ms)
-        )
-        return token if taken else None
+        keys = [self._key(key), self._prefix + "!epoch", self._prefix + "!quiet"]
+        quiet_ms = self._quiet_ms(time.monotonic())
+        args = [token, str(self._ttl_ms), self._epoch, secrets.token_hex(8), str(quiet_ms)]
+        try:
+            reply = self._eval(ACQUIRE, keys, args)
+        except NoScriptError:
+            reply = self._eval(ACQUIRE, keys, args, reload=True)
+        if not isinstance(reply, list) or len(reply) != 2:
+            raise LeaseBackendUnavailable("unexpected reply to a lease script")
+        self._epoch = _text(reply[0])
+        return token if reply[1] == 1 else None
 
     def renew(self, key: str, token: str) -> bool:
         return self.renew_many({key: token})[key]
@@ -176,9 +221,11 @@ class RedisLease:
 
     def _call(self, action: Callable[[], T]) -> T:
         try:
-            return action()
+            answer = action()
         except RedisError as error:
-            raise LeaseBackendUnavailable(type(error).__name__) from None
+            raise self._unavailable(error) from None
+        self._answered()
+        return answer
 
     def _sha(self, script: str, *, reload: bool = False) -> str:
         with self._lock:
@@ -206,6 +253,37 @@ class RedisLease:
             )
         return answers
 
+    def _quiet_ms(self, now: float) -> int:
+        """How long nobody may be granted a lease should this acquire find the store's data
+        lost (module docstring)."""
+        started, ended = self._outage
+        if self._failing_since is not None:  # the outage ends with this very call
+            started, ended = self._failing_since, now
+        if now - ended >= self._ttl_seconds:  # no outage just before: a whole ttl
+            return self._ttl_ms
+        return max(0, self._ttl_ms - int((now - started) * 1000))
+
+    def _unavailable(self, error: RedisError) -> LeaseBackendUnavailable:
+        if self._failing_since is None:
+            self._failing_since = time.monotonic()
+        return LeaseBackendUnavailable(type(error).__name__)
+
+    def _answered(self) -> None:
+        if self._failing_since is not None:
+            self._outage = (self._failing_since, time.monotonic())
+            self._failing_since = None
+
+    def _eval(self, script: str, keys: list[str], args: list[str], *, reload: bool = False) -> Any:
+        sha = self._sha(script, reload=reload)
+        try:
+            answer = self._client.evalsha(sha, len(keys), *keys, *args)
+        except NoScriptError:
+            raise
+        except RedisError as error:
+            raise self._unavailable(error) from None
+        self._answered()
+        return answer
+
     def _evalsha(self, sha: str, chunk: list[tuple[str, str]], extra: Sequence[int]) -> list[Any]:
         keys = [self._key(key) for key, _ in chunk]
         tokens = [token for _, token in chunk]
@@ -214,7 +292,8 @@ class RedisLease:
         except NoScriptError:
             raise
         except RedisError as error:
-            raise LeaseBackendUnavailable(type(error).__name__) from None
+            raise self._unavailable(error) from None
+        self._answered()
         if not isinstance(replies, list) or len(replies) != len(chunk):
             raise LeaseBackendUnavailable("unexpected reply to a lease script")
         return replies
