@@ -20,7 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from application.mail.destinations import IpAddress, check_addresses
+from application.destinations import IpAddress, check_addresses
 from application.mail.ports import MailProviderError
 from domain.webhook import Target
 from infrastructure.net_policy import resolve
