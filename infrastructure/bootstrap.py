@@ -56,9 +56,12 @@ from infrastructure.webhooks.deliveries import SqlDeliveryQueue
 from infrastructure.webhooks.sender import HttpSender
 from infrastructure.webhooks.store import SqlWebhookStore
 from projections.base import OpensSealedValues, Projection
-from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
-from projections.feed import FeedProjection, FeedReader
-from projections.mail import MailProjection, MailReader
+from projections.custom_fields import CustomFieldsProjection
+from projections.custom_fields_reader import CustomFieldsReader
+from projections.feed import FeedProjection
+from projections.feed_reader import FeedReader
+from projections.mail import MailProjection
+from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
 from workers.caps import CappedProvider, ConnectionCaps
 from workers.directory import AccountDirectory, DirectoryReader
