@@ -462,29 +462,12 @@ def build_webhook_dispatcher(
     app: App, settings: Settings, holder: str, metrics: WebhookMetrics | None = None
 ) -> Dispatcher:
     """The webhook delivery loop of one process (``tidings worker``, ``webhooks run``)."""
+    s = settings
+    retry = RetryPolicy(s.webhook_retry_first, s.webhook_retry_longest, s.webhook_retry_budget)
+    lanes = LaneSettings(s.webhook_pool, s.webhook_slow_pool, s.webhook_per_endpoint)
+    dispatch = DispatchSettings(s.webhook_timeout, retry, lanes, s.webhook_interval)
     return webhook_dispatcher(
-        app,
-        webhook_dispatch_settings(settings),
-        holder,
-        allow_private=settings.allow_private_hosts,
-        metrics=metrics,
-    )
-
-
-def webhook_dispatch_settings(settings: Settings) -> DispatchSettings:
-    return DispatchSettings(
-        timeout=settings.webhook_timeout,
-        retry=RetryPolicy(
-            first=settings.webhook_retry_first,
-            longest=settings.webhook_retry_longest,
-            budget=settings.webhook_retry_budget,
-        ),
-        lanes=LaneSettings(
-            fast_pool=settings.webhook_pool,
-            slow_pool=settings.webhook_slow_pool,
-            per_endpoint=settings.webhook_per_endpoint,
-        ),
-        interval=settings.webhook_interval,
+        app, dispatch, holder, allow_private=s.allow_private_hosts, metrics=metrics
     )
 
 
@@ -498,22 +481,14 @@ def webhook_dispatcher(
     deliveries: DeliveryQueue | None = None,
 ) -> Dispatcher:
     """A delivery loop over ``app``'s webhook tables, feed and key ring."""
-    store = app.ctx.webhooks
+    store, ctx = app.ctx.webhooks, app.ctx
     if not isinstance(store, SqlWebhookStore):
         raise TypeError("this App was not built by bootstrap()")
-    ctx = app.ctx
-
-    def feed_position() -> int:
-        for status in app.projections.status():
-            if status.name == "feed":
-                return status.position
-        return -1
-
     ports = DeliveryPorts(
         deliveries=deliveries or SqlDeliveryQueue(store.db),
         feed=ctx.feed,
         serve=lambda row: served_item(ctx, row),
-        feed_position=feed_position,
+        projections=app.projections,
         cipher=ctx.cipher,
         sender=HttpSender(timeout=settings.timeout, allow_private=allow_private),
     )

@@ -42,6 +42,7 @@ from typing import Any
 import orjson
 
 from application.feed.ports import FeedReadModel
+from application.ports import Projections
 from application.privacy import KeyErased, PiiCipher
 from application.webhooks.access import SECRET_PURPOSE
 from application.webhooks.delivery_ports import (
@@ -94,7 +95,7 @@ class DeliveryPorts:
     deliveries: DeliveryQueue
     feed: FeedReadModel
     serve: Callable[[dict[str, Any]], dict[str, Any]]  # a feed row as its tenant is served it
-    feed_position: Callable[[], int]  # the feed read model's position in the log (-1: unknown)
+    projections: Projections  # where the feed read model is in the log
     cipher: PiiCipher  # opens a webhook's sealed secret
     sender: WebhookSender
 
@@ -171,7 +172,7 @@ class Dispatcher:
         """A fan-out when the feed moved (or a full one every ``FULL_FAN_OUT`` seconds:
         a re-enabled webhook may be behind); how many deliveries it added."""
         now = time.time()
-        position = self.ports.feed_position()
+        position = self._feed_position()
         if position >= 0 and position == self._fanned_at and now - self._last_full <= FULL_FAN_OUT:
             return 0
         self._last_full = now
@@ -353,6 +354,13 @@ class Dispatcher:
                 continue
             bodies[(row["tenantId"], int(row["sequence"]))] = orjson.dumps(item)
         return bodies
+
+    def _feed_position(self) -> int:
+        """The feed read model's position in the log (-1 when it is not known)."""
+        for status in self.ports.projections.status():
+            if status.name == "feed":
+                return status.position
+        return -1
 
     def _publish_backlog(self) -> None:
         backlog = self.deliveries.backlog()
