@@ -23,8 +23,9 @@ attempts in flight finish (each is bounded by the request timeout) and their out
 are recorded.
 
 Every collaborator is injected (``DeliveryPorts``, wired by the composition root): the
-delivery queue over the webhook tables, the feed's read model and how an item is served,
-the cipher that opens a webhook's secret, and the sender of the signed POST.
+delivery queue over the webhook tables, the feed's read model (its items, how one is
+served, its position in the log), the cipher that opens a webhook's secret, and the
+sender of the signed POST.
 """
 
 from __future__ import annotations
