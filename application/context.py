@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 from application.custom_fields.ports import CustomFieldsReadModel
 from application.custom_fields.write_cache import WriteCache
+from application.destinations import DestinationPolicy
 from application.feed.ports import FeedReadModel
 from application.mail.activity import UserActivity
 from application.mail.content import ContentReader
 from application.mail.deferred import DeferredBodies
-from application.mail.destinations import DestinationPolicy
 from application.mail.ports import BlobStore, DownloadBudgets, MailProvider
 from application.mail.read_model import MailReadModel
 from application.mail.state import MailboxStateStore

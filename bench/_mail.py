@@ -33,7 +33,7 @@ from rich.table import Table
 from application import User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
-from infrastructure.devserver.dovecot import DovecotServer, DovecotUser
+from infrastructure.devkit.dovecot import DovecotServer, DovecotUser
 from infrastructure.runtime.settings import Settings
 
 REPO = Path(__file__).resolve().parents[1]

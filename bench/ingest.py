@@ -67,7 +67,7 @@ from bench._mail import (
     worker_env,
 )
 from infrastructure.bootstrap import build_syncer
-from infrastructure.devserver.dovecot import DovecotServer, DovecotUser
+from infrastructure.devkit.dovecot import DovecotServer, DovecotUser
 from infrastructure.eventstore.recorder import EVENTS_TABLE
 from workers.once import poll_once
 

@@ -53,7 +53,7 @@ from bench._mail import (
     worker_env,
 )
 from bench.watch import Fleet, hot, seed_accounts
-from infrastructure.devserver.dovecot import DovecotServer
+from infrastructure.devkit.dovecot import DovecotServer
 
 _TITLE = re.compile(r"dovecot/imap \[(\S+) \S+ IDLE")
 QUIET_DOVECOT = "imap_idle_notify_interval = 1 hours\n"  # no keepalive within a run

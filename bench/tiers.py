@@ -39,7 +39,8 @@ from infrastructure.bootstrap import open_database
 from infrastructure.redis.activity import RedisActivity
 from infrastructure.redis.client import redis_client
 from infrastructure.sql.database import DatabaseUrl, PostgresDatabase
-from projections.mail import MailProjection, MailReader
+from projections.mail import MailProjection
+from projections.mail_reader import MailReader
 from workers.directory import AccountInfo
 from workers.shared_tiers import SharedTierState
 

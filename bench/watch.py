@@ -88,7 +88,7 @@ from bench._mail import (
     worker_argv,
     worker_env,
 )
-from infrastructure.devserver.dovecot import DovecotServer, DovecotUser
+from infrastructure.devkit.dovecot import DovecotServer, DovecotUser
 from infrastructure.eventstore.recorder import EVENTS_TABLE
 from infrastructure.redis.client import replied
 from infrastructure.redis.signals import CHANNEL as SIGNAL_CHANNEL

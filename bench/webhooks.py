@@ -53,11 +53,10 @@ from bench._common import (
     scratch_database,
 )
 from domain.webhook import RetryPolicy
-from infrastructure.bootstrap import bootstrap
+from infrastructure.bootstrap import bootstrap, webhook_dispatcher
 from infrastructure.http.api import ApiSettings, create_api
-from infrastructure.webhooks.deliveries import DeliveryQueue
-from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings
-from infrastructure.webhooks.store import SqlWebhookStore
+from workers.policies.webhook_lanes import LaneSettings
+from workers.webhooks.dispatcher import DispatchSettings
 
 
 class _Server(ThreadingHTTPServer):
@@ -235,21 +234,16 @@ def run(backend: Backend, args: argparse.Namespace) -> list[Row]:
                 admin,
             )
         app.projections.catch_up()
-        store = app.ctx.webhooks
-        assert isinstance(store, SqlWebhookStore)
-        dispatcher = Dispatcher(
+        dispatcher = webhook_dispatcher(
             app,
-            DeliveryQueue(store.db),
-            settings=DispatchSettings(
+            DispatchSettings(
                 timeout=10.0,
                 retry=RetryPolicy(),
-                pool=args.pool,
-                slow_pool=8,
-                per_endpoint=2,
+                lanes=LaneSettings(fast_pool=args.pool, slow_pool=8, per_endpoint=2),
                 interval=0.05,
-                allow_private=True,
             ),
-            holder="bench",
+            "bench",
+            allow_private=True,
         )
         dispatcher.fan_out()  # the webhooks' cursors past their tenants' definitions
         stop = threading.Event()

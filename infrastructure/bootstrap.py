@@ -10,6 +10,7 @@ from typing import Any
 from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, MailPorts, Policy
+from application.feed.read_feed import served_item
 from application.leases import LeaseBackend, WorkerRegistry
 from application.mail.activity import UserActivity
 from application.mail.budget import ProviderBudgets
@@ -17,6 +18,7 @@ from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
 from application.signals import SignalBus, SignalSubscriber
+from application.webhooks.delivery_ports import DeliveryQueue
 from domain.all_events import EVENT_CLASSES
 from domain.webhook import RetryPolicy
 from infrastructure.blobs.filesystem import FilesystemBlobStore
@@ -50,19 +52,23 @@ from infrastructure.sql.database import (
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.mailbox_state import SqlMailboxState
-from infrastructure.webhooks.deliveries import DeliveryQueue
-from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
+from infrastructure.webhooks.deliveries import SqlDeliveryQueue
+from infrastructure.webhooks.sender import HttpSender
 from infrastructure.webhooks.store import SqlWebhookStore
 from projections.base import OpensSealedValues, Projection
-from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
-from projections.feed import FeedProjection, FeedReader
-from projections.mail import MailProjection, MailReader
+from projections.custom_fields import CustomFieldsProjection
+from projections.custom_fields_reader import CustomFieldsReader
+from projections.feed import FeedProjection
+from projections.feed_reader import FeedReader
+from projections.mail import MailProjection
+from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
 from workers.caps import CappedProvider, ConnectionCaps
 from workers.directory import AccountDirectory, DirectoryReader
 from workers.metrics import CountingProvider, WorkerMetrics
 from workers.news import Inbox
 from workers.parking import ParkedSessions
+from workers.policies.webhook_lanes import LaneSettings
 from workers.poll import Poller
 from workers.shared_tiers import SharedTierState
 from workers.supervisor import Supervisor, SupervisorSettings
@@ -71,6 +77,8 @@ from workers.watch import WatchManager
 from workers.watch_ingest import WatchIngest
 from workers.watch_owner import WatchOwner
 from workers.watch_status import WatchStatusWriter
+from workers.webhooks.dispatcher import DeliveryPorts, Dispatcher, DispatchSettings
+from workers.webhooks.metrics import WebhookMetrics
 
 OAUTH_LOCK_PREFIX = "tidings:oauth-refresh:"
 
@@ -454,25 +462,34 @@ def build_webhook_dispatcher(
     app: App, settings: Settings, holder: str, metrics: WebhookMetrics | None = None
 ) -> Dispatcher:
     """The webhook delivery loop of one process (``tidings worker``, ``webhooks run``)."""
-    store = app.ctx.webhooks
+    s = settings
+    retry = RetryPolicy(s.webhook_retry_first, s.webhook_retry_longest, s.webhook_retry_budget)
+    lanes = LaneSettings(s.webhook_pool, s.webhook_slow_pool, s.webhook_per_endpoint)
+    dispatch = DispatchSettings(s.webhook_timeout, retry, lanes, s.webhook_interval)
+    return webhook_dispatcher(
+        app, dispatch, holder, allow_private=s.allow_private_hosts, metrics=metrics
+    )
+
+
+def webhook_dispatcher(
+    app: App,
+    settings: DispatchSettings,
+    holder: str,
+    *,
+    allow_private: bool,
+    metrics: WebhookMetrics | None = None,
+    deliveries: DeliveryQueue | None = None,
+) -> Dispatcher:
+    """A delivery loop over ``app``'s webhook tables, feed and key ring."""
+    store, ctx = app.ctx.webhooks, app.ctx
     if not isinstance(store, SqlWebhookStore):
         raise TypeError("this App was not built by bootstrap()")
-    return Dispatcher(
-        app,
-        DeliveryQueue(store.db),
-        settings=DispatchSettings(
-            timeout=settings.webhook_timeout,
-            retry=RetryPolicy(
-                first=settings.webhook_retry_first,
-                longest=settings.webhook_retry_longest,
-                budget=settings.webhook_retry_budget,
-            ),
-            pool=settings.webhook_pool,
-            slow_pool=settings.webhook_slow_pool,
-            per_endpoint=settings.webhook_per_endpoint,
-            interval=settings.webhook_interval,
-            allow_private=settings.allow_private_hosts,
-        ),
-        holder=holder,
-        metrics=metrics,
+    ports = DeliveryPorts(
+        deliveries=deliveries or SqlDeliveryQueue(store.db),
+        feed=ctx.feed,
+        serve=lambda row: served_item(ctx, row),
+        projections=app.projections,
+        cipher=ctx.cipher,
+        sender=HttpSender(timeout=settings.timeout, allow_private=allow_private),
     )
+    return Dispatcher(ports, settings=settings, holder=holder, metrics=metrics or WebhookMetrics())

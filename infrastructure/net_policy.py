@@ -1,4 +1,4 @@
-"""Resolve an IMAP host and apply the destination rule (``application.mail.destinations``).
+"""Resolve an IMAP host and apply the destination rule (``application.destinations``).
 
 ``check_host_allowed`` is the one function every outbound connection path calls: the
 account handlers when a host is given, and ``DestinationCheckedProvider`` before each
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from application.mail.destinations import (
+from application.destinations import (
     DestinationPolicy,
     HostUnresolved,
     IpAddress,

@@ -35,10 +35,10 @@ from uuid import UUID
 
 from application import worker_defaults as defaults
 from application.context import Context
+from application.destinations import HostNotAllowed
 from application.errors import ApplicationError, ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
-from application.mail.destinations import HostNotAllowed
 from application.mail.incoming import PageRefused
 from application.mail.ingestion import MailIngestion, Page
 from application.mail.parsing import MimeParser

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from pydantic import AfterValidator, Field, SecretStr, StringConstraints, model_validator
 
 from application.context import Context
-from application.mail.destinations import HostNotAllowed, HostUnresolved, host_not_allowed
+from application.destinations import ALLOW_SETTING, HostNotAllowed, HostUnresolved
 from application.mail.oauth import PRESETS, OAuthGrant
 from application.mail.ports import (
     Credentials,
@@ -245,3 +245,13 @@ def store_new_refresh_token(
         account.tenant_id, account_id, grant.with_refresh_token(refresh_token).dumps()
     )
     return None
+
+
+def host_not_allowed(error: HostNotAllowed) -> Result:
+    return Result.fail(
+        "host_not_allowed",
+        422,
+        f"the IMAP host resolves to an internal address; set {ALLOW_SETTING}=true to allow it",
+        host=error.host,
+        setting=ALLOW_SETTING,
+    )

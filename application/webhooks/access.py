@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 
 from application.context import Context
-from application.mail.destinations import ALLOW_SETTING, HostNotAllowed, HostUnresolved
+from application.destinations import ALLOW_SETTING, HostNotAllowed, HostUnresolved
 from application.result import Result
 from application.users import SYSTEM_ADMIN, TENANT_ADMIN, User
 from domain.webhook import BadEventFilter, BadWebhookUrl, check_filters, parse_url

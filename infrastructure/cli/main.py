@@ -17,11 +17,12 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from infrastructure.cli import commands, demo, events, projections, serve, tenants, worker
+from infrastructure.cli import commands, events, projections, serve, tenants, worker
 from infrastructure.cli import mail as mail_cli
 from infrastructure.cli import webhooks as webhooks_cli
 from infrastructure.cli.output import configure_logging, error_line
 from infrastructure.cli.runtime import EXIT_FAILED, EXIT_USAGE, CliError
+from infrastructure.devkit import demo
 
 try:  # typer vendors click since 0.2x; before, it used the click package
     from typer._click import exceptions as click_errors

@@ -36,10 +36,10 @@ from infrastructure.cli.runtime import is_embedded, load_settings, opened_app
 from infrastructure.runtime.gc_policy import HeapKeeper
 from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
-from infrastructure.webhooks.dispatcher import WebhookMetrics
 from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
 from workers.sync import SyncOutcome
+from workers.webhooks.metrics import WebhookMetrics
 
 log = logging.getLogger("tidings.worker")
 

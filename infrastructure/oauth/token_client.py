@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
-from application.mail.destinations import DestinationPolicy, HostNotAllowed, IpAddress
+from application.destinations import DestinationPolicy, HostNotAllowed, IpAddress
 from application.mail.oauth import TokenAnswer, TokenRefusedGrant, TokenServerError
 from application.mail.ports import MailProviderError
 

@@ -4,13 +4,14 @@ deliveries, claims of due heads under a lease, outcomes recorded by the lease's 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 from uuid import uuid4
 
 from application.ports import SqlDatabase
-from application.webhooks.ports import DeliveryRecord, WebhookRecord
+from application.webhooks.delivery_ports import Claimed, Finished, Lane, NewDelivery
+from application.webhooks.ports import WebhookRecord
 from domain.webhook import DELIVERED, PENDING
 from infrastructure.webhooks.tables import (
     CHUNK,
@@ -30,49 +31,6 @@ _OUTCOME_ROW = (
     " CAST(? AS TEXT) AS error, CAST(? AS DOUBLE PRECISION) AS delivered_at,"
     " CAST(? AS INTEGER) AS keep_head"
 )
-
-
-@dataclass(frozen=True)
-class NewDelivery:
-    sequence: int
-    item_id: str
-    item_type: str
-    order_key: str
-
-
-@dataclass(frozen=True)
-class Claimed:
-    delivery: DeliveryRecord
-    url: str
-    sealed_secret: str
-    attempt: int  # this attempt's number (1 for the first)
-    first_at: float  # when its first attempt was claimed (the retry budget's start)
-
-
-@dataclass(frozen=True)
-class Lane:
-    """One lane's share of a claim: up to ``limit`` heads, never of a webhook in
-    ``exclude`` and, when ``only`` is given, only of those webhooks. With ``turns``
-    (webhook id -> when it last had an attempt), the lane takes turns: every due head
-    of ``only`` is a candidate and the webhooks waiting longest go first, so a backlog
-    fanned out early cannot keep a later webhook waiting until it is drained."""
-
-    limit: int
-    exclude: Collection[str] = ()
-    only: Collection[str] | None = None
-    turns: Mapping[str, float] | None = None
-
-
-@dataclass(frozen=True)
-class Finished:
-    """An attempt's outcome to record."""
-
-    claimed: Claimed
-    state: str
-    next_at: float
-    status: int | None
-    error: str | None
-    at: float
 
 
 def _candidates(lane: Lane) -> int:
@@ -102,8 +60,8 @@ def _claimed(row: Sequence[Any], now: float) -> Claimed:
     return Claimed(record, row[15], row[16], record.attempts, first_at)
 
 
-class DeliveryQueue:
-    """The operations of the delivery loop (``Dispatcher``) on the webhook tables."""
+class SqlDeliveryQueue:
+    """Implements ``DeliveryQueue``: the delivery loop's operations on the webhook tables."""
 
     def __init__(self, db: SqlDatabase) -> None:
         self.db = db

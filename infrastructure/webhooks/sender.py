@@ -18,22 +18,15 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass
 
-from application.mail.destinations import IpAddress, check_addresses
+from application.destinations import IpAddress, check_addresses
 from application.mail.ports import MailProviderError
+from application.webhooks.delivery_ports import Outcome
 from domain.webhook import Target
 from infrastructure.net_policy import resolve
 
 MAX_BODY = 4096
 USER_AGENT = "tidings-webhooks/1"
-
-
-@dataclass(frozen=True)
-class Outcome:
-    status: int | None  # None: no HTTP answer (refused, timed out, bad destination)
-    error: str | None  # a short reason when not 2xx
-    seconds: float
 
 
 class _PinnedHTTPConnection(http.client.HTTPConnection):
@@ -57,7 +50,8 @@ class _PinnedHTTPSConnection(_PinnedHTTPConnection):
 
 
 class HttpSender:
-    """Posts a body to a target under a deadline; never raises for the endpoint's sake."""
+    """Implements ``WebhookSender``: posts a body to a target under a deadline; never
+    raises for the endpoint's sake."""
 
     def __init__(self, *, timeout: float, allow_private: bool) -> None:
         self.timeout = timeout

@@ -42,7 +42,7 @@ from infrastructure.webhooks.tables import (
 
 
 class SqlWebhookStore:
-    """Implements ``WebhookStore``, and creates the tables (``DeliveryQueue`` is the
+    """Implements ``WebhookStore``, and creates the tables (``SqlDeliveryQueue`` is the
     delivery loop's side of them)."""
 
     def __init__(self, db: SqlDatabase) -> None:

@@ -1,4 +1,4 @@
-"""The private Dovecot for tests: ``infrastructure.devserver.dovecot.DovecotServer`` with the
+"""The private Dovecot for tests: ``infrastructure.devkit.dovecot.DovecotServer`` with the
 tests' extra configuration lines (``auth_verbose``, so failed logins explain themselves).
 
 Usage::
@@ -22,8 +22,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
-from infrastructure.devserver import dovecot as _dovecot
-from infrastructure.devserver.dovecot import (
+from infrastructure.devkit import dovecot as _dovecot
+from infrastructure.devkit.dovecot import (
     DovecotError,
     DovecotSession,
     DovecotUser,

@@ -37,3 +37,20 @@ def test_ruff() -> None:
 def test_ruff_format() -> None:
     result = _run(sys.executable, "-m", "ruff", "format", "--check", ".")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+PRODUCT_PACKAGES = ("domain", "application", "infrastructure", "projections", "workers")
+MAX_MODULE_BYTES = 20 * 1024
+
+
+def test_no_product_module_is_over_20_kb() -> None:
+    """A module this big holds more than one thing: split it (the README's module map
+    says where each part goes)."""
+    modules = [path for package in PRODUCT_PACKAGES for path in (ROOT / package).rglob("*.py")]
+    assert len(modules) > 100  # the packages were found
+    too_big = {
+        str(path.relative_to(ROOT)): size
+        for path in modules
+        if (size := path.stat().st_size) > MAX_MODULE_BYTES
+    }
+    assert not too_big, too_big

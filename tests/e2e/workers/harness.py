@@ -38,7 +38,7 @@ from typing import Any
 from application import User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
-from infrastructure.devserver.processes import free_port
+from infrastructure.devkit.processes import free_port
 from tests.e2e import timing
 from tests.e2e.process import ROOT, cli_env, command
 from tests.e2e.workers.servers import RedisServer, wait_for

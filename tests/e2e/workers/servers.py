@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 import redis
 
-from infrastructure.devserver.processes import free_port
+from infrastructure.devkit.processes import free_port
 from tests.e2e import timing
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")

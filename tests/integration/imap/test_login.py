@@ -16,7 +16,7 @@ from application.mail.ports import (
     MailboxUnreachable,
 )
 from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.devserver.processes import free_port
+from infrastructure.devkit.processes import free_port
 from infrastructure.imap import ImapAdapterSettings, ImapMailProvider
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser

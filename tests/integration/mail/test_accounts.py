@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from application import User
 from application.signals import Signal
-from infrastructure.devserver.processes import free_port
+from infrastructure.devkit.processes import free_port
 from infrastructure.in_process.signals import InProcessSignals
 from tests.integration.mail.conftest import MailApp
 from tests.integration.mail.helpers import (

@@ -14,7 +14,7 @@ import pytest
 
 from application import User
 from infrastructure.bootstrap import projection_runner
-from projections.mail import MailReader
+from projections.mail_reader import MailReader
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import connect
 from tests.support.dovecot import DovecotServer, DovecotUser

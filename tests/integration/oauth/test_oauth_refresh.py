@@ -18,7 +18,7 @@ from uuid import UUID
 import pytest
 
 from application import User
-from application.mail.destinations import IpAddress
+from application.destinations import IpAddress
 from application.mail.oauth import OAuthGrant, TokenServerError
 from application.streams import load
 from domain.mail_account import MailAccount

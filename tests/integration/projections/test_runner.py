@@ -13,7 +13,8 @@ import pytest
 from application import User
 from application.app import App
 from application.errors import StoreUnavailable
-from projections.custom_fields import CustomFieldsProjection, CustomFieldsReader
+from projections.custom_fields import CustomFieldsProjection
+from projections.custom_fields_reader import CustomFieldsReader
 from projections.runner import ProjectionRunner, UnknownProjection
 from tests.integration.custom_fields.helpers import (
     all_entities,

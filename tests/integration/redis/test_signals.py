@@ -15,7 +15,7 @@ import redis
 
 from application.signals import Signal
 from infrastructure.redis.client import replied
-from infrastructure.redis.signals import InvalidSignal, RedisSignals, decode, encode
+from infrastructure.redis.signals import RedisSignals
 from tests.integration.redis.proxy import TcpProxy
 
 FAST = {"reconnect_base": 0.05, "reconnect_cap": 0.5, "ping_interval": 1.0}
@@ -192,19 +192,3 @@ def test_close_stops_the_subscriber_thread(
     assert time.monotonic() - started < 2.0
     with pytest.raises(RuntimeError):
         subscriber.subscribe(lambda signal: None)
-
-
-def test_signals_encode_and_decode() -> None:
-    signal = Signal("account_changed", "t1", account_id="a1")
-    assert decode(encode(signal)) == signal
-    assert decode(encode(signal).encode()) == signal
-    for bad in [
-        "[]",
-        "{}",
-        '{"kind": "sync_now"}',
-        '{"kind": "sync_now", "tenant_id": 1}',
-        '{"kind": "sync_now", "tenant_id": "t", "account_id": 5}',
-        "\xff",
-    ]:
-        with pytest.raises(InvalidSignal):
-            decode(bad)

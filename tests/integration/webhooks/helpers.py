@@ -10,21 +10,18 @@ from typing import Any
 
 from application import User
 from application.app import App
+from application.webhooks.delivery_ports import DeliveryQueue
 from domain.webhook import RetryPolicy
-from infrastructure.webhooks.deliveries import DeliveryQueue
-from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings
-from infrastructure.webhooks.store import SqlWebhookStore
+from infrastructure.bootstrap import webhook_dispatcher
 from tests.support.results import ok
+from workers.policies.webhook_lanes import LaneSettings
+from workers.webhooks.dispatcher import Dispatcher, DispatchSettings
 
 FAST = DispatchSettings(
     timeout=1.0,
     retry=RetryPolicy(first=0.05, longest=0.2, budget=1.0),
-    pool=8,
-    slow_pool=4,
-    per_endpoint=2,
-    slow_after=0.5,
+    lanes=LaneSettings(fast_pool=8, slow_pool=4, per_endpoint=2, slow_after=0.5),
     interval=0.02,
-    allow_private=True,
 )
 
 
@@ -92,12 +89,12 @@ def delivering(
     holder: str = "w1",
     follow: bool = True,
     deliveries: DeliveryQueue | None = None,
+    allow_private: bool = True,
 ) -> Iterator[Dispatcher]:
-    """A delivery loop (and a projection follower, so new writes reach the feed)."""
-    store = app.ctx.webhooks
-    assert isinstance(store, SqlWebhookStore)
-    dispatcher = Dispatcher(
-        app, deliveries or DeliveryQueue(store.db), settings=settings, holder=holder
+    """A delivery loop (and a projection follower, so new writes reach the feed); the
+    receivers of the tests are on loopback, so private hosts are allowed unless not."""
+    dispatcher = webhook_dispatcher(
+        app, settings, holder, allow_private=allow_private, deliveries=deliveries
     )
     stop = threading.Event()
     threads = [threading.Thread(target=dispatcher.run, args=(stop,), daemon=True)]

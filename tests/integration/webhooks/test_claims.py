@@ -15,9 +15,10 @@ from typing import Any
 
 from application import User
 from application.app import App
+from application.webhooks.delivery_ports import Claimed, Finished, Lane, NewDelivery
 from domain.webhook import DEAD, DELIVERED, PENDING
-from infrastructure.webhooks.deliveries import Claimed, DeliveryQueue, Finished, Lane, NewDelivery
-from infrastructure.webhooks.dispatcher import Dispatcher
+from infrastructure.bootstrap import webhook_dispatcher
+from infrastructure.webhooks.deliveries import SqlDeliveryQueue
 from infrastructure.webhooks.store import SqlWebhookStore as Store
 from infrastructure.webhooks.tables import DELIVERIES
 from tests.integration.webhooks.helpers import (
@@ -65,7 +66,7 @@ def _webhook_with(app: App, admin: User, orders: dict[str, int]) -> str:
             if n < count:
                 sequence += 1
                 new.append(NewDelivery(sequence, f"item-{sequence}", "custom_field.defined", key))
-    assert DeliveryQueue(_store(app).db).fan_out(webhook_id, 0, sequence, new, time.time())
+    assert SqlDeliveryQueue(_store(app).db).fan_out(webhook_id, 0, sequence, new, time.time())
     return webhook_id
 
 
@@ -116,7 +117,7 @@ def test_concurrent_claimers_lease_each_delivery_once_and_only_heads_in_order(
 
     def work(app: App, holder: str) -> None:
         store, idle = _store(app), 0
-        queue = DeliveryQueue(store.db)
+        queue = SqlDeliveryQueue(store.db)
         start.wait()
         while idle < 20:
             (batch,) = queue.claim(holder, time.time(), LEASE, [Lane(3)], per_webhook=1)
@@ -148,7 +149,7 @@ def test_concurrent_claimers_lease_each_delivery_once_and_only_heads_in_order(
 
 def test_a_lost_lease_records_nothing_and_keeps_the_order_waiting(app: App, admin: User) -> None:
     store = _store(app)
-    queue = DeliveryQueue(store.db)
+    queue = SqlDeliveryQueue(store.db)
     webhook_id = _webhook_with(app, admin, {"": 2})
     (first,) = queue.claim("w1", time.time(), 0.0, [Lane(5)])[0]  # a lease that lapses
     (again,) = queue.claim("w2", time.time() + 0.01, LEASE, [Lane(5)])[0]
@@ -163,7 +164,7 @@ def test_a_lost_lease_records_nothing_and_keeps_the_order_waiting(app: App, admi
 
 def test_a_redelivered_item_is_its_orders_head_again(app: App, admin: User) -> None:
     store = _store(app)
-    queue = DeliveryQueue(store.db)
+    queue = SqlDeliveryQueue(store.db)
     _webhook_with(app, admin, {"": 3})
     (first,) = queue.claim("w1", time.time(), LEASE, [Lane(5)])[0]
     assert queue.finish("w1", [_delivered(first, DEAD)]) == [True]
@@ -185,7 +186,7 @@ def test_a_table_from_before_the_head_flag_gains_it_with_its_heads(
     app = make_app()
     webhook_id = _webhook_with(app, admin, {"": 3, "acc-a": 2})
     store = _store(app)
-    queue = DeliveryQueue(store.db)
+    queue = SqlDeliveryQueue(store.db)
     with store.db.transaction() as cur:  # the table as it was: no head column
         cur.execute(f"ALTER TABLE {DELIVERIES} RENAME TO old_deliveries")
         cur.execute(f"DROP INDEX {DELIVERIES}_due")
@@ -216,8 +217,10 @@ def test_a_hung_attempt_does_not_hold_the_outcomes_of_its_batch(
         define_fields(app, other, 1)
     app.projections.catch_up()
     store = _store(app)
-    queue = DeliveryQueue(store.db)
-    Dispatcher(app, queue, settings=FAST, holder="fan-out").fan_out()  # all due at once
+    queue = SqlDeliveryQueue(store.db)
+    webhook_dispatcher(
+        app, FAST, "fan-out", allow_private=True, deliveries=queue
+    ).fan_out()  # all due at once
     batches: list[list[str]] = []
     claim = queue.claim
 
@@ -257,7 +260,7 @@ def test_a_lane_with_turns_serves_the_webhook_waiting_longest(
     app: App, admin: User, tenant: str
 ) -> None:
     store = _store(app)
-    queue = DeliveryQueue(store.db)
+    queue = SqlDeliveryQueue(store.db)
     early = _webhook_with(app, admin, {"": 3})  # fanned out first: its heads are older
     time.sleep(0.01)
     other = User(id="admin-o", tenant_id=f"{tenant}-o", roles=admin.roles)

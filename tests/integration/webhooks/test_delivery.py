@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from dataclasses import replace
 
 from application import User
 from application.app import App
@@ -130,7 +129,7 @@ def test_an_endless_response_body_is_cut_off_and_a_redirect_is_not_followed(
 def test_a_private_destination_is_refused_at_delivery_time_too(app: App, admin: User) -> None:
     receiver = Receiver()
     hook = create_webhook(app, admin, receiver.url)  # allowed when created (setting on)
-    with delivering(app, replace(FAST, allow_private=False)):  # then the rule applies
+    with delivering(app, allow_private=False):  # then the rule applies
         define_fields(app, admin, 1)
         eventually(
             lambda: any(

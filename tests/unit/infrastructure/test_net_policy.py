@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from application.mail.destinations import HostNotAllowed, HostUnresolved
+from application.destinations import HostNotAllowed, HostUnresolved
 from application.mail.ports import Credentials, ImapEndpoint
 from infrastructure.net_policy import (
     DestinationCheckedProvider,

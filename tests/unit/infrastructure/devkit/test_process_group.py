@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from infrastructure.devserver.processes import group_alive
+from infrastructure.devkit.processes import group_alive
 
 
 def test_a_running_group_is_alive_and_a_zombie_group_is_not() -> None:

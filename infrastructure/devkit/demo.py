@@ -23,11 +23,11 @@ from rich.table import Table
 
 from application import User
 from application.app import App
-from infrastructure.cli.demo_mail import MailDemo
-from infrastructure.cli.demo_webhooks import WebhookDemo
 from infrastructure.cli.output import describe_error, event_progress, out
 from infrastructure.cli.projections import TaskProgress, status_table
 from infrastructure.cli.runtime import CliError, load_settings, location, opened_app
+from infrastructure.devkit.demo_mail import MailDemo
+from infrastructure.devkit.demo_webhooks import WebhookDemo
 
 ENTITY = "contact"
 

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from infrastructure.bootstrap import build_supervisor, build_syncer
 from infrastructure.cli.runtime import CliError
-from infrastructure.devserver.dovecot import DovecotServer, dovecot_available
+from infrastructure.devkit.dovecot import DovecotServer, dovecot_available
 from infrastructure.runtime.settings import Settings
 
 SEEDED = 120

@@ -1,10 +1,12 @@
-"""Where a mail account may point: never at the inside of our own network.
+"""Where we may connect on a caller's behalf: never to the inside of our own network.
 
-An IMAP host is a caller's value, and connecting to it is a request we make on their
-behalf: a host that resolves to loopback, a private range (RFC 1918, RFC 4193),
-link-local, multicast, unspecified or any other non-global address would let a
-tenant probe (or log in to) services behind our firewall. Such hosts are refused
-unless ``TIDINGS_ALLOW_PRIVATE_HOSTS`` is set (the demo and the tests run servers on
+Shared by every outbound connection to a caller's host: a mail account's IMAP server,
+a webhook's endpoint, an OAuth token endpoint. The host is a caller's value, and
+connecting to it is a request we make on their behalf: a host that resolves to
+loopback, a private range (RFC 1918, RFC 4193), link-local, multicast, unspecified or
+any other non-global address would let a tenant probe (or log in to, or post to)
+services behind our firewall. Such hosts are refused unless
+``TIDINGS_ALLOW_PRIVATE_HOSTS`` is set (the demo and the tests run servers on
 loopback). The rule is pure, over addresses already resolved; resolving is the
 adapter's job (``infrastructure.net_policy``), done again at every connection since
 DNS answers change.
@@ -16,8 +18,9 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Protocol
 
+# The errors are mail provider errors because a mail connection, their first user,
+# classifies them with the provider's other failures (refused, or transient).
 from application.mail.ports import MailboxUnreachable, MailProviderError
-from application.result import Result
 
 IpAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 ALLOW_SETTING = "TIDINGS_ALLOW_PRIVATE_HOSTS"
@@ -73,13 +76,3 @@ def check_addresses(host: str, addresses: Iterable[IpAddress]) -> None:
     """Refuse the host when any of its addresses is internal: a client may pick any."""
     if any(is_internal(address) for address in addresses):
         raise HostNotAllowed(host)
-
-
-def host_not_allowed(error: HostNotAllowed) -> Result:
-    return Result.fail(
-        "host_not_allowed",
-        422,
-        f"the IMAP host resolves to an internal address; set {ALLOW_SETTING}=true to allow it",
-        host=error.host,
-        setting=ALLOW_SETTING,
-    )

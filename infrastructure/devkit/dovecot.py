@@ -59,7 +59,7 @@ from typing import Self
 
 from imapclient import IMAPClient
 
-from infrastructure.devserver.processes import descendants, free_port, greets, terminate_group
+from infrastructure.devkit.processes import descendants, free_port, greets, terminate_group
 
 FIRST_USER_UID = 60000
 TEMPLATE_NAME = "dovecot.conf.tmpl"

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from application.mail.destinations import HostNotAllowed, check_addresses, is_internal
+from application.destinations import HostNotAllowed, check_addresses, is_internal
 
 INTERNAL = [
     "127.0.0.1",

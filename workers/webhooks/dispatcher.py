@@ -13,15 +13,19 @@ Each turn of the loop then does two things:
    time per delivery across the fleet), for both lanes in one transaction; their feed
    items are read in one query and they are posted from thread pools, each attempt's
    outcome queued for the loop to record, so an endpoint that hangs holds only its own.
-   Endpoints are put in one of two lanes: an endpoint whose last attempt failed or took
-   longer than ``slow_after`` seconds goes to the *slow lane*, a pool of its own, so
-   slow or failing endpoints can only ever occupy that lane and never delay a healthy
-   one. At most ``per_endpoint`` attempts per endpoint are in flight in this worker.
+   Which lane an endpoint's attempts take (a healthy one's *fast* pool, or the *slow*
+   pool for endpoints that failed or were slow) and how much each lane may claim is the
+   pure policy ``workers.policies.webhook_lanes``.
 
 A failed attempt is retried after the retry policy's backoff until its budget is spent;
 then the delivery is dead. The loop stops when its ``stop`` event is set, after the
 attempts in flight finish (each is bounded by the request timeout) and their outcomes
 are recorded.
+
+Every collaborator is injected (``DeliveryPorts``, wired by the composition root): the
+delivery queue over the webhook tables, the feed's read model (its items, how one is
+served, its position in the log), the cipher that opens a webhook's secret, and the
+sender of the signed POST.
 """
 
 from __future__ import annotations
@@ -34,14 +38,22 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from application.app import App
-from application.feed.read_feed import served_item
-from application.privacy import KeyErased
+from application.feed.ports import FeedReadModel
+from application.ports import Projections
+from application.privacy import KeyErased, PiiCipher
 from application.webhooks.access import SECRET_PURPOSE
+from application.webhooks.delivery_ports import (
+    Claimed,
+    DeliveryQueue,
+    Finished,
+    NewDelivery,
+    Outcome,
+    WebhookSender,
+)
 from application.webhooks.signature import ATTEMPT_HEADER, EVENT_ID_HEADER, HEADER, sign
 from domain.webhook import (
     DEAD,
@@ -53,8 +65,8 @@ from domain.webhook import (
     order_key,
     parse_url,
 )
-from infrastructure.webhooks.deliveries import Claimed, DeliveryQueue, Finished, Lane, NewDelivery
-from infrastructure.webhooks.sender import HttpSender, Outcome
+from workers.policies.webhook_lanes import FAST, SLOW, LaneName, LanePolicy, LaneSettings
+from workers.webhooks.metrics import WebhookMetrics
 
 log = logging.getLogger("tidings.webhooks")
 
@@ -66,14 +78,10 @@ BACKLOG_EVERY = 5.0
 
 @dataclass(frozen=True)
 class DispatchSettings:
-    timeout: float = 10.0
+    timeout: float = 10.0  # one attempt's deadline (the sender's; here: the lease)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
-    pool: int = 32
-    slow_pool: int = 8
-    per_endpoint: int = 2
-    slow_after: float = 1.0
+    lanes: LaneSettings = field(default_factory=LaneSettings)
     interval: float = 0.2
-    allow_private: bool = False
 
     @property
     def lease(self) -> float:
@@ -81,50 +89,36 @@ class DispatchSettings:
         return self.timeout * 2 + 30.0
 
 
-class WebhookMetrics:
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry()
-        r = self.registry
-        self.delivered = Counter("tidings_webhook_delivered", "Deliveries answered 2xx", registry=r)
-        self.retried = Counter("tidings_webhook_retried", "Failed attempts to retry", registry=r)
-        self.dead = Counter("tidings_webhook_dead", "Deliveries out of retries", registry=r)
-        self.latency = Histogram(
-            "tidings_webhook_delivery_latency_seconds",
-            "From the feed item's fan-out to its delivery",
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600, 86400),
-            registry=r,
-        )
-        self.backlog = Gauge(
-            "tidings_webhook_backlog", "Pending deliveries", ["webhook_id"], registry=r
-        )
+@dataclass(frozen=True)
+class DeliveryPorts:
+    """The delivery loop's collaborators."""
+
+    deliveries: DeliveryQueue
+    feed: FeedReadModel
+    serve: Callable[[dict[str, Any]], dict[str, Any]]  # a feed row as its tenant is served it
+    projections: Projections  # where the feed read model is in the log
+    cipher: PiiCipher  # opens a webhook's sealed secret
+    sender: WebhookSender
 
 
 class Dispatcher:
     def __init__(
         self,
-        app: App,
-        deliveries: DeliveryQueue,
+        ports: DeliveryPorts,
         *,
         settings: DispatchSettings,
         holder: str,
-        metrics: WebhookMetrics | None = None,
-        sender: HttpSender | None = None,
+        metrics: WebhookMetrics,
         jitter: Callable[[], float] = random.random,
     ) -> None:
-        self.app = app
-        self.deliveries = deliveries
+        self.ports = ports
+        self.deliveries = ports.deliveries
         self.settings = settings
         self.holder = holder
-        self.metrics = metrics or WebhookMetrics()
-        self.sender = sender or HttpSender(
-            timeout=settings.timeout, allow_private=settings.allow_private
-        )
+        self.metrics = metrics
         self._jitter = jitter
-        self._lock = threading.Lock()
-        self._in_flight: dict[str, int] = {}  # webhook id -> attempts in flight here
-        self._lanes = {"fast": 0, "slow": 0}
-        self._slow: set[str] = set()
-        self._turns: dict[str, float] = {}  # webhook id -> its last claim here (the loop's)
+        self._lock = threading.Lock()  # guards the lane policy (the loop and the pools)
+        self._lanes = LanePolicy(settings.lanes)
         self._outcomes: queue.SimpleQueue[tuple[Claimed, Outcome]] = queue.SimpleQueue()
         self._wake = threading.Event()
         self._last_backlog = 0.0
@@ -134,8 +128,9 @@ class Dispatcher:
     # --- the loop ----------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        fast = ThreadPoolExecutor(self.settings.pool, thread_name_prefix="webhook")
-        slow = ThreadPoolExecutor(self.settings.slow_pool, thread_name_prefix="webhook-slow")
+        lanes = self.settings.lanes
+        fast = ThreadPoolExecutor(lanes.fast_pool, thread_name_prefix="webhook")
+        slow = ThreadPoolExecutor(lanes.slow_pool, thread_name_prefix="webhook-slow")
         feeder = threading.Thread(
             target=self._feed, args=(stop,), name="webhook-fan-out", daemon=True
         )
@@ -196,12 +191,8 @@ class Dispatcher:
         """Claim due heads for both lanes in one transaction, read their feed items in
         one query and start their attempts; how many were started."""
         with self._lock:
-            free_fast = self.settings.pool - self._lanes["fast"]
-            free_slow = self.settings.slow_pool - self._lanes["slow"]
-            in_flight = dict(self._in_flight)
-            slow_ids = set(self._slow)
-        full = {w for w, n in in_flight.items() if n >= self.settings.per_endpoint}
-        if free_fast <= 0 and free_slow <= 0:
+            plan = self._lanes.plan()
+        if plan is None:
             return 0
         now = time.time()
         if not self.deliveries.any_due(now):
@@ -210,43 +201,32 @@ class Dispatcher:
             self.holder,
             now,
             self.settings.lease,
-            [
-                Lane(max(free_fast, 0), exclude=full | slow_ids),
-                Lane(max(free_slow, 0), exclude=full, only=slow_ids - full, turns=self._turns),
-            ],
-            per_webhook=self.settings.per_endpoint,
-            in_flight=in_flight,
+            [plan.fast, plan.slow],
+            per_webhook=plan.per_endpoint,
+            in_flight=plan.in_flight,
         )
         bodies = self._bodies([*fast_claimed, *slow_claimed])
-        for lane, pool, claimed in (("fast", fast, fast_claimed), ("slow", slow, slow_claimed)):
+        lanes: tuple[tuple[LaneName, ThreadPoolExecutor, list[Claimed]], ...] = (
+            (FAST, fast, fast_claimed),
+            (SLOW, slow, slow_claimed),
+        )
+        for lane, pool, claimed in lanes:
             for item in claimed:
-                self._turns[item.delivery.webhook_id] = now
                 with self._lock:
-                    wid = item.delivery.webhook_id
-                    self._in_flight[wid] = self._in_flight.get(wid, 0) + 1
-                    self._lanes[lane] += 1
+                    self._lanes.started(item, lane, now)
                 body = bodies.get((item.delivery.tenant_id, item.delivery.sequence))
                 pool.submit(self._attempt, item, body, lane)
         return len(fast_claimed) + len(slow_claimed)
 
-    def _attempt(self, item: Claimed, body: bytes | None, lane: str) -> None:
+    def _attempt(self, item: Claimed, body: bytes | None, lane: LaneName) -> None:
         """One attempt in a pool thread; its outcome goes to the loop to record."""
         try:
             outcome = self._post(item, body)
         except Exception as error:  # a bug: the attempt counts as failed, never lost
             log.warning("webhooks.attempt_bug error=%s", type(error).__name__)
             outcome = Outcome(None, "internal error", 0.0)
-        wid = item.delivery.webhook_id
         with self._lock:
-            slow = outcome.status is None or outcome.error is not None
-            if slow or outcome.seconds > self.settings.slow_after:
-                self._slow.add(wid)
-            else:
-                self._slow.discard(wid)
-            self._in_flight[wid] -= 1
-            if not self._in_flight[wid]:
-                del self._in_flight[wid]
-            self._lanes[lane] -= 1
+            self._lanes.finished(item, lane, outcome)
         self._outcomes.put((item, outcome))
         self._wake.set()
 
@@ -256,12 +236,12 @@ class Dispatcher:
         """Turn new feed items into deliveries for every webhook; how many were added."""
         added = 0
         webhooks = self.deliveries.enabled_webhooks()
-        heads = self.app.ctx.feed.heads({w.tenant_id for w in webhooks})
+        heads = self.ports.feed.heads({w.tenant_id for w in webhooks})
         for webhook in webhooks:
             tenant = webhook.tenant_id
             cursor = webhook.cursor
             while cursor < heads.get(tenant, 0):
-                rows = self.app.ctx.feed.items(tenant, cursor, FAN_OUT_PAGE)
+                rows = self.ports.feed.items(tenant, cursor, FAN_OUT_PAGE)
                 if not rows:
                     break
                 new = [
@@ -346,9 +326,7 @@ class Dispatcher:
         except BadWebhookUrl:
             return Outcome(None, "bad url", 0.0)
         try:
-            secret = self.app.ctx.cipher.reveal(
-                item.sealed_secret, d.tenant_id, None, SECRET_PURPOSE
-            )
+            secret = self.ports.cipher.reveal(item.sealed_secret, d.tenant_id, None, SECRET_PURPOSE)
         except KeyErased:
             secret = None
         if secret is None:
@@ -361,7 +339,7 @@ class Dispatcher:
             ATTEMPT_HEADER: str(item.attempt),
             HEADER: sign(secret, body, timestamp),
         }
-        return self.sender.post(target, body, headers)
+        return self.ports.sender.post(target, body, headers)
 
     def _bodies(self, claimed: list[Claimed]) -> dict[tuple[str, int], bytes]:
         """The feed items of a batch, as served to the tenant, read in one query."""
@@ -369,9 +347,9 @@ class Dispatcher:
             return {}
         keys = {(c.delivery.tenant_id, c.delivery.sequence) for c in claimed}
         bodies: dict[tuple[str, int], bytes] = {}
-        for row in self.app.ctx.feed.items_at(keys):
+        for row in self.ports.feed.items_at(keys):
             try:
-                item = served_item(self.app.ctx, row)
+                item = self.ports.serve(row)
             except Exception as error:  # one unreadable item never blocks the batch
                 log.warning("webhooks.item_unreadable error=%s", type(error).__name__)
                 continue
@@ -380,7 +358,7 @@ class Dispatcher:
 
     def _feed_position(self) -> int:
         """The feed read model's position in the log (-1 when it is not known)."""
-        for status in self.app.projections.status():
+        for status in self.ports.projections.status():
             if status.name == "feed":
                 return status.position
         return -1
@@ -394,6 +372,3 @@ class Dispatcher:
 
 def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else "?" for c in text)[:200]
-
-
-__all__ = ["PENDING", "DispatchSettings", "Dispatcher", "WebhookMetrics"]
