@@ -48,6 +48,8 @@ class Policy:
     value_write_roles: frozenset[str] = frozenset({TENANT_ADMIN, TENANT_MEMBER})
     max_text_bytes: int = 64 * 1024
     max_attachment_result_bytes: int = 25 * 1024 * 1024  # get-attachment's base64 answer
+    verify_timeout: float = 20.0  # seconds for the whole of a connect's verify
+    api_keys_per_tenant: int = 100
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,7 @@ def oauth_tokens(
         return OAuthClient(
             getattr(settings, f"oauth_{name}_client_id"),
             secret.get_secret_value() if secret else None,
+            settings.oauth_custom_token_url if name == "custom" else None,
         )
 
     return OAuthTokens(
@@ -290,6 +291,8 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             value_write_roles=settings.value_write_roles,
             max_text_bytes=settings.max_text_bytes,
             max_attachment_result_bytes=int(settings.attachment_result_mb * 1024 * 1024),
+            verify_timeout=settings.verify_timeout,
+            api_keys_per_tenant=settings.api_keys_per_tenant,
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),

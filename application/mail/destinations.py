@@ -79,7 +79,8 @@ def host_not_allowed(error: HostNotAllowed) -> Result:
     return Result.fail(
         "host_not_allowed",
         422,
-        f"the IMAP host resolves to an internal address; set {ALLOW_SETTING}=true to allow it",
+        f"the IMAP host does not resolve to a public address; set {ALLOW_SETTING}=true"
+        " to allow private ones",
         host=error.host,
         setting=ALLOW_SETTING,
     )
