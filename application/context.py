@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from application.api_keys.ports import KeyUsage
 from application.custom_fields.ports import CustomFieldsReadModel
 from application.custom_fields.write_cache import WriteCache
 from application.feed.ports import FeedReadModel
@@ -62,6 +63,7 @@ class Context:
     feed_model: FeedReadModel | None = None
     keys: PiiCipher | None = None  # None: the mail ports' key ring
     webhook_store: WebhookStore | None = None
+    key_usage: KeyUsage | None = None  # None: keys' last use is not recorded
     # Definitions and entities that set/clear read, per process (checked at commit).
     write_cache: WriteCache = field(default_factory=WriteCache)
 

@@ -54,7 +54,8 @@ from bench._common import (
 )
 from domain.webhook import RetryPolicy
 from infrastructure.bootstrap import bootstrap
-from infrastructure.http.api import ApiSettings, create_api
+from infrastructure.http.api import create_api
+from infrastructure.http.door import ApiSettings
 from infrastructure.webhooks.deliveries import DeliveryQueue
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings
 from infrastructure.webhooks.store import SqlWebhookStore

@@ -49,6 +49,7 @@ from infrastructure.sql.database import (
 )
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
+from infrastructure.sql.key_usage import SqlKeyUsage
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from infrastructure.webhooks.deliveries import DeliveryQueue
 from infrastructure.webhooks.dispatcher import Dispatcher, DispatchSettings, WebhookMetrics
@@ -275,6 +276,8 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             )
             webhooks = SqlWebhookStore(db)
             webhooks.setup()
+            key_usage = SqlKeyUsage(db)
+            key_usage.setup()
         except BaseException:  # e.g. a refused master key: leave no pool behind
             for closer in closers:
                 closer()
@@ -297,6 +300,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
         mail_ports=mail,
         feed_model=FeedReader(db),
         webhook_store=webhooks,
+        key_usage=key_usage,
     )
 
     def close() -> None:

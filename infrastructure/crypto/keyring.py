@@ -261,6 +261,25 @@ class KeyRing:
     def shred_tenant(self, tenant_id: str) -> None:
         self._shred(_key_id(tenant_id, None))
 
+    def tenant_shredded(self, tenant_id: str) -> bool:
+        key_id = _key_id(tenant_id, None)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(key_id)
+        if cached is not None and (cached[1] is None or now - cached[0] < self._cache_seconds):
+            return cached[1] is None  # a shredded key stays shredded
+        with self.db.reading() as cur:
+            cur.execute(f"SELECT wrapped FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,))
+            row = cur.fetchone()
+        if row is None:  # never sealed anything: not shredded (nothing cached, as in _key)
+            return False
+        if row[0] is None:
+            with self._lock:
+                self._cache[key_id] = (float("inf"), None)
+            return True
+        self._key(key_id, None, create=False)  # caches the live key for the next call
+        return False
+
 
 def _bound(memo: dict[Any, Any], most: int = 1024) -> None:
     """Keep a memo of key-derived objects small: past ``most`` entries, start again."""

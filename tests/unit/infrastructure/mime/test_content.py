@@ -54,10 +54,10 @@ def test_the_html_of_a_message_is_the_sanitized_one() -> None:
 def test_filenames_lose_paths_controls_and_nul() -> None:
     content = READER.read(io.BytesIO(corpus.hostile_names_message()), message_id="m1")
     names = [a.filename for a in content.attachments]
-    assert names == ["passwd", "win_dows_.ini", "attachment.octet-stream"]
+    assert names == ["passwd", "windows.ini", "attachment.octet-stream"]
     for name in names:
         assert "/" not in name and "\\" not in name and "\x00" not in name and ".." not in name
-    assert safe_filename("a" * 5000 + ".txt", "x") == "a" * 200
+    assert safe_filename("a" * 5000 + ".txt", "x") == "a" * 196 + ".txt"
     assert safe_filename("...", "fallback") == "fallback"
     assert safe_filename("C:\\Users\\me\\evil.exe", "x") == "evil.exe"
 
