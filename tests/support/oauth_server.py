@@ -215,6 +215,35 @@ class OAuthServer:
             return 200, {"active": False}
         return 200, {"active": True, "username": found[0]}
 
+    def _special(self, handler: BaseHTTPRequestHandler, form: dict[str, str]) -> bool:
+        """Record a token request; answer it with a drip or the raw answer (True) when
+        one is set."""
+        with self._lock:
+            self._state.hosts.append(handler.headers.get("Host", ""))
+            self._state.forms.append(form)
+        if self.drip is not None:
+            self._drip(handler, self.drip)
+            return True
+        if self.raw_answer is not None and self.fail_with is None:
+            with self._lock:
+                self._state.refresh_requests.append(form.get("refresh_token", ""))
+            _send(handler, 200, self.raw_answer)
+            return True
+        return False
+
+    def _drip(self, handler: BaseHTTPRequestHandler, every: float) -> None:
+        give_up = time.monotonic() + 120
+        try:
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            handler.wfile.flush()
+            while self.drip is not None and time.monotonic() < give_up:
+                time.sleep(every)
+                handler.wfile.write(b"X")
+                handler.wfile.flush()
+        except OSError:  # the client cut it off: what the tests expect
+            pass
+        handler.close_connection = True
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -227,7 +256,7 @@ class OAuthServer:
                 raw = self.rfile.read(length).decode()
                 form = {k: v[0] for k, v in parse_qs(raw).items()}
                 if self.path == "/token":
-                    if self._token_special(form):
+                    if server._special(self, form):
                         return
                     status, body = server._token(form)
                 elif self.path == "/introspect":
@@ -236,42 +265,18 @@ class OAuthServer:
                     status, body = 404, {"error": "not_found"}
                 self._send(status, json.dumps(body).encode())
 
-            def _token_special(self, form: dict[str, str]) -> bool:
-                """Record the request; answer a drip or a raw answer (True) if set."""
-                with server._lock:
-                    server._state.hosts.append(self.headers.get("Host", ""))
-                    server._state.forms.append(form)
-                if server.drip is not None:
-                    self._drip(server.drip)
-                    return True
-                if server.raw_answer is not None and server.fail_with is None:
-                    with server._lock:
-                        server._state.refresh_requests.append(form.get("refresh_token", ""))
-                    self._send(200, server.raw_answer)
-                    return True
-                return False
-
-            def _drip(self, every: float) -> None:
-                give_up = time.monotonic() + 120
-                try:
-                    self.wfile.write(b"HTTP/1.1 200 OK\r\n")
-                    self.wfile.flush()
-                    while server.drip is not None and time.monotonic() < give_up:
-                        time.sleep(every)
-                        self.wfile.write(b"X")
-                        self.wfile.flush()
-                except OSError:  # the client cut it off: what the tests expect
-                    pass
-                self.close_connection = True
-
             def _send(self, status: int, body: bytes) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:  # the client gave up (a timeout test)
-                    pass
+                _send(self, status, body)
 
         return Handler
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    except OSError:  # the client gave up (a timeout test)
+        pass
