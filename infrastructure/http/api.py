@@ -44,7 +44,7 @@ log = logging.getLogger("tidings.http")
 
 # ``X-Tidings-Content-Type``: a sender's declared type, reduced to ``type/subtype``
 # tokens (RFC 9110), so no folded or hostile value reaches a response header.
-_MEDIA_TYPE = re.compile(r"[A-Za-z0-9!#$&^_.+-]{1,64}/[A-Za-z0-9!#$&^_.+-]{1,64}")
+_MEDIA_TYPE = re.compile(r"([A-Za-z0-9!#$&^_.+-]{1,64}/[A-Za-z0-9!#$&^_.+-]{1,64})(?=[\s;]|$)")
 
 
 def create_api(
@@ -190,7 +190,8 @@ def _problem_handlers(api: FastAPI) -> None:
 
 
 def media_type(declared: str) -> str:
-    """The ``type/subtype`` of a declared content type, lower-cased; anything else is
-    ``application/octet-stream``."""
-    essence = declared.split(";", 1)[0].strip().lower()
-    return essence if _MEDIA_TYPE.fullmatch(essence) else "application/octet-stream"
+    """The ``type/subtype`` a declared content type starts with, lower-cased (whatever
+    follows it — parameters, a folded line, junk — is dropped); when it starts with no
+    such pair, ``application/octet-stream``."""
+    match = _MEDIA_TYPE.match(declared.lstrip(" \t"))
+    return match.group(1).lower() if match else "application/octet-stream"
