@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from application.api_keys.ports import KeyUsage
 from application.custom_fields.ports import CustomFieldsReadModel
 from application.custom_fields.write_cache import WriteCache
 from application.destinations import DestinationPolicy
@@ -48,6 +49,8 @@ class Policy:
     value_write_roles: frozenset[str] = frozenset({TENANT_ADMIN, TENANT_MEMBER})
     max_text_bytes: int = 64 * 1024
     max_attachment_result_bytes: int = 25 * 1024 * 1024  # get-attachment's base64 answer
+    verify_timeout: float = 20.0  # seconds for the whole of a connect's verify
+    api_keys_per_tenant: int = 100
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Context:
     feed_model: FeedReadModel | None = None
     keys: PiiCipher | None = None  # None: the mail ports' key ring
     webhook_store: WebhookStore | None = None
+    key_usage: KeyUsage | None = None  # None: keys' last use is not recorded
     # Definitions and entities that set/clear read, per process (checked at commit).
     write_cache: WriteCache = field(default_factory=WriteCache)
 

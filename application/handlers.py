@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from application.api_keys import create_api_key, revoke_api_key
+from application.api_keys import create_api_key, list_api_keys, revoke_api_key
 from application.custom_fields import (
     clear_custom_field,
     define_system_field,
@@ -100,4 +100,9 @@ QUERIES = _table(
     read_feed,
     list_webhooks,
     list_webhook_deliveries,
+    list_api_keys,
 )
+
+# Use cases that may connect to a server a tenant names (a verify, with its token
+# refresh): the HTTP API runs them apart from everything else, capped per tenant.
+DIALS_OUT = frozenset({connect_mail_account.NAME})

@@ -61,6 +61,11 @@ class PiiCipher(Protocol):
 
     def shred_tenant(self, tenant_id: str) -> None: ...
 
+    def tenant_shredded(self, tenant_id: str) -> bool:
+        """True once the tenant was shredded (here, or in another process: seen within
+        seconds)."""
+        ...
+
 
 class SecretStore(Protocol):
     """Mailbox passwords and tokens: encrypted at rest, never in an event or a log."""

@@ -54,7 +54,8 @@ from bench._common import (
 )
 from domain.webhook import RetryPolicy
 from infrastructure.bootstrap import bootstrap, webhook_dispatcher
-from infrastructure.http.api import ApiSettings, create_api
+from infrastructure.http.api import create_api
+from infrastructure.http.door import ApiSettings
 from workers.policies.webhook_lanes import LaneSettings
 from workers.webhooks.dispatcher import DispatchSettings
 
@@ -334,7 +335,17 @@ def _feed_over_http(app: App, seeder: ValueSeeder, count: int, backend: Backend)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    api = create_api(app, ApiSettings(rate_per_second=10_000, rate_burst=10_000))
+    api = create_api(
+        app,
+        ApiSettings(
+            rate_per_second=10_000.0,
+            rate_burst=10_000,
+            address_rate_per_second=10_000.0,
+            address_rate_burst=10_000,
+            global_rate_per_second=10_000.0,
+            global_rate_burst=10_000,
+        ),
+    )
     server = uvicorn.Server(
         uvicorn.Config(api, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
     )

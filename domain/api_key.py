@@ -1,6 +1,12 @@
 """API keys: how a program outside the process acts as a user of one tenant.
 
-State machine: (none) --create--> active --revoke--> revoked (final).
+State machine of a key: (none) --create--> active --revoke--> revoked (final).
+
+A tenant's ``ApiKeyCatalog`` (one stream per tenant) lists its active keys with who
+minted each: a key is created and listed in one append, and revoked and unlisted in
+one, so the catalog's count is exact (the per-tenant cap holds under racing writers:
+the second append of a catalog version conflicts) and revoking a key can reach every
+key it minted.
 
 The key itself never reaches this module: events hold the SHA-256 digest of its secret
 part only. The roles are fixed at creation; a key acts with exactly those roles inside
@@ -16,6 +22,7 @@ from uuid import UUID
 
 from domain.errors import DomainError
 from domain.events import Aggregate, DomainEvent
+from domain.identity import stream_id
 
 
 class ApiKeyError(DomainError):
@@ -49,7 +56,27 @@ class ApiKeyRevoked(DomainEvent):
     revoked_by: str
 
 
-EVENTS: tuple[type[DomainEvent], ...] = (ApiKeyCreated, ApiKeyRevoked)
+@dataclass(frozen=True, kw_only=True)
+class ApiKeyListed(DomainEvent):
+    TOPIC: ClassVar[str] = "tidings.api.ApiKeyListed"
+
+    key_id: str
+    created_by: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApiKeyUnlisted(DomainEvent):
+    TOPIC: ClassVar[str] = "tidings.api.ApiKeyUnlisted"
+
+    key_id: str
+
+
+EVENTS: tuple[type[DomainEvent], ...] = (
+    ApiKeyCreated,
+    ApiKeyRevoked,
+    ApiKeyListed,
+    ApiKeyUnlisted,
+)
 
 
 class ApiKey(Aggregate):
@@ -111,3 +138,40 @@ class ApiKey(Aggregate):
                 self.created_at = event.timestamp
             case ApiKeyRevoked():
                 self.revoked = True
+
+
+class ApiKeyCatalog(Aggregate):
+    """A tenant's active keys: key id -> who minted it (``api-key:<id>`` for a key)."""
+
+    def __init__(self, aggregate_id: UUID) -> None:
+        super().__init__(aggregate_id)
+        self.active: dict[str, str] = {}
+
+    @staticmethod
+    def id_for(tenant_id: str) -> UUID:
+        return stream_id("api-key-catalog", tenant_id)
+
+    def add(self, key_id: str, *, created_by: str, now: datetime) -> None:
+        if key_id not in self.active:
+            self._trigger(ApiKeyListed, now, key_id=key_id, created_by=created_by)
+
+    def unlist(self, key_id: str, *, now: datetime) -> None:
+        if key_id in self.active:
+            self._trigger(ApiKeyUnlisted, now, key_id=key_id)
+
+    def minted_by(self, key_id: str) -> list[str]:
+        """Every active key minted by ``key_id``, and by those, and so on."""
+        found: list[str] = []
+        creators = {f"api-key:{key_id}"}
+        while creators:
+            children = [k for k, by in self.active.items() if by in creators and k not in found]
+            found += children
+            creators = {f"api-key:{k}" for k in children}
+        return found
+
+    def mutate(self, event: DomainEvent) -> None:
+        match event:
+            case ApiKeyListed():
+                self.active[event.key_id] = event.created_by
+            case ApiKeyUnlisted():
+                self.active.pop(event.key_id, None)

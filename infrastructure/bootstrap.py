@@ -51,6 +51,7 @@ from infrastructure.sql.database import (
 )
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
+from infrastructure.sql.key_usage import SqlKeyUsage
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from infrastructure.webhooks.deliveries import SqlDeliveryQueue
 from infrastructure.webhooks.sender import HttpSender
@@ -241,6 +242,7 @@ def oauth_tokens(
         return OAuthClient(
             getattr(settings, f"oauth_{name}_client_id"),
             secret.get_secret_value() if secret else None,
+            settings.oauth_custom_token_url if name == "custom" else None,
         )
 
     return OAuthTokens(
@@ -282,6 +284,8 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             )
             webhooks = SqlWebhookStore(db)
             webhooks.setup()
+            key_usage = SqlKeyUsage(db)
+            key_usage.setup()
         except BaseException:  # e.g. a refused master key: leave no pool behind
             for closer in closers:
                 closer()
@@ -298,10 +302,13 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             value_write_roles=settings.value_write_roles,
             max_text_bytes=settings.max_text_bytes,
             max_attachment_result_bytes=int(settings.attachment_result_mb * 1024 * 1024),
+            verify_timeout=settings.verify_timeout,
+            api_keys_per_tenant=settings.api_keys_per_tenant,
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
         webhook_store=webhooks,
+        key_usage=key_usage,
     )
 
     def close() -> None:

@@ -1,1 +1,2 @@
-"""API keys: create and revoke them (use cases), and turn a presented key into a User."""
+"""API keys: create, list and revoke them (use cases), turn a presented key into a User,
+and the port of their last use."""

@@ -1,6 +1,9 @@
 """create-api-key: a key acting as a user of the caller's tenant with the given roles.
 
-A caller can hand out only roles it holds itself, so a key never escalates.
+A caller can hand out only roles it holds itself, so a key never escalates. A tenant
+holds at most ``api_keys_per_tenant`` active keys (422 ``api_key_limit``); the key is
+listed in the tenant's catalog with its creator in the same append, so revoking a key
+revokes what it minted.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from application.api_keys import keys
 from application.context import Context
 from application.payloads import Payload as Base
 from application.result import Result, forbidden
-from application.streams import commit
+from application.streams import commit, load, retrying
 from application.users import KNOWN_ROLES, User
-from domain.api_key import ApiKey
+from domain.api_key import ApiKey, ApiKeyCatalog
 
 NAME = "create-api-key"
 
@@ -47,14 +50,27 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
             roles=sorted(roles - user.roles),
         )
     new = keys.new_key()
-    api_key = ApiKey(new.key_id)
-    api_key.create(
-        tenant_id=user.tenant_id,
-        name=payload.name,
-        roles=roles,
-        secret_digest=keys.digest(new.secret),
-        created_by=user.id,
-        now=ctx.clock.now(),
-    )
-    commit(ctx.store, api_key)
-    return Result.ok({"apiKeyId": str(new.key_id), "key": new.text, "roles": sorted(roles)})
+    digest = keys.digest(new.secret)
+
+    def attempt() -> Result:
+        catalog = load(ctx.store, ApiKeyCatalog, ApiKeyCatalog.id_for(user.tenant_id))
+        limit = ctx.policy.api_keys_per_tenant
+        if len(catalog.active) >= limit:
+            return Result.fail(
+                "api_key_limit", 422, "the tenant holds as many keys as allowed", limit=limit
+            )
+        now = ctx.clock.now()
+        api_key = ApiKey(new.key_id)
+        api_key.create(
+            tenant_id=user.tenant_id,
+            name=payload.name,
+            roles=roles,
+            secret_digest=digest,
+            created_by=user.id,
+            now=now,
+        )
+        catalog.add(str(new.key_id), created_by=user.id, now=now)
+        commit(ctx.store, api_key, catalog)  # a racing create conflicts on the catalog
+        return Result.ok({"apiKeyId": str(new.key_id), "key": new.text, "roles": sorted(roles)})
+
+    return retrying(attempt)

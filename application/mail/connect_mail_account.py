@@ -7,6 +7,7 @@ commands, so they are refused (400). The host must not resolve to an internal ad
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -82,11 +83,14 @@ def _token_url(value: str) -> str:
 
 
 class OAuthSettings(Base):
-    """The OAuth2 grant of an ``xoauth2`` account; secrets come from settings."""
+    """The OAuth2 grant of an ``xoauth2`` account. The client secret is the tenant's own
+    (sealed with the grant) or, when none is given, the operator's from settings, which
+    is sent only to the token URL the operator configured with it."""
 
     provider: Literal["google", "microsoft", "custom"]
     refresh_token: Secret
     client_id: Annotated[str, StringConstraints(min_length=1, max_length=255)] | None = None
+    client_secret: Secret | None = None
     token_url: (
         Annotated[
             str,
@@ -112,6 +116,7 @@ class OAuthSettings(Base):
             client_id=self.client_id,
             token_url=self.token_url,
             scopes=tuple(self.scopes) if self.scopes else PRESETS[self.provider].scopes,
+            client_secret=self.client_secret.get_secret_value() if self.client_secret else None,
         )
 
 
@@ -137,8 +142,9 @@ class Payload(Base):
 
 
 def check_destination(ctx: Context, imap: ImapSettings) -> Result | None:
-    """``host_not_allowed`` for an internal host. A host that does not resolve now is
-    let through: nothing can be reached there, and every connection checks again."""
+    """``host_not_allowed`` for an internal host, and the same answer for a host that
+    does not resolve now: two answers would tell a tenant which internal names exist.
+    Every connection checks again."""
     return check_host(ctx, imap.host, imap.port)
 
 
@@ -156,20 +162,25 @@ def check_host(ctx: Context, host: str, port: int) -> Result | None:
     except HostNotAllowed as error:
         return host_not_allowed(error)
     except HostUnresolved:
-        return None
+        return host_not_allowed(HostNotAllowed(host))
     return None
 
 
 def verify_login(
     ctx: Context, account_id: str, endpoint: ImapEndpoint, credentials: Credentials
 ) -> Result | None:
+    deadline = time.monotonic() + ctx.policy.verify_timeout
     try:
-        with ctx.mail.provider.open(endpoint, credentials, account_id=account_id) as session:
+        with ctx.mail.provider.open(
+            endpoint, credentials, account_id=account_id, deadline=deadline
+        ) as session:
             session.verify()
     except MailboxAuthError:
         return Result.fail("mailbox_auth_failed", 422, "the mailbox refused the credentials")
     except HostNotAllowed as error:  # the host's DNS answer changed since the check
         return host_not_allowed(error)
+    except HostUnresolved:  # the same answer as an internal host (see check_destination)
+        return host_not_allowed(HostNotAllowed(endpoint.host))
     except MailProviderError as error:
         return Result.fail(
             "mailbox_unreachable",
@@ -194,6 +205,20 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     else:
         assert payload.secret is not None
         secret = payload.secret.get_secret_value()
+    committed = False
+    try:
+        result = _connect(payload, user, ctx, account_id, secret)
+        committed = result.is_success
+    finally:
+        if not committed:  # a refused verify, or a crash: no grant outlives its account
+            ctx.mail.secrets.delete(account_id)
+    if committed:
+        ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
+    return result
+
+
+def _connect(payload: Payload, user: User, ctx: Context, account_id: str, secret: str) -> Result:
+    tenant = user.tenant_id
     if payload.verify:
         endpoint = ImapEndpoint(
             payload.imap.host, payload.imap.port, payload.imap.security, payload.imap.username
@@ -202,7 +227,6 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
             ctx.mail.secrets.put(tenant, account_id, secret)
         failed = verify_login(ctx, account_id, endpoint, Credentials(payload.auth_method, secret))
         if failed:
-            ctx.mail.secrets.delete(account_id)
             return failed
         if payload.oauth is not None:
             secret = ctx.mail.secrets.get(account_id) or secret
@@ -227,7 +251,6 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     )
     ctx.mail.secrets.put(tenant, account_id, secret)
     commit(ctx.store, account)
-    ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
     return Result.ok({"accountId": account_id})
 
 
@@ -251,7 +274,8 @@ def host_not_allowed(error: HostNotAllowed) -> Result:
     return Result.fail(
         "host_not_allowed",
         422,
-        f"the IMAP host resolves to an internal address; set {ALLOW_SETTING}=true to allow it",
+        f"the IMAP host does not resolve to a public address; set {ALLOW_SETTING}=true"
+        " to allow private ones",
         host=error.host,
         setting=ALLOW_SETTING,
     )

@@ -14,8 +14,15 @@ or a log line. ``OAuthTokens.get_access_token``:
 4. else asks the token server, stores the new grant (the rotated refresh token with
    the new access token) and only then returns the new access token.
 
+Whose client credentials go to which token URL: a grant that carries its own client
+secret (a tenant's own ``custom`` provider, sealed with the grant) sends its own; the
+operator's ``TIDINGS_OAUTH_<PROVIDER>_CLIENT_SECRET`` goes only to the token URL the
+operator configured with it (the preset's for ``google`` and ``microsoft``,
+``TIDINGS_OAUTH_CUSTOM_TOKEN_URL`` for ``custom``), never to a URL a tenant named.
+
 Classification of a refresh that fails: ``invalid_grant`` (the grant was revoked or
-expired) raises ``MailboxReauthRequired``; everything else — network errors, timeouts,
+expired) raises ``MailboxReauthRequired``; a token request past its deadline raises
+``MailboxTimeout`` (error kind ``timeout``); everything else — network errors, timeouts,
 5xx, 429, an unparsable answer, another OAuth error code, a lock that stays taken —
 raises ``MailboxTransientError``: the account stays active and the next tick tries
 again. See docs/decisions/oauth-single-flight.md.
@@ -35,6 +42,7 @@ from application.leases import LeaseBackend, LeaseBackendUnavailable
 from application.mail.ports import (
     MailboxAuthError,
     MailboxReauthRequired,
+    MailboxTimeout,
     MailboxTransientError,
 )
 from application.privacy import SecretStore
@@ -63,10 +71,12 @@ PRESETS: dict[str, ProviderPreset] = {
 
 @dataclass(frozen=True)
 class OAuthClient:
-    """A provider's client credentials from settings (``TIDINGS_OAUTH_<PROVIDER>_*``)."""
+    """A provider's client credentials from settings (``TIDINGS_OAUTH_<PROVIDER>_*``);
+    the secret is sent to ``token_url`` only (None: the provider's preset URL)."""
 
     client_id: str | None = None
     client_secret: str | None = None
+    token_url: str | None = None
 
     def __repr__(self) -> str:
         return f"OAuthClient(client_id={self.client_id!r}, client_secret=<redacted>)"
@@ -81,6 +91,7 @@ class OAuthGrant:
     token_url: str | None = None
     scopes: tuple[str, ...] = ()
     access_token: str | None = None
+    client_secret: str | None = None  # the tenant's own client (sealed with the grant)
     expires_at: float | None = None  # epoch seconds
 
     def __repr__(self) -> str:
@@ -97,6 +108,8 @@ class OAuthGrant:
             "accessToken": self.access_token,
             "expiresAt": self.expires_at,
         }
+        if self.client_secret is not None:
+            body["clientSecret"] = self.client_secret
         return GRANT_PREFIX + json.dumps(body, separators=(",", ":"))
 
     @classmethod
@@ -116,6 +129,7 @@ class OAuthGrant:
             scopes=tuple(body.get("scopes") or ()),
             access_token=body.get("accessToken"),
             expires_at=float(expires) if expires is not None else None,
+            client_secret=body.get("clientSecret"),
         )
 
     def with_refresh_token(self, refresh_token: str) -> OAuthGrant:
@@ -145,6 +159,10 @@ class TokenRefusedGrant(ApplicationError):
 
 class TokenServerError(ApplicationError):
     """Anything else that kept a refresh from succeeding: transient."""
+
+
+class TokenTimeout(TokenServerError):
+    """The token request passed its wall-clock deadline."""
 
 
 class TokenClient(Protocol):
@@ -249,19 +267,22 @@ class OAuthTokens:
         token_url = grant.token_url if grant.provider == "custom" else preset.token_url
         if not token_url:
             raise MailboxAuthError("the account's grant names no token URL")
-        client = self._clients.get(grant.provider, OAuthClient())
+        client_id, client_secret = self._credentials(grant, token_url)
         self._on_refresh()
         try:
             answer = self._client.refresh(
                 token_url,
                 refresh_token=grant.refresh_token,
-                client_id=grant.client_id or client.client_id,
-                client_secret=client.client_secret,
+                client_id=client_id,
+                client_secret=client_secret,
                 scopes=grant.scopes or preset.scopes,
             )
         except TokenRefusedGrant:
             log.warning("oauth.refresh_refused account_id=%s", account_id)
             raise MailboxReauthRequired("the token server refused the refresh token") from None
+        except TokenTimeout:
+            log.warning("oauth.refresh_timeout account_id=%s", account_id)
+            raise MailboxTimeout("the token refresh passed its deadline") from None
         except TokenServerError as error:
             log.warning("oauth.refresh_failed account_id=%s error=%s", account_id, error)
             raise MailboxTransientError("the token refresh failed") from None
@@ -280,3 +301,13 @@ class OAuthTokens:
             answer.refresh_token is not None,
         )
         return answer.access_token
+
+    def _credentials(self, grant: OAuthGrant, token_url: str) -> tuple[str | None, str | None]:
+        """The grant's own client when it carries a secret; else the operator's, whose
+        secret goes only to the token URL configured with it."""
+        if grant.client_secret is not None:
+            return grant.client_id, grant.client_secret
+        client = self._clients.get(grant.provider, OAuthClient())
+        configured = client.token_url or PRESETS.get(grant.provider, PRESETS["custom"]).token_url
+        secret = client.client_secret if configured and token_url == configured else None
+        return grant.client_id or client.client_id, secret

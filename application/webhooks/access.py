@@ -40,18 +40,16 @@ def checked_url(ctx: Context, url: str) -> Result | None:
         return invalid("url", str(error))
     try:
         ctx.mail.destinations.check(target.host, target.port)
-    except HostNotAllowed:
+    except (HostNotAllowed, HostUnresolved):
+        # One answer for both: telling them apart would tell a tenant which internal
+        # names exist.
         return Result.fail(
             "host_not_allowed",
             422,
-            f"the webhook host resolves to an internal address; set {ALLOW_SETTING}=true"
-            " to allow it",
+            "the webhook host does not resolve to a public address; set"
+            f" {ALLOW_SETTING}=true to allow private ones",
             host=target.host,
             setting=ALLOW_SETTING,
-        )
-    except HostUnresolved:
-        return Result.fail(
-            "host_unresolved", 422, "the webhook host does not resolve", host=target.host
         )
     return None
 

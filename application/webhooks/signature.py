@@ -46,7 +46,8 @@ def verify_signature(
         key, sep, value = part.strip().partition("=")
         if not sep:
             continue
-        if key == "t" and value.isdigit() and len(value) <= 12:
+        # ASCII digits only: ``str.isdigit`` also takes superscripts, which ``int`` refuses.
+        if key == "t" and value.isascii() and value.isdigit() and len(value) <= 12:
             timestamp = int(value)
         elif key == "v1":
             candidates.append(value)

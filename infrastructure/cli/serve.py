@@ -11,7 +11,9 @@ import uvicorn
 
 from infrastructure.cli.output import configure_logging, err
 from infrastructure.cli.runtime import load_settings, opened_app
-from infrastructure.http.api import ApiSettings, create_api
+from infrastructure.http import server as bounded_server
+from infrastructure.http.api import create_api
+from infrastructure.http.door import ApiSettings
 from infrastructure.redis.rate_limit import RedisRateLimiter
 
 log = logging.getLogger("tidings.serve")
@@ -34,12 +36,27 @@ def serve(
         configure_logging(logging.INFO)
         api = create_api(
             app,
-            ApiSettings(rate_per_second=rate, rate_burst=burst),
+            ApiSettings(
+                rate_per_second=rate,
+                rate_burst=burst,
+                address_rate_per_second=settings.api_address_rate_per_second,
+                address_rate_burst=settings.api_address_rate_burst,
+                global_rate_per_second=settings.api_global_rate_per_second,
+                global_rate_burst=settings.api_global_rate_burst,
+                body_timeout=settings.api_request_timeout,
+                dial_out_threads=settings.api_dial_out_threads,
+                dial_out_per_tenant=settings.api_dial_out_per_tenant,
+                streams_per_key=settings.api_streams_per_key,
+            ),
             ready=lambda: bool(app.projections.status() is not None),
             limiter=limiter,
         )
-        config = uvicorn.Config(
-            api, host=host, port=port, log_level="warning", access_log=False, lifespan="off"
+        config = bounded_server.config(
+            api,
+            host=host,
+            port=port,
+            max_connections=settings.api_max_connections,
+            header_timeout=settings.api_request_timeout,
         )
         server = uvicorn.Server(config)
         err().print(f"serving the HTTP API on http://{host}:{port} (Ctrl-C to stop)")

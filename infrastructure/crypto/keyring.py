@@ -52,6 +52,7 @@ TOKEN_PREFIX = "pii2"  # noqa: S105 - a format tag, not a secret
 LEGACY_PREFIX = "pii1"
 PII = "pii"  # the purpose of mail and account personal data
 KEYS_TABLE = "crypto_keys"
+LIVE_RECHECK = 2.0  # seconds a tenant seen unshredded is taken as such (tenant_shredded)
 
 
 class KeyShredded(KeyErased):
@@ -108,6 +109,7 @@ class KeyRing:
         # rotated key is looked up (``_chain``) before any of them is used.
         self._aeads: dict[bytes, AESGCM] = {}
         self._macs: dict[tuple[bytes, str], hmac.HMAC] = {}
+        self._seen_live: dict[str, float] = {}  # tenant key id -> when last seen unshredded
 
     def setup(self) -> None:
         with self.db.transaction() as cur:
@@ -260,6 +262,29 @@ class KeyRing:
 
     def shred_tenant(self, tenant_id: str) -> None:
         self._shred(_key_id(tenant_id, None))
+
+    def tenant_shredded(self, tenant_id: str) -> bool:
+        """A shred is final, so it is remembered for good; a live tenant is looked up
+        again after ``LIVE_RECHECK`` seconds, so another process's shred is seen soon."""
+        key_id = _key_id(tenant_id, None)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._cache.get(key_id)
+            seen_live = self._seen_live.get(key_id)
+        if cached is not None and cached[0] == float("inf"):
+            return True
+        if seen_live is not None and now - seen_live < LIVE_RECHECK:
+            return False
+        with self.db.reading() as cur:
+            cur.execute(f"SELECT wrapped FROM {KEYS_TABLE} WHERE key_id = ?", (key_id,))
+            row = cur.fetchone()
+        with self._lock:
+            if row is not None and row[0] is None:
+                self._cache[key_id] = (float("inf"), None)
+                return True
+            _bound(self._seen_live, 10_000)
+            self._seen_live[key_id] = now
+        return False
 
 
 def _bound(memo: dict[Any, Any], most: int = 1024) -> None:

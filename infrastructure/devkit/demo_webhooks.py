@@ -20,7 +20,8 @@ import uvicorn
 from application.webhooks.signature import SignatureError, verify_signature
 from infrastructure.bootstrap import build_webhook_dispatcher
 from infrastructure.cli.runtime import CliError
-from infrastructure.http.api import ApiSettings, create_api
+from infrastructure.http.api import create_api
+from infrastructure.http.door import ApiSettings
 from infrastructure.runtime.settings import Settings
 
 MAX_BODY = 1024 * 1024

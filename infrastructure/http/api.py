@@ -5,19 +5,21 @@ The API adds no business rules: it authenticates, bounds the request, and hands 
 parsed body to ``App.write`` / ``App.query``, whose ``Result`` it answers with. The
 OpenAPI document is derived from the use cases' own payload models.
 
-Bounds on what a client sends: a body over ``max_body_bytes`` is refused while it is
-read (413), JSON that is not one object is 400, and an ``Authorization`` header that is
-not a well-formed key is 401 without a database read.
+Bounds on what a client sends and holds (``door``): a body over ``max_body_bytes`` is
+refused while it is read (413), one slower than ``body_timeout`` is 408, JSON that is
+not one object is 400, an ``Authorization`` header that is not a well-formed key is 401
+without a database read; budgets per caller address, in all and per key (429); use
+cases that dial out (``DIALS_OUT``) run in a pool of their own, capped per tenant. The
+feed's routes are ``feed_routes``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import re
 import time
 import urllib.parse
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -28,99 +30,26 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, g
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
-from application.api_keys import keys
-from application.api_keys.authenticate import authenticate
 from application.app import App
-from application.handlers import QUERIES, WRITES, UseCase
+from application.handlers import DIALS_OUT, QUERIES, WRITES, UseCase
 from application.mail.get_attachment import Download, open_attachment, open_raw
-from application.result import Error, Result
+from application.result import Result
 from application.users import User
 from infrastructure.http import openapi, problems
-from infrastructure.http.rate_limit import Limiter, RateLimiter
+from infrastructure.http.door import ApiSettings, Door, Refused
+from infrastructure.http.feed_routes import feed_routes
+from infrastructure.http.rate_limit import Limiter
 
 log = logging.getLogger("tidings.http")
 
-MAX_BODY_BYTES = 1024 * 1024 + 4096  # the app's payload cap, plus room for whitespace
-MAX_SEQUENCE = 2**53 - 1
-MAX_WAIT = 30  # seconds a long poll may hold a request
-FEED_POLL = 0.25  # seconds between reads of the feed while a client waits
-SSE_KEEPALIVE = 15.0  # seconds of quiet before a comment line keeps proxies from timing out
-
-
-@dataclass(frozen=True)
-class ApiSettings:
-    rate_per_second: float = 20.0
-    rate_burst: int = 40
-    max_body_bytes: int = MAX_BODY_BYTES
-
-
-class _Refused(Exception):
-    def __init__(self, response: Response) -> None:
-        self.response = response
-
-
-class _Door:
-    """Who is calling and what they sent, each bounded before anything is trusted."""
-
-    def __init__(
-        self,
-        app: App,
-        settings: ApiSettings,
-        clock: Callable[[], float],
-        limiter: Limiter | None,
-    ) -> None:
-        self.app = app
-        self.max_body = settings.max_body_bytes
-        self.limiter = limiter or RateLimiter(settings.rate_per_second, settings.rate_burst)
-        self.clock = clock
-
-    async def caller(self, request: Request) -> User:
-        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
-        presented = presented.strip()
-        parts = keys.split(presented) if scheme.lower() == "bearer" else None
-        if parts is None:
-            raise _Refused(_unauthorized())
-        wait, user = await run_in_threadpool(self._admit, parts[0].hex, presented)
-        if wait:
-            error = Error("rate_limited", 429, "too many requests", {"retryAfter": wait})
-            raise _Refused(problems.problem(error, {"Retry-After": str(int(wait))}))
-        if user is None:
-            raise _Refused(_unauthorized())
-        return user
-
-    def _admit(self, key_id: str, presented: str) -> tuple[float, User | None]:
-        """The key's budget first (a shared one is a Redis round trip), then who it is:
-        guessing keys costs the same budget as using one."""
-        wait = self.limiter.take(key_id, self.clock())
-        if wait:
-            return wait, None
-        return 0.0, authenticate(self.app.ctx.store, presented)
-
-    async def body(self, request: Request) -> Any:
-        declared = request.headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
-            raise _Refused(_too_large(self.max_body))
-        chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body:
-                raise _Refused(_too_large(self.max_body))
-            chunks.append(chunk)
-        raw = b"".join(chunks)
-        if not raw.strip():
-            return {}
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as error:
-            reason = str(error)[:200]
-            raise _Refused(
-                problems.fail("invalid_json", 400, "the body is not valid JSON", reason=reason)
-            ) from None
+# ``X-Tidings-Content-Type``: a sender's declared type, reduced to ``type/subtype``
+# tokens (RFC 9110), so no folded or hostile value reaches a response header.
+_MEDIA_TYPE = re.compile(r"([A-Za-z0-9!#$&^_.+-]{1,64}/[A-Za-z0-9!#$&^_.+-]{1,64})(?=[\s;]|$)")
 
 
 def create_api(
     app: App,
-    settings: ApiSettings = ApiSettings(),
+    settings: ApiSettings | None = None,
     *,
     clock: Callable[[], float] = time.monotonic,
     ready: Callable[[], bool] | None = None,
@@ -135,7 +64,7 @@ def create_api(
         ["kind", "status"],
         registry=registry,
     )
-    door = _Door(app, settings, clock, limiter)
+    door = Door(app, settings or ApiSettings(), clock, limiter)
     api = FastAPI(title="tidings", version="1", openapi_url=None, docs_url=None, redoc_url=None)
 
     def route(kind: str, use_case: UseCase, call: Callable[[str, Any, User], Result]) -> None:
@@ -143,10 +72,13 @@ def create_api(
             try:
                 user = await door.caller(request)
                 payload = await door.body(request)
-            except _Refused as refused:
+            except Refused as refused:
                 requests.labels(kind, str(refused.response.status_code)).inc()
                 return refused.response
-            result = await run_in_threadpool(call, use_case.name, payload, user)
+            if use_case.name in DIALS_OUT:
+                result = await door.dialling(user, call, use_case.name, payload)
+            else:
+                result = await run_in_threadpool(call, use_case.name, payload, user)
             requests.labels(kind, str(200 if result.error is None else result.error.status)).inc()
             if result.error is not None:
                 return problems.problem(result.error)
@@ -160,76 +92,14 @@ def create_api(
         route("commands", use_case, app.write)
     for use_case in QUERIES.values():
         route("queries", use_case, app.query)
-    _feed_routes(api, app, door)
+    feed_routes(api, app, door)
     _download_routes(api, app, door)
     _operational_routes(api, registry, ready or (lambda: True))
     _problem_handlers(api)
     return api
 
 
-def _feed_routes(api: FastAPI, app: App, door: _Door) -> None:
-    async def read(user: User, after: int, limit: int) -> Result:
-        return await run_in_threadpool(app.feed.read, user, after, limit)
-
-    @api.get("/v1/events", include_in_schema=False)
-    async def events(request: Request) -> Response:
-        try:
-            user = await door.caller(request)
-            after = _int_param(request, "after", 0, (0, MAX_SEQUENCE))
-            limit = _int_param(request, "limit", 100, (1, 1000))
-            wait = _int_param(request, "wait", 0, (0, MAX_WAIT))
-        except _Refused as refused:
-            return refused.response
-        deadline = time.monotonic() + wait
-        while True:
-            result = await read(user, after, limit)
-            if result.error is not None:
-                return problems.problem(result.error)
-            assert result.data is not None
-            if result.data["items"] or time.monotonic() >= deadline:
-                return Response(orjson.dumps(result.data), media_type="application/json")
-            await asyncio.sleep(FEED_POLL)
-
-    @api.get("/v1/events/stream", include_in_schema=False)
-    async def stream(request: Request) -> Response:
-        try:
-            user = await door.caller(request)
-            resume = request.headers.get("last-event-id")
-            after = _int_param(request, "after", 0, (0, MAX_SEQUENCE), given=resume)
-        except _Refused as refused:
-            return refused.response
-        first = await read(user, after, 1)
-        if first.error is not None:
-            return problems.problem(first.error)
-        return StreamingResponse(_sse(request, read, user, after), media_type="text/event-stream")
-
-
-async def _sse(
-    request: Request, read: Callable[[User, int, int], Awaitable[Result]], user: User, after: int
-) -> AsyncIterator[bytes]:
-    """Items as server-sent events (``id`` = sequence, so a reconnect resumes with
-    ``Last-Event-ID``), a comment line while nothing happens, until the client goes."""
-    quiet_since = time.monotonic()
-    while not await request.is_disconnected():
-        result = await read(user, after, 100)
-        items = result.data["items"] if result.data else []
-        for item in items:
-            after = item["sequence"]
-            yield (
-                f"id: {after}\nevent: {item['type']}\ndata: ".encode()
-                + orjson.dumps(item)
-                + b"\n\n"
-            )
-        if items:
-            quiet_since = time.monotonic()
-            continue
-        if time.monotonic() - quiet_since >= SSE_KEEPALIVE:
-            quiet_since = time.monotonic()
-            yield b": still here\n\n"
-        await asyncio.sleep(FEED_POLL)
-
-
-def _download_routes(api: FastAPI, app: App, door: _Door) -> None:
+def _download_routes(api: FastAPI, app: App, door: Door) -> None:
     """Downloads stream from the sealed blob in chunks (decoded as they are read), so a
     file never sits whole in memory. Every file is sent as an attachment with
     ``nosniff`` and a sandboxing CSP: a message's bytes are never rendered on the API's
@@ -238,7 +108,7 @@ def _download_routes(api: FastAPI, app: App, door: _Door) -> None:
     async def send(request: Request, open_: Callable[[User], Download | Result]) -> Response:
         try:
             user = await door.caller(request)
-        except _Refused as refused:
+        except Refused as refused:
             return refused.response
         opened = await run_in_threadpool(open_, user)
         if isinstance(opened, Result):
@@ -249,7 +119,7 @@ def _download_routes(api: FastAPI, app: App, door: _Door) -> None:
             "Content-Disposition": _disposition(opened.filename),
             "X-Content-Type-Options": "nosniff",
             "Content-Security-Policy": "sandbox; default-src 'none'",
-            "X-Tidings-Content-Type": opened.content_type.encode("ascii", "replace").decode(),
+            "X-Tidings-Content-Type": media_type(opened.content_type),
         }
         if not raw:
             headers["Content-Length"] = str(opened.size)
@@ -274,25 +144,6 @@ def _disposition(filename: str) -> str:
     )
     exact = urllib.parse.quote(filename, safe="")
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{exact}"
-
-
-def _int_param(
-    request: Request, name: str, default: int, bounds: tuple[int, int], *, given: str | None = None
-) -> int:
-    low, high = bounds
-    text = request.query_params.get(name, given)
-    if text is None:
-        return default
-    if not (text.isascii() and text.isdigit() and len(text) <= 16) or not low <= int(text) <= high:
-        raise _Refused(
-            problems.fail(
-                "invalid_payload",
-                400,
-                "the request is invalid",
-                errors=[{"path": name, "message": f"an integer from {low} to {high}"}],
-            )
-        )
-    return int(text)
 
 
 def _operational_routes(
@@ -338,11 +189,9 @@ def _problem_handlers(api: FastAPI) -> None:
         return problems.fail("internal", 500, "internal error")
 
 
-def _unauthorized() -> Response:
-    response = problems.fail("unauthorized", 401, "a valid API key is required")
-    response.headers["WWW-Authenticate"] = "Bearer"
-    return response
-
-
-def _too_large(limit: int) -> Response:
-    return problems.fail("payload_too_large", 413, "the body is too large", limitBytes=limit)
+def media_type(declared: str) -> str:
+    """The ``type/subtype`` a declared content type starts with, lower-cased (whatever
+    follows it — parameters, a folded line, junk — is dropped); when it starts with no
+    such pair, ``application/octet-stream``."""
+    match = _MEDIA_TYPE.match(declared.lstrip(" \t"))
+    return match.group(1).lower() if match else "application/octet-stream"

@@ -4,7 +4,8 @@ text and HTML bodies collected by ``ContentBuilder``.
 
 HTML is sanitized by nh3 (ammonia): no scripts, styles, event handlers or forms; ``src``
 only as a ``cid:`` reference; links get ``noopener noreferrer``. Filenames are made safe
-to save: no path, no control characters or NUL, at most ``MAX_FILENAME`` characters. The
+to save: no path, no control, bidi, zero-width or separator characters, no Windows
+device name, at most ``MAX_FILENAME`` characters with the extension kept. The
 text and HTML bodies are kept up to ``MAX_TEXT_BYTES`` each (``truncated``).
 """
 
@@ -27,6 +28,12 @@ MAX_TEXT_BYTES = 2 * 1024 * 1024
 MAX_FILENAME = 200
 
 _UNSAFE_NAME = re.compile(r"[\x00-\x1f\x7f<>:\"/\\|?*]")
+_INVISIBLE = frozenset({"Cc", "Cf", "Zl", "Zp"})  # controls (C1 too), bidi, zero width
+_DEVICE_NAMES = frozenset(
+    {"CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"}
+    | {f"{port}{n}" for port in ("COM", "LPT") for n in (*"123456789", "¹", "²", "³")}
+)
+MAX_EXTENSION = 16
 _BODY_TYPES = ("text/plain", "text/html")
 _REMOTE_ATTRIBUTES = frozenset({"src", "srcset", "background", "poster", "lowsrc", "dynsrc"})
 
@@ -54,12 +61,26 @@ def _attribute_filter(tag: str, attribute: str, value: str) -> str | None:
 
 
 def safe_filename(name: str | None, fallback: str) -> str:
-    """A name to save under: the last path component, no control characters, bounded."""
+    """A name to save under: the last path component; no control, format (U+202E, zero
+    width), line or paragraph separator characters; not a Windows device name; bounded,
+    keeping its extension."""
     if not name:
         return fallback
     name = unicodedata.normalize("NFC", name).replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch) not in _INVISIBLE)
     name = _UNSAFE_NAME.sub("_", name).strip(" .")
-    return name[:MAX_FILENAME] if name else fallback
+    if not name:
+        return fallback
+    stem, dot, extension = name.rpartition(".")
+    if not dot or not stem:
+        stem, extension = name, ""
+    if stem.split(".", 1)[0].rstrip(" ").upper() in _DEVICE_NAMES:
+        stem = "_" + stem
+    if len(extension) > MAX_EXTENSION:
+        stem, extension = name, ""
+    if extension:
+        return stem[: MAX_FILENAME - len(extension) - 1] + "." + extension
+    return stem[:MAX_FILENAME]
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,6 +101,8 @@ class Settings(BaseSettings):
     oauth_microsoft_client_secret: SecretStr | None = None
     oauth_custom_client_id: str | None = None
     oauth_custom_client_secret: SecretStr | None = None
+    # The only token URL the custom client's secret is ever sent to (unset: none).
+    oauth_custom_token_url: Annotated[str, Field(max_length=2048)] | None = None
     # Refresh an access token this many seconds before it expires; the token request's
     # total deadline.
     oauth_refresh_margin: Annotated[float, Field(ge=0)] = 120.0
@@ -126,6 +128,23 @@ class Settings(BaseSettings):
     # The HTTP API: requests per second per API key, and the burst a key may spend at once.
     api_rate_per_second: Annotated[float, Field(gt=0)] = 20.0
     api_rate_burst: Annotated[int, Field(ge=1)] = 40
+    # Budgets spent before a key is looked up: per client address, and for all callers.
+    api_address_rate_per_second: Annotated[float, Field(gt=0)] = 50.0
+    api_address_rate_burst: Annotated[int, Field(ge=1)] = 100
+    api_global_rate_per_second: Annotated[float, Field(gt=0)] = 1000.0
+    api_global_rate_burst: Annotated[int, Field(ge=1)] = 2000
+    # Requests that dial out (a verify, a token refresh): in all, and per tenant.
+    api_dial_out_threads: Annotated[int, Field(ge=1, le=256)] = 16
+    api_dial_out_per_tenant: Annotated[int, Field(ge=1, le=256)] = 4
+    # Open event streams (and long polls) per API key.
+    api_streams_per_key: Annotated[int, Field(ge=1, le=1000)] = 8
+    # uvicorn: open connections in all, and seconds a connection may idle or take to
+    # send its request's headers and body.
+    api_max_connections: Annotated[int, Field(ge=1)] = 1000
+    api_request_timeout: Annotated[float, Field(gt=0, le=300)] = 15.0
+    api_keys_per_tenant: Annotated[int, Field(ge=1, le=10_000)] = 100
+    # The whole of connect-mail-account's verify (connect, greeting, TLS, login).
+    verify_timeout: Annotated[float, Field(gt=0, le=300)] = 20.0
 
     # The host's own projections, "module:attribute" comma-separated (docs/host-projections.md).
     host_projections: Annotated[tuple[str, ...], NoDecode] = ()

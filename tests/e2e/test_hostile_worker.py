@@ -21,6 +21,7 @@ from tests.e2e.process import Cli, command
 from tests.support.dovecot import DovecotServer, dovecot_available
 from tests.support.hostile_imap import BIG, HostileImapServer, HostileMessage, Script
 from tests.support.messages import make_message
+from tests.support.oauth_server import OAuthServer
 
 ADMIN = json.dumps({"id": "ann", "tenantId": "acme", "roles": ["TenantAdmin"]})
 POLL_DEADLINE = 5.0
@@ -124,3 +125,34 @@ def test_worker_once_stays_under_250_mib_whatever_three_servers_announce(cli: Cl
     assert summary["failed"] == {}
     assert summary["ingested"] == 6  # per account: one recorded too_large, one ordinary
     assert all(error_kinds(cli)[account] is None for account in ids)
+
+
+def test_worker_once_ends_when_a_token_endpoint_drips_its_headers_and_records_it(
+    cli: Cli,
+) -> None:
+    """The drip-server finding reopened through OAuth: a token endpoint that sends a
+    status line and then a header byte at a time held ``worker --once`` past its poll
+    deadline (killed at 100 s) and recorded nothing. The token request's wall-clock
+    deadline ends it; the account records ``timeout``."""
+    with OAuthServer() as tokens, HostileImapServer(Script([HostileMessage(1)])) as imap:
+        payload: dict[str, Any] = {
+            "provider": "imap",
+            "displayName": "oauth",
+            "address": "oauth@mail.example",
+            "scope": "shared",
+            "authMethod": "xoauth2",
+            "imap": {"host": imap.host, "port": imap.port, "security": "none", "username": "o"},
+            "oauth": {"provider": "custom", "refreshToken": "rt", "tokenUrl": tokens.token_url},
+        }
+        written = cli(
+            "write", "connect-mail-account", "--as", ADMIN, "--payload", json.dumps(payload)
+        )
+        account_id = json.loads(ok(written))["accountId"]
+        tokens.drip = 0.5
+        started = time.monotonic()
+        ran = cli("worker", "--once", "--json", poll_deadline="10", oauth_token_timeout="3")
+        took = time.monotonic() - started
+        tokens.drip = None
+    assert ran.returncode == 0, ran.stderr
+    assert took < 30, took
+    assert error_kinds(cli)[account_id] == "timeout"

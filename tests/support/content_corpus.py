@@ -127,6 +127,24 @@ def hostile_names_message() -> bytes:
     )
 
 
+def folded_type_message() -> bytes:
+    """An attachment whose Content-Type is folded (CR LF inside the value), with a
+    filename of invisible and reserved parts."""
+    return message(
+        headers("folded type", 'multipart/mixed; boundary="ft"'),
+        multipart(
+            "ft",
+            part("text/plain", b"see attached"),
+            part(
+                'application/x-evil\r\n\tfoo"',
+                b"evil",
+                "Content-Disposition: attachment;"
+                " filename*=UTF-8''invoice%E2%80%AEfdp.exe%E2%80%8B",
+            ),
+        ),
+    )
+
+
 def bad_base64_message() -> bytes:
     return message(
         headers("bad base64 parts", 'multipart/mixed; boundary="bb"'),

@@ -2,9 +2,11 @@
 
 - ``POST /token`` (``grant_type=refresh_token``): issues an access token valid for
   ``expires_in`` seconds; with ``rotate`` on, a new refresh token too, and the old one
-  dies. Counts every refresh request (``refresh_count``). On command it answers
-  ``invalid_grant`` (``revoke``), 503 (``fail_with``), or hangs (``hang``; a hung
-  request never issues anything); ``delay``
+  dies. Counts every refresh request (``refresh_count``) and keeps every form posted
+  (``forms``). On command it answers ``invalid_grant`` (``revoke``), 503
+  (``fail_with``), hangs (``hang``; a hung request never issues anything), or sends a
+  status line and then one header byte every ``drip`` seconds for as long as it is set
+  (a per-read timeout never fires on it); ``delay``
   widens the window in which racing refreshers could slip through.
 - ``POST /introspect`` (``token=…``, Dovecot's ``introspection_mode = post``): answers
   ``{"active": true, "username": …}`` for a live access token, ``{"active": false}``
@@ -39,6 +41,7 @@ class _State:
     access: dict[str, tuple[str, float]] = field(default_factory=dict)  # token -> user, expiry
     refresh_requests: list[str] = field(default_factory=list)  # refresh tokens presented
     hosts: list[str] = field(default_factory=list)  # the Host header of each token request
+    forms: list[dict[str, str]] = field(default_factory=list)  # each token request's form
     introspections: int = 0
 
 
@@ -50,6 +53,7 @@ class OAuthServer:
         self.fail_with: int | None = None
         self.hang = threading.Event()  # set: /token hangs until cleared (or 30 s)
         self.raw_answer: bytes | None = None  # set: /token answers these bytes with 200
+        self.drip: float | None = None  # set: /token drips its headers, a byte this often
         # Called with each introspected token before the answer (what was stored then).
         self.on_introspect: Callable[[str], None] | None = None
         self._state = _State()
@@ -75,6 +79,7 @@ class OAuthServer:
         tb: TracebackType | None,
     ) -> None:
         self.hang.clear()
+        self.drip = None
         self._httpd.shutdown()
         self._httpd.server_close()
 
@@ -146,6 +151,12 @@ class OAuthServer:
             return list(self._state.hosts)
 
     @property
+    def forms(self) -> list[dict[str, str]]:
+        """Every form posted to ``/token`` so far (client credentials included)."""
+        with self._lock:
+            return list(self._state.forms)
+
+    @property
     def refresh_requests(self) -> list[str]:
         with self._lock:
             return list(self._state.refresh_requests)
@@ -204,6 +215,35 @@ class OAuthServer:
             return 200, {"active": False}
         return 200, {"active": True, "username": found[0]}
 
+    def _special(self, handler: BaseHTTPRequestHandler, form: dict[str, str]) -> bool:
+        """Record a token request; answer it with a drip or the raw answer (True) when
+        one is set."""
+        with self._lock:
+            self._state.hosts.append(handler.headers.get("Host", ""))
+            self._state.forms.append(form)
+        if self.drip is not None:
+            self._drip(handler, self.drip)
+            return True
+        if self.raw_answer is not None and self.fail_with is None:
+            with self._lock:
+                self._state.refresh_requests.append(form.get("refresh_token", ""))
+            _send(handler, 200, self.raw_answer)
+            return True
+        return False
+
+    def _drip(self, handler: BaseHTTPRequestHandler, every: float) -> None:
+        give_up = time.monotonic() + 120
+        try:
+            handler.wfile.write(b"HTTP/1.1 200 OK\r\n")
+            handler.wfile.flush()
+            while self.drip is not None and time.monotonic() < give_up:
+                time.sleep(every)
+                handler.wfile.write(b"X")
+                handler.wfile.flush()
+        except OSError:  # the client cut it off: what the tests expect
+            pass
+        handler.close_connection = True
+
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         server = self
 
@@ -216,12 +256,7 @@ class OAuthServer:
                 raw = self.rfile.read(length).decode()
                 form = {k: v[0] for k, v in parse_qs(raw).items()}
                 if self.path == "/token":
-                    with server._lock:
-                        server._state.hosts.append(self.headers.get("Host", ""))
-                    if server.raw_answer is not None and server.fail_with is None:
-                        with server._lock:
-                            server._state.refresh_requests.append(form.get("refresh_token", ""))
-                        self._send(200, server.raw_answer)
+                    if server._special(self, form):
                         return
                     status, body = server._token(form)
                 elif self.path == "/introspect":
@@ -231,13 +266,17 @@ class OAuthServer:
                 self._send(status, json.dumps(body).encode())
 
             def _send(self, status: int, body: bytes) -> None:
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:  # the client gave up (a timeout test)
-                    pass
+                _send(self, status, body)
 
         return Handler
+
+
+def _send(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    except OSError:  # the client gave up (a timeout test)
+        pass

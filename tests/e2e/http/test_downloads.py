@@ -44,7 +44,14 @@ def mail(settings: dict[str, str]) -> Iterator[dict[str, Any]]:
     try:
         with DovecotServer() as dovecot:
             box = dovecot.add_user("u" + uuid.uuid4().hex[:10], "pw-" + uuid.uuid4().hex[:8])
-            dovecot.deliver(box, [corpus.rich_message(), corpus.big_attachment_message(BIG)])
+            dovecot.deliver(
+                box,
+                [
+                    corpus.rich_message(),
+                    corpus.big_attachment_message(BIG),
+                    corpus.folded_type_message(),
+                ],
+            )
             payload = {
                 "provider": "imap",
                 "displayName": "Box",
@@ -66,7 +73,8 @@ def mail(settings: dict[str, str]) -> Iterator[dict[str, Any]]:
         by_subject = {m["subject"]: m["messageId"] for m in listed}
         rich = ok(app.query("get-message", {"messageId": by_subject["rich"]}, admin))
         big = ok(app.query("get-message", {"messageId": by_subject["big attachment"]}, admin))
-        yield {"admin": admin, "app": app, "rich": rich, "big": big}
+        folded = ok(app.query("get-message", {"messageId": by_subject["folded type"]}, admin))
+        yield {"admin": admin, "app": app, "rich": rich, "big": big, "folded": folded}
     finally:
         app.close()
 
@@ -118,6 +126,23 @@ def test_the_raw_message_and_each_attachment_download(server: Server, mail: dict
         assert got.headers["x-tidings-content-type"] == "application/pdf"
         got = client.get(f"/v1/messages/{rich['messageId']}/attachments/{notes['attachmentId']}")
         assert got.content == b"notes in a file\r\n"
+
+
+def test_a_folded_content_type_and_a_hostile_name_download_cleanly(
+    server: Server, mail: dict[str, Any]
+) -> None:
+    """A sender's Content-Type with CR LF inside once went into a response header (the
+    HTTP library refused it and the connection dropped): it is reduced to its
+    ``type/subtype``, and the name loses its bidi override and zero-width space."""
+    folded = mail["folded"]
+    [attachment] = folded["attachments"]
+    assert attachment["filename"] == "invoicefdp.exe"
+    url = f"/v1/messages/{folded['messageId']}/attachments/{attachment['attachmentId']}"
+    with server.client(_key(mail)) as client:
+        got = client.get(url)
+    assert got.status_code == 200 and got.content == b"evil"
+    assert got.headers["x-tidings-content-type"] == "application/x-evil"
+    assert 'filename="invoicefdp.exe"' in got.headers["content-disposition"]
 
 
 def test_downloads_of_another_message_or_tenant_are_404_and_need_a_key(

@@ -168,6 +168,9 @@ class FakeCipher:
     def shred_tenant(self, tenant_id: str) -> None:
         self.shredded.add(tenant_id)
 
+    def tenant_shredded(self, tenant_id: str) -> bool:
+        return tenant_id in self.shredded
+
 
 class FakeProjections:
     """Implements ``Projections``: counts catch-ups."""

@@ -16,8 +16,14 @@ from application.mail.oauth import (
     TokenAnswer,
     TokenRefusedGrant,
     TokenServerError,
+    TokenTimeout,
 )
-from application.mail.ports import MailboxAuthError, MailboxReauthRequired, MailboxTransientError
+from application.mail.ports import (
+    MailboxAuthError,
+    MailboxReauthRequired,
+    MailboxTimeout,
+    MailboxTransientError,
+)
 from infrastructure.in_process.lease import InProcessLease
 
 
@@ -191,3 +197,49 @@ def test_a_refused_token_is_replaced_unless_someone_already_did() -> None:
     assert service.get_access_token("a1", refused=first) == "at-2"
     assert service.get_access_token("a1", refused=first) == "at-2"  # reused, no refresh
     assert len(client.calls) == 2
+
+
+def _custom(grant: OAuthGrant, client: OAuthClient) -> Client:
+    secrets = Secrets()
+    secrets.rows["a1"] = grant.dumps()
+    token_client = Client(secrets)
+    OAuthTokens(secrets, token_client, InProcessLease(30), {"custom": client}).get_access_token(
+        "a1"
+    )
+    return token_client
+
+
+def test_the_operators_custom_secret_goes_only_to_its_configured_token_url() -> None:
+    operator = OAuthClient("op-id", "op-secret", "https://sso.operator.example/token")
+    named = OAuthGrant("t1", "custom", "rt-0", token_url="http://attacker.example/capture")
+    [call] = _custom(named, operator).calls
+    assert call["url"] == "http://attacker.example/capture"
+    assert call["secret"] is None
+    configured = OAuthGrant("t1", "custom", "rt-0", token_url="https://sso.operator.example/token")
+    assert _custom(configured, operator).calls[0]["secret"] == "op-secret"
+    # Without a configured URL the custom secret goes nowhere.
+    unconfigured = OAuthClient("op-id", "op-secret")
+    assert _custom(named, unconfigured).calls[0]["secret"] is None
+
+
+def test_a_tenants_own_client_is_sent_and_sealed_with_its_grant() -> None:
+    own = OAuthGrant(
+        "t1",
+        "custom",
+        "rt-0",
+        client_id="mine",
+        token_url="https://t.example/token",
+        client_secret="my-secret",
+    )
+    assert OAuthGrant.loads(own.dumps()) == own
+    assert "my-secret" not in repr(own)
+    operator = OAuthClient("op-id", "op-secret", "https://t.example/token")
+    [call] = _custom(own, operator).calls
+    assert (call["id"], call["secret"]) == ("mine", "my-secret")
+
+
+def test_a_token_request_past_its_deadline_is_a_timeout() -> None:
+    service, _, client = tokens()
+    client.fail = TokenTimeout("deadline")
+    with pytest.raises(MailboxTimeout):
+        service.get_access_token("a1")

@@ -30,3 +30,18 @@ def test_malformed_headers_are_refused() -> None:
     # a second v1 (a receiver holding two secrets during a rotation) is accepted
     other = sign("old", BODY, 100).split(",")[1]
     assert verify_signature("s", f"{good},{other}", BODY, now=100) == 100
+
+
+SUPERSCRIPT_TWO, ARABIC_100, FULLWIDTH_100 = "\u00b2", "\u0661\u0660\u0660", "\uff11\uff10\uff10"
+
+
+@pytest.mark.parametrize(
+    "stamp", [SUPERSCRIPT_TWO, "1" + SUPERSCRIPT_TWO, ARABIC_100, FULLWIDTH_100, "+100", " 100"]
+)
+def test_a_timestamp_of_anything_but_ascii_digits_is_a_signature_error(stamp: str) -> None:
+    """``str.isdigit`` takes superscripts and other scripts' digits; ``int`` refuses
+    some of them: either way the receiver gets ``SignatureError``, never a bare
+    ``ValueError`` it would answer 500 for."""
+    mac = sign("s", BODY, 100).split(",")[1]
+    with pytest.raises(SignatureError):
+        verify_signature("s", f"t={stamp},{mac}", BODY, now=100)

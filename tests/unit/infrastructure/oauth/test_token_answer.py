@@ -8,7 +8,7 @@ import json
 import pytest
 
 from application.mail.oauth import TokenRefusedGrant, TokenServerError
-from infrastructure.oauth.token_client import check_token_url, parse_answer
+from infrastructure.oauth.token_client import check_token_url, nesting_within, parse_answer
 
 
 def body(**fields: object) -> bytes:
@@ -87,3 +87,25 @@ def test_a_bad_token_url_is_refused(url: str) -> None:
 def test_http_is_allowed_only_when_asked() -> None:
     assert check_token_url("http://127.0.0.1:8080/token", allow_http=True).port == 8080
     assert check_token_url("https://example.com/token", allow_http=False).hostname == "example.com"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 32_768 + b"]" * 32_768,  # 64 KB of nesting: RecursionError in json.loads
+        b'{"access_token": "at", "x": ' + b"{" * 40 + b"}" * 40 + b"}",
+        b"[" * 64_000,  # unterminated
+    ],
+)
+def test_deep_nesting_is_a_server_error_not_a_crash(raw: bytes) -> None:
+    with pytest.raises(TokenServerError):
+        parse_answer(200, raw)
+    with pytest.raises(TokenServerError):
+        parse_answer(400, raw)  # not an invalid_grant either
+
+
+def test_nesting_is_counted_outside_strings_only() -> None:
+    assert nesting_within(b'{"a": "[[[[{{{{"}', 1)
+    assert nesting_within(b'{"a": "\\"[[["}', 1)
+    assert not nesting_within(b'{"a": [[1]]}', 2)
+    assert parse_answer(200, body(access_token="at", note="[" * 100)).access_token == "at"
