@@ -11,8 +11,11 @@ from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, MailPorts, Policy
 from application.leases import LeaseBackend, WorkerRegistry
+from application.mail.account_sync import AccountSync, SyncSettings
 from application.mail.activity import UserActivity
 from application.mail.budget import ProviderBudgets
+from application.mail.completion import BodyCompletion
+from application.mail.ingestion import MailIngestion
 from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
@@ -66,9 +69,8 @@ from workers.parking import ParkedSessions
 from workers.poll import Poller
 from workers.shared_tiers import SharedTierState
 from workers.supervisor import Supervisor, SupervisorSettings
-from workers.sync import AccountSyncer, SyncSettings
 from workers.watch import WatchManager
-from workers.watch_ingest import WatchIngest
+from workers.watch_ingest import WatchIngest, watch_committer
 from workers.watch_owner import WatchOwner
 from workers.watch_status import WatchStatusWriter
 
@@ -328,9 +330,18 @@ def event_store(app: App) -> RecorderEventStore:
     return app.ctx.store
 
 
-def build_syncer(app: App, settings: Settings) -> AccountSyncer:
-    """The poll's unit of work, wired to the app's ports and a MIME parser."""
-    return AccountSyncer(app.ctx, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
+def build_syncer(app: App, settings: Settings) -> AccountSync:
+    """One account's sync (the poll's unit of work), wired to the app's ports."""
+    return account_sync(app.ctx, settings)
+
+
+def account_sync(ctx: Context, settings: Settings) -> AccountSync:
+    """``AccountSync`` on ``ctx``'s ports, with a MIME parser, ingestion and completion."""
+    ingestion = MailIngestion(
+        ctx, EmailMimeParser(ctx.mail.blobs), parse_concurrency=settings.parse_concurrency
+    )
+    completion = BodyCompletion(ctx, ingestion.read_bodies)
+    return AccountSync(ctx, ingestion, completion, sync_settings(settings))
 
 
 def sync_settings(settings: Settings) -> SyncSettings:
@@ -360,7 +371,7 @@ def build_supervisor(
     capped = replace(
         app.ctx, mail_ports=replace(app.ctx.mail, provider=CappedProvider(counted, caps))
     )
-    syncer = AccountSyncer(capped, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
+    syncer = account_sync(capped, settings)
     lease: LeaseBackend
     registry: WorkerRegistry
     subscriber: SignalSubscriber
@@ -400,7 +411,7 @@ def build_supervisor(
 
 def _supervisor(
     app: App,
-    syncer: AccountSyncer,
+    syncer: AccountSync,
     *,
     lease: LeaseBackend,
     registry: WorkerRegistry,
@@ -412,7 +423,7 @@ def _supervisor(
     threads that tell it things are built with its ``tell``)."""
     inbox = Inbox()
     directory = AccountDirectory(app)
-    ingest = WatchIngest(syncer, metrics, inbox.tell)
+    ingest = WatchIngest(syncer, watch_committer(syncer), metrics, inbox.tell)
     watches = WatchManager(
         ingest,
         pool_size=settings.watch_pool,

@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from application import worker_defaults as defaults
 from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.mail.state import ErrorKind
+from application.mail.sync_outcome import SyncOutcome
 from application.signals import Signal
 from workers import news
 from workers.collaborators import Ingest, Polls, Reader, Report
@@ -55,7 +56,6 @@ from workers.policies.scheduling import DueScheduler, first_poll_at
 from workers.policies.tiers import NEVER, RecentUsers, Tier, TierPolicy, TierSettings
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped
 from workers.shared_tiers import SharedActivity
-from workers.sync import SyncOutcome
 from workers.watch_owner import WatchOwner
 
 log = logging.getLogger("tidings.supervisor")

@@ -21,7 +21,9 @@ from application.mail.ports import (
     ImapEndpoint,
     MailboxAuthError,
     MailProviderError,
+    OpenOptions,
 )
+from application.mail.sync_outcome import error_kind
 from application.payloads import Payload as Base
 from application.result import Result, forbidden
 from application.signals import Signal
@@ -164,7 +166,7 @@ def verify_login(
     ctx: Context, account_id: str, endpoint: ImapEndpoint, credentials: Credentials
 ) -> Result | None:
     try:
-        with ctx.mail.provider.open(endpoint, credentials, account_id=account_id) as session:
+        with ctx.mail.provider.open(endpoint, credentials, OpenOptions(account_id)) as session:
             session.verify()
     except MailboxAuthError:
         return Result.fail("mailbox_auth_failed", 422, "the mailbox refused the credentials")
@@ -175,7 +177,7 @@ def verify_login(
             "mailbox_unreachable",
             422,
             "the mailbox could not be reached",
-            errorKind=type(error).__name__,
+            errorKind=error_kind(error),
         )
     return None
 

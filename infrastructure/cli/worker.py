@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from application.app import App
+from application.mail.sync_outcome import SyncOutcome
 from infrastructure.bootstrap import build_supervisor, build_syncer, build_webhook_dispatcher
 from infrastructure.cli.output import (
     JsonFlag,
@@ -39,7 +40,6 @@ from infrastructure.runtime.settings import Settings
 from infrastructure.webhooks.dispatcher import WebhookMetrics
 from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
-from workers.sync import SyncOutcome
 
 log = logging.getLogger("tidings.worker")
 
