@@ -103,8 +103,10 @@ def test_budget_is_respected_and_the_hot_are_the_most_recently_active(
         return max(times)
 
     # Every warm account that would qualify as hot is no more recent than any hot one.
+    # (The window's edge as the policy reads it: a time later than ``now - window``; the
+    # other form, ``now - time < window``, rounds differently at the edge.)
     qualifying = {
-        a for a, is_mail, at in events if (now - min(at, now)) < (HOUR if is_mail else 30 * MIN)
+        a for a, is_mail, at in events if min(at, now) > now - (HOUR if is_mail else 30 * MIN)
     }
     assert hot <= qualifying
     shed = qualifying - hot
