@@ -422,7 +422,7 @@ def _supervisor(
     """The supervisor and every collaborator it is given (the news inbox first: the
     threads that tell it things are built with its ``tell``)."""
     inbox = Inbox()
-    directory = AccountDirectory(app)
+    directory = AccountDirectory(app.ctx.mail.read_model, app.ctx.store)
     ingest = WatchIngest(syncer, watch_committer(syncer), metrics, inbox.tell)
     watches = WatchManager(
         ingest,

@@ -60,6 +60,7 @@ from application.mail.ports import (
     OpenOptions,
 )
 from application.mail.sync_outcome import SYNC_ERRORS, DeadlineExceeded, SyncOutcome, error_kind
+from application.ports import EventStore
 from application.privacy import KeyErased
 from application.streams import commit, load
 from domain.mail_account import MailAccount
@@ -95,10 +96,8 @@ class AccountSync:
     # --- the account and its session ------------------------------------------------------
 
     def syncable(self, account_id: str) -> MailAccount | None:
-        """The account from the event store; None unless it is active (raises
-        ``StoreUnavailable``, and ``ValueError`` for what is not an account)."""
-        account = load(self.ctx.store, MailAccount, UUID(account_id))
-        return account if account.status == "active" else None
+        """The account from the event store; None unless it is active."""
+        return syncable(self.ctx.store, account_id)
 
     def open_session(self, account: MailAccount, deadline: float | None = None) -> MailboxSession:
         """Log in to the account's mailbox (raises ``MailProviderError``); ``deadline``
@@ -282,6 +281,13 @@ class AccountSync:
                 # On a conflict someone changed the account meanwhile; the next tick decides.
                 with contextlib.suppress(ConcurrencyConflict):
                     commit(self.ctx.store, account)
+
+
+def syncable(store: EventStore, account_id: str) -> MailAccount | None:
+    """The account from ``store``; None unless it is active (raises ``StoreUnavailable``,
+    and ``ValueError`` for what is not an account)."""
+    account = load(store, MailAccount, UUID(account_id))
+    return account if account.status == "active" else None
 
 
 class _Erased(Exception):
