@@ -20,7 +20,6 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
 
-from application.errors import StoreUnavailable
 from application.mail.account_sync import AccountSync
 from application.mail.ingestion import Page
 from application.mail.ports import MailboxCursor, MailboxSession
@@ -76,20 +75,14 @@ class WatchIngest:
         with self._lock:
             account = self._accounts.get(account_id)
             cursor = self._cursors.get(account_id)
-        if account is None:
-            try:
-                account = self._account(account_id)
-            except StoreUnavailable as error:
-                return answered(self._sync.failed(account_id, error))
-            if account is None:  # no longer active: the supervisor stops the watch
-                return answered(SyncOutcome(account_id, skipped=True))
         started = time.monotonic()
-        fetched = self._sync.next_page(account, session, cursor)
-        answer = (
-            answered(fetched)
-            if isinstance(fetched, SyncOutcome)
-            else self._committer.submit(fetched)
-        )
+        fetched = self._sync.next_page(account_id, session, account, cursor)
+        if isinstance(fetched, SyncOutcome):
+            answer = answered(fetched)
+        else:
+            if account is None:  # loaded afresh for this page (after ``changed``)
+                self._remember(fetched.account)
+            answer = self._committer.submit(fetched)
         # Added before the caller's own callbacks, so the cursor is kept before the next page.
         answer.add_done_callback(partial(self._stored, account_id, started))
         return answer
@@ -131,6 +124,9 @@ class WatchIngest:
     def _account(self, account_id: str) -> MailAccount | None:
         account = self._sync.syncable(account_id)
         if account is not None:
-            with self._lock:
-                self._accounts[account_id] = account
+            self._remember(account)
         return account
+
+    def _remember(self, account: MailAccount) -> None:
+        with self._lock:
+            self._accounts[str(account.id)] = account

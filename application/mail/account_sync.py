@@ -187,12 +187,19 @@ class AccountSync:
     # --- the watch path ---------------------------------------------------------------------
 
     def next_page(
-        self, account: MailAccount, session: MailboxSession, cursor: MailboxCursor | None
+        self,
+        account_id: str,
+        session: MailboxSession,
+        account: MailAccount | None,
+        cursor: MailboxCursor | None,
     ) -> Page | SyncOutcome:
         """One page after ``cursor`` (the watch's own; None: read it), fetched on the
-        watch's session after IDLE; a failure is the outcome instead."""
-        account_id = str(account.id)
+        watch's session after IDLE, for the watch's ``account`` (None: load it; the page
+        carries it); a failure, or an account no longer active, is the outcome instead."""
         try:
+            account = account or self.syncable(account_id)
+            if account is None:  # no longer active: the supervisor stops the watch
+                return SyncOutcome(account_id, skipped=True)
             if cursor is None:
                 cursor = self.ctx.mail.state.cursor(account_id)
             return self.fetch_page(session, account, cursor, after_idle=True)
