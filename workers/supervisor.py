@@ -299,12 +299,17 @@ class Supervisor:
         except LeaseBackendUnavailable:
             self._live = None
         live = self._live or {self.settings.worker_id: len(self.owner)}
-        tiers = self.tiers.classify(wall, self.tiers.hot_budget(len(live)))
+        tiers = self.tiers.classify(wall, self._hot_budget())
         try:
             if self._live is not None:  # no claims without the lease backend; polls go on
                 self._plan_fleet(now, live, {a for a, tier in tiers.items() if tier == "hot"})
         finally:
             self._report(tiers)
+
+    def _hot_budget(self) -> int:
+        """The fleet's hot budget for the live workers last read (this one alone when
+        the fleet is unknown): the same for claims and for the poll schedule."""
+        return self.tiers.hot_budget(len(self._live) if self._live else 1)
 
     def _plan_fleet(self, now: float, live: dict[str, int], hot: set[str]) -> None:
         mine = set(self.owner.mine())
@@ -393,8 +398,7 @@ class Supervisor:
             if account_id not in self.directory.syncable:
                 continue
             if tiers is None:
-                workers = len(self._live) if self._live else 1  # as the fleet tick counts
-                tiers = self.tiers.classify(wall, self.tiers.hot_budget(workers))
+                tiers = self.tiers.classify(wall, self._hot_budget())
             tier = tiers.get(account_id, "warm")
             self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
             if self._owns_poll(account_id):
