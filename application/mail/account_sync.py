@@ -15,7 +15,8 @@ The poll (``sync``), on a connection of its own:
        (``application.mail.completion``: metadata first, the body another day).
 
 The watch path, on the watch's own session: ``next_page`` fetches one page on the
-watch's thread without touching the database but for the cursor; ``store_pages``
+watch's thread, touching the database only for the cursor and, when the watch holds
+no account (it opened, or was told the account changed), the account; ``store_pages``
 stores the pages of many accounts together (the workers' group commit calls it), each
 page answered with its own outcome.
 
@@ -197,7 +198,8 @@ class AccountSync:
         watch's session after IDLE, for the watch's ``account`` (None: load it; the page
         carries it); a failure, or an account no longer active, is the outcome instead."""
         try:
-            account = account or self.syncable(account_id)
+            if account is None:
+                account = self.syncable(account_id)
             if account is None:  # no longer active: the supervisor stops the watch
                 return SyncOutcome(account_id, skipped=True)
             if cursor is None:
