@@ -53,7 +53,8 @@ from bench._common import (
     scratch_database,
 )
 from domain.webhook import RetryPolicy
-from infrastructure.bootstrap import bootstrap, webhook_dispatcher
+from infrastructure.bootstrap import bootstrap
+from infrastructure.bootstrap_workers import webhook_dispatcher
 from infrastructure.http.api import create_api
 from infrastructure.http.door import ApiSettings
 from workers.policies.webhook_lanes import LaneSettings

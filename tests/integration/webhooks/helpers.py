@@ -12,7 +12,7 @@ from application import User
 from application.app import App
 from application.webhooks.delivery_ports import DeliveryQueue
 from domain.webhook import RetryPolicy
-from infrastructure.bootstrap import webhook_dispatcher
+from infrastructure.bootstrap_workers import webhook_dispatcher
 from tests.support.results import ok
 from workers.policies.webhook_lanes import LaneSettings
 from workers.webhooks.dispatcher import Dispatcher, DispatchSettings

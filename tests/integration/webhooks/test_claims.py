@@ -17,7 +17,7 @@ from application import User
 from application.app import App
 from application.webhooks.delivery_ports import Claimed, Finished, Lane, NewDelivery
 from domain.webhook import DEAD, DELIVERED, PENDING
-from infrastructure.bootstrap import webhook_dispatcher
+from infrastructure.bootstrap_workers import webhook_dispatcher
 from infrastructure.webhooks.deliveries import SqlDeliveryQueue
 from infrastructure.webhooks.store import SqlWebhookStore as Store
 from infrastructure.webhooks.tables import DELIVERIES
