@@ -48,6 +48,7 @@ class Policy:
     value_write_roles: frozenset[str] = frozenset({TENANT_ADMIN, TENANT_MEMBER})
     max_text_bytes: int = 64 * 1024
     max_attachment_result_bytes: int = 25 * 1024 * 1024  # get-attachment's base64 answer
+    webhook_limit_per_tenant: int = 20  # webhooks a tenant may have
 
 
 @dataclass(frozen=True)

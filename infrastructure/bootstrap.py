@@ -298,6 +298,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             value_write_roles=settings.value_write_roles,
             max_text_bytes=settings.max_text_bytes,
             max_attachment_result_bytes=int(settings.attachment_result_mb * 1024 * 1024),
+            webhook_limit_per_tenant=settings.webhook_limit_per_tenant,
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
@@ -464,7 +465,9 @@ def build_webhook_dispatcher(
     """The webhook delivery loop of one process (``tidings worker``, ``webhooks run``)."""
     s = settings
     retry = RetryPolicy(s.webhook_retry_first, s.webhook_retry_longest, s.webhook_retry_budget)
-    lanes = LaneSettings(s.webhook_pool, s.webhook_slow_pool, s.webhook_per_endpoint)
+    lanes = LaneSettings(
+        s.webhook_pool, s.webhook_slow_pool, s.webhook_per_host, s.webhook_per_tenant
+    )
     dispatch = DispatchSettings(s.webhook_timeout, retry, lanes, s.webhook_interval)
     return webhook_dispatcher(
         app, dispatch, holder, allow_private=s.allow_private_hosts, metrics=metrics
