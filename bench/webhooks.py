@@ -241,7 +241,7 @@ def run(backend: Backend, args: argparse.Namespace) -> list[Row]:
             DispatchSettings(
                 timeout=10.0,
                 retry=RetryPolicy(),
-                lanes=LaneSettings(fast_pool=args.pool, slow_pool=8, per_endpoint=2),
+                lanes=LaneSettings(fast_pool=args.pool, slow_pool=8, per_host=2),
                 interval=0.05,
             ),
             "bench",

@@ -279,6 +279,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             max_attachment_result_bytes=int(settings.attachment_result_mb * 1024 * 1024),
             verify_timeout=settings.verify_timeout,
             api_keys_per_tenant=settings.api_keys_per_tenant,
+            webhook_limit_per_tenant=settings.webhook_limit_per_tenant,
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),

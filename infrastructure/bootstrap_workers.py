@@ -183,7 +183,9 @@ def build_webhook_dispatcher(
     """The webhook delivery loop of one process (``tidings worker``, ``webhooks run``)."""
     s = settings
     retry = RetryPolicy(s.webhook_retry_first, s.webhook_retry_longest, s.webhook_retry_budget)
-    lanes = LaneSettings(s.webhook_pool, s.webhook_slow_pool, s.webhook_per_endpoint)
+    lanes = LaneSettings(
+        s.webhook_pool, s.webhook_slow_pool, s.webhook_per_host, s.webhook_per_tenant
+    )
     dispatch = DispatchSettings(s.webhook_timeout, retry, lanes, s.webhook_interval)
     return webhook_dispatcher(
         app, dispatch, holder, allow_private=s.allow_private_hosts, metrics=metrics

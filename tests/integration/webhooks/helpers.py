@@ -20,7 +20,7 @@ from workers.webhooks.dispatcher import Dispatcher, DispatchSettings
 FAST = DispatchSettings(
     timeout=1.0,
     retry=RetryPolicy(first=0.05, longest=0.2, budget=1.0),
-    lanes=LaneSettings(fast_pool=8, slow_pool=4, per_endpoint=2, slow_after=0.5),
+    lanes=LaneSettings(fast_pool=8, slow_pool=4, per_host=2, slow_after=0.5),
     interval=0.02,
 )
 
