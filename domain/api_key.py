@@ -71,11 +71,21 @@ class ApiKeyUnlisted(DomainEvent):
     key_id: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class ApiKeyCatalogsFilled(DomainEvent):
+    """The keys created before tenants had catalogs are listed in them (once per store)."""
+
+    TOPIC: ClassVar[str] = "tidings.api.ApiKeyCatalogsFilled"
+
+    keys_listed: int
+
+
 EVENTS: tuple[type[DomainEvent], ...] = (
     ApiKeyCreated,
     ApiKeyRevoked,
     ApiKeyListed,
     ApiKeyUnlisted,
+    ApiKeyCatalogsFilled,
 )
 
 
@@ -175,3 +185,24 @@ class ApiKeyCatalog(Aggregate):
                 self.active[event.key_id] = event.created_by
             case ApiKeyUnlisted():
                 self.active.pop(event.key_id, None)
+
+
+class CatalogFill(Aggregate):
+    """Whether this store's keys from before the catalogs are in them: one stream, one
+    event, written once by whichever process fills them first."""
+
+    def __init__(self, aggregate_id: UUID) -> None:
+        super().__init__(aggregate_id)
+        self.done = False
+
+    @staticmethod
+    def id_for() -> UUID:
+        return stream_id("api-key-catalog-fill", "v1")
+
+    def finish(self, *, keys_listed: int, now: datetime) -> None:
+        if not self.done:
+            self._trigger(ApiKeyCatalogsFilled, now, keys_listed=keys_listed)
+
+    def mutate(self, event: DomainEvent) -> None:
+        if isinstance(event, ApiKeyCatalogsFilled):
+            self.done = True

@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 import uvicorn
 
+from application.api_keys.catalog_fill import fill_catalogs
+from infrastructure.bootstrap import event_store
 from infrastructure.cli.output import configure_logging, err
 from infrastructure.cli.runtime import load_settings, opened_app
 from infrastructure.http import server as bounded_server
@@ -34,6 +36,8 @@ def serve(
         if limiter is not None:
             closing.callback(limiter.close)
         configure_logging(logging.INFO)
+        # Keys from before the per-tenant catalogs are listed, revocable and counted.
+        fill_catalogs(app.ctx.store, event_store(app), app.ctx.clock.now())
         api = create_api(
             app,
             ApiSettings(

@@ -9,8 +9,13 @@ import time
 from collections.abc import Callable
 
 from application import SYSTEM_TENANT_ID, User
+from application.api_keys import keys
 from application.api_keys.authenticate import authenticate
+from application.api_keys.catalog_fill import fill_catalogs
 from application.app import App
+from application.streams import commit
+from domain.api_key import ApiKey, ApiKeyCatalog, ApiKeyListed
+from infrastructure.bootstrap import event_store
 from infrastructure.crypto.keyring import LIVE_RECHECK
 from tests.support.results import failed, ok
 
@@ -106,3 +111,72 @@ def test_a_shredded_tenants_keys_authenticate_no_more(
     while authenticate(server.ctx, key) is not None:  # another process: within seconds
         assert time.monotonic() < deadline, "the shred was not seen"
         time.sleep(0.2)
+
+
+def old_key(app: App, tenant_id: str, created_by: str, name: str) -> tuple[str, str]:
+    """A key as created before tenants had catalogs: its own stream only."""
+    new = keys.new_key()
+    api_key = ApiKey(new.key_id)
+    api_key.create(
+        tenant_id=tenant_id,
+        name=name,
+        roles=frozenset({"TenantAdmin"}),
+        secret_digest=keys.digest(new.secret),
+        created_by=created_by,
+        now=app.ctx.clock.now(),
+    )
+    commit(app.ctx.store, api_key)
+    return new.text, str(new.key_id)
+
+
+def test_keys_from_before_the_catalogs_are_listed_revocable_and_counted_after_the_fill(
+    make_app: Callable[..., App], admin: User
+) -> None:
+    app = make_app(api_keys_per_tenant=3)
+    stolen_key, stolen_id = old_key(app, admin.tenant_id, admin.id, "stolen")
+    child_key, _ = old_key(app, admin.tenant_id, f"api-key:{stolen_id}", "child")
+    _, gone_id = old_key(app, admin.tenant_id, admin.id, "revoked before")
+    ok(app.write("revoke-api-key", {"apiKeyId": gone_id}, admin))
+    _, other_id = old_key(app, "another-tenant", "someone", "theirs")
+    assert ok(app.query("list-api-keys", {}, admin))["items"] == []  # what the audit found
+
+    log = event_store(app)
+    assert fill_catalogs(app.ctx.store, log, app.ctx.clock.now()) == 3
+    assert fill_catalogs(app.ctx.store, log, app.ctx.clock.now()) is None, "once per store"
+    listed = ok(app.query("list-api-keys", {}, admin))["items"]
+    assert [(i["name"], i["createdBy"]) for i in listed] == [
+        ("stolen", admin.id),
+        ("child", f"api-key:{stolen_id}"),
+    ]
+    ok(app.write("create-api-key", {"name": "third", "roles": ["TenantAdmin"]}, admin))
+    failed(
+        app.write("create-api-key", {"name": "over", "roles": ["TenantAdmin"]}, admin),
+        "api_key_limit",
+        422,
+    )
+    ok(app.write("revoke-api-key", {"apiKeyId": stolen_id}, admin))
+    assert authenticate(app.ctx, stolen_key) is None
+    assert authenticate(app.ctx, child_key) is None, "what the old key minted goes with it"
+    assert other_id not in {i["apiKeyId"] for i in listed}
+
+
+def test_two_processes_filling_at_once_list_each_key_once(
+    make_app: Callable[..., App], admin: User
+) -> None:
+    apps = [make_app(), make_app()]
+    for n in range(5):
+        old_key(apps[0], admin.tenant_id, admin.id, f"k{n}")
+    answers: list[int | None] = []
+
+    def fill(app: App) -> None:
+        answers.append(fill_catalogs(app.ctx.store, event_store(app), app.ctx.clock.now()))
+
+    threads = [threading.Thread(target=fill, args=(app,)) for app in apps]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(answers) == 2
+    assert len(ok(apps[1].query("list-api-keys", {}, admin))["items"]) == 5
+    catalog = apps[1].ctx.store.load(ApiKeyCatalog.id_for(admin.tenant_id))
+    assert len([e for e in catalog if isinstance(e, ApiKeyListed)]) == 5, "each listed once"
