@@ -31,6 +31,14 @@ Invariants:
   counted per uid; login and internal processes run as dovenull / dovecot.
   Without root every process and user runs as the current user.
 
+Every user has the special-use folders Sent, Archive, Drafts, Junk and Trash (created
+and subscribed when first listed or opened), so the server offers SPECIAL-USE;
+``special_use=False`` starts one without them (folders are then found by their names).
+``hide_capabilities`` starts a server that does not announce some capabilities
+(``imap_capability``: the 2.3.19 list without them), e.g. CONDSTORE, QRESYNC, NOTIFY and
+SPECIAL-USE, so the client's fallbacks meet a real server; the server still answers what
+it hides if asked, which a client that checks capabilities never does.
+
 Dovecot 2.3 configuration keys are used (Debian 12); 2.4 renamed many of them.
 """
 
@@ -65,7 +73,16 @@ FIRST_USER_UID = 60000
 TEMPLATE_NAME = "dovecot.conf.tmpl"
 _READY_TIMEOUT = 10.0
 _USER_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+SPECIAL_USE_FOLDERS = ("Sent", "Archive", "Drafts", "Junk", "Trash")
 _IMAP_TITLE = re.compile(r"^\S*dovecot\S*/imap(?: \[|$)")
+# What Dovecot 2.3.19 announces after login with this configuration (measured).
+CAPABILITIES_2_3 = (
+    "IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE IDLE SORT SORT=DISPLAY THREAD=REFERENCES "
+    "THREAD=REFS THREAD=ORDEREDSUBJECT MULTIAPPEND URL-PARTIAL CATENATE UNSELECT CHILDREN "
+    "NAMESPACE UIDPLUS LIST-EXTENDED I18NLEVEL=1 CONDSTORE QRESYNC ESEARCH ESORT SEARCHRES "
+    "WITHIN CONTEXT=SEARCH LIST-STATUS BINARY MOVE SNIPPET=FUZZY PREVIEW=FUZZY PREVIEW "
+    "STATUS=SIZE SAVEDATE LITERAL+ NOTIFY SPECIAL-USE"
+).split()
 
 
 def default_config_template() -> str:
@@ -126,8 +143,23 @@ class DovecotServer:
         dovecot_bin: str = "dovecot",
         doveadm_bin: str = "doveadm",
         keep_dir: bool = False,
+        hide_capabilities: Iterable[str] = (),
+        special_use: bool = True,
     ) -> None:
         self._template = config_template or default_config_template()
+        hidden = {c.upper() for c in hide_capabilities}
+        unknown = hidden - {c.upper() for c in CAPABILITIES_2_3}
+        if unknown:
+            raise DovecotError(f"not a capability this server announces: {sorted(unknown)}")
+        self._capability = (
+            "imap_capability = " + " ".join(c for c in CAPABILITIES_2_3 if c.upper() not in hidden)
+            if hidden
+            else ""
+        )
+        self._mailboxes = "".join(
+            f"  mailbox {name} {{\n    special_use = \\{name}\n    auto = subscribe\n  }}\n"
+            for name in (SPECIAL_USE_FOLDERS if special_use else ())
+        )
         self._extra = extra_config
         self._requested_port = port
         self._dovecot = dovecot_bin
@@ -259,6 +291,8 @@ class DovecotServer:
             internal_user=internal_user,
             internal_group=internal_group,
             first_valid_uid=first_uid,
+            capability=self._capability,
+            mailboxes=self._mailboxes,
             extra=self._extra,
         )
 
