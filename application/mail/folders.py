@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from application.mail.ports import Folder, FolderRole
+from application.mail.folder_listing import Folder, FolderRole
 
 SPECIAL_ROLES: frozenset[FolderRole] = frozenset({"sent", "archive", "drafts", "junk", "trash"})
 GMAIL_ROLES: frozenset[FolderRole] = frozenset({"all", "junk", "trash"})

@@ -6,7 +6,8 @@ The command is chosen from the capabilities before the round trip:
 - ``LIST "" "*"`` always; ``RETURN (...)`` only where LIST-EXTENDED or LIST-STATUS is
   offered: ``SPECIAL-USE`` with SPECIAL-USE (RFC 6154), ``STATUS (MESSAGES UIDNEXT
   UIDVALIDITY [HIGHESTMODSEQ] [MAILBOXID])`` with LIST-STATUS (RFC 5819), HIGHESTMODSEQ
-  with CONDSTORE, MAILBOXID with OBJECTID (RFC 8474).
+  with CONDSTORE, MAILBOXID with OBJECTID (RFC 8474). A server that then refuses
+  ``RETURN`` (NO or BAD) gets a plain LIST, in the same operation.
 
 Roles:
 
@@ -36,7 +37,9 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from application.mail.ports import Folder, FolderListing, FolderRole, FolderStatus
+from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
+
+from application.mail.folder_listing import Folder, FolderListing, FolderRole, FolderStatus
 from infrastructure.imap import list_response as lr
 from infrastructure.imap import wire
 from infrastructure.imap.connection import Connection
@@ -294,5 +297,18 @@ def list_folders(
     conn: Connection, capabilities: frozenset[str], *, max_folders: int
 ) -> FolderListing:
     """One LIST round trip on a logged-in connection, made into a ``FolderListing``."""
-    list_data, status_data = conn.io(wire.list_lines, conn.client, list_arguments(capabilities))
+    list_data, status_data = conn.io(_list, conn.client, list_arguments(capabilities))
     return build_listing(list_data, status_data, capabilities, max_folders=max_folders)
+
+
+def _list(client: Any, args: tuple[bytes, ...]) -> tuple[list[Any], list[Any]]:
+    """LIST with ``args``; a server that announced the extensions but refuses ``RETURN``
+    (NO or BAD) is asked once more with a plain LIST, in the same operation."""
+    try:
+        return wire.list_lines(client, args)
+    except IMAPClientAbortError:
+        raise
+    except IMAPClientError:
+        if len(args) == 2:
+            raise
+        return wire.list_lines(client, args[:2])

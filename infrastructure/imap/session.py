@@ -23,13 +23,13 @@ from datetime import date
 from types import TracebackType
 from typing import Any, Self
 
+from application.mail.folder_listing import FolderListing
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
     DeferredFetch,
     DownloadMeter,
     FetchBatch,
-    FolderListing,
     IdleNews,
     MailboxCursor,
     MailboxStatus,

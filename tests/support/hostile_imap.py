@@ -76,6 +76,8 @@ class Script:
     """What LIST answers, each sent as ``* LIST <line>``; a line may hold literals."""
     status_lines: list[bytes] = field(default_factory=list)
     """Sent with LIST's answer as ``* STATUS <line>`` (LIST-STATUS)."""
+    refuse_list_return: bool = False
+    """Answer BAD to a LIST with ``RETURN`` (whatever the capabilities said)."""
 
 
 def bad_charset_message(uid: int) -> HostileMessage:
@@ -264,6 +266,9 @@ class _Conversation:
             for garbage in script.garbage_lines:
                 self.send(garbage + b"\r\n")
         elif verb == b"LIST":
+            if script.refuse_list_return and b" RETURN " in args.upper():
+                self.send(tag + b" BAD no RETURN here\r\n")
+                return True
             for line in script.list_lines:
                 self.send(b"* LIST " + line + b"\r\n")
             for line in script.status_lines:

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from imapclient import IMAPClient
 
+from application.mail.folder_listing import FolderListing
 from application.mail.folders import KnownFolder, known_from, match_listing
 from application.mail.ports import (
     Credentials,
     FolderDiscovery,
-    FolderListing,
     ImapEndpoint,
 )
 from infrastructure.blobs.filesystem import FilesystemBlobStore
@@ -216,6 +216,25 @@ def test_a_hostile_list_answer_is_bounded_and_the_session_goes_on(tmp_path: Path
         "undecodable": 1,
         "over_cap": 5000 + 3 - 500,
     }
+
+
+def test_a_server_that_refuses_the_return_it_announced_gets_a_plain_list(tmp_path: Path) -> None:
+    script = Script(
+        capabilities="IMAP4rev1 LIST-EXTENDED LIST-STATUS SPECIAL-USE",
+        list_lines=[b'() "/" INBOX', b'(\\Sent) "/" Sent'],
+        refuse_list_return=True,
+    )
+    with HostileImapServer(script, lifetime=30) as server:
+        session = _open(server.host, server.port, "user", "pw", tmp_path)
+        try:
+            listing = discover(session)
+            assert session.select_inbox().uidvalidity == 7
+        finally:
+            session.close()
+        lists = [c for c in server.commands if b" LIST " in c]
+    assert [f.role for f in listing.folders] == ["inbox", "sent"]
+    assert lists[0].endswith(b"RETURN (SPECIAL-USE STATUS (MESSAGES UIDNEXT UIDVALIDITY))")
+    assert lists[1].endswith(b'LIST "" "*"')
 
 
 def _open(

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from application.mail.folder_listing import Folder, FolderRole, FolderStatus
 from application.mail.folders import (
     FolderChanges,
     FolderSelection,
@@ -17,7 +18,6 @@ from application.mail.folders import (
     match_listing,
     parse_folder_setting,
 )
-from application.mail.ports import Folder, FolderRole, FolderStatus
 
 
 def folder(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from application.mail.ports import FolderListing, FolderStatus
+from application.mail.folder_listing import FolderListing, FolderStatus
 from infrastructure.imap.folders import (
     MAX_DEPTH,
     MAX_NAME_BYTES,
