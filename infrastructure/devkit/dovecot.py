@@ -60,38 +60,24 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from imapclient import IMAPClient
 
+from infrastructure.devkit.dovecot_config import (
+    DovecotError,
+    capability_setting,
+    default_config_template,
+    special_use_mailboxes,
+)
 from infrastructure.devkit.processes import descendants, free_port, greets, terminate_group
 
 FIRST_USER_UID = 60000
-TEMPLATE_NAME = "dovecot.conf.tmpl"
 _READY_TIMEOUT = 10.0
 _USER_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
-SPECIAL_USE_FOLDERS = ("Sent", "Archive", "Drafts", "Junk", "Trash")
 _IMAP_TITLE = re.compile(r"^\S*dovecot\S*/imap(?: \[|$)")
-# What Dovecot 2.3.19 announces after login with this configuration (measured).
-CAPABILITIES_2_3 = (
-    "IMAP4rev1 SASL-IR LOGIN-REFERRALS ID ENABLE IDLE SORT SORT=DISPLAY THREAD=REFERENCES "
-    "THREAD=REFS THREAD=ORDEREDSUBJECT MULTIAPPEND URL-PARTIAL CATENATE UNSELECT CHILDREN "
-    "NAMESPACE UIDPLUS LIST-EXTENDED I18NLEVEL=1 CONDSTORE QRESYNC ESEARCH ESORT SEARCHRES "
-    "WITHIN CONTEXT=SEARCH LIST-STATUS BINARY MOVE SNIPPET=FUZZY PREVIEW=FUZZY PREVIEW "
-    "STATUS=SIZE SAVEDATE LITERAL+ NOTIFY SPECIAL-USE"
-).split()
-
-
-def default_config_template() -> str:
-    """The packaged configuration template (``string.Template``; ``$extra`` takes added lines)."""
-    return resources.files(__package__).joinpath(TEMPLATE_NAME).read_text()
-
-
-class DovecotError(Exception):
-    """The private Dovecot could not be started or driven."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,19 +133,8 @@ class DovecotServer:
         special_use: bool = True,
     ) -> None:
         self._template = config_template or default_config_template()
-        hidden = {c.upper() for c in hide_capabilities}
-        unknown = hidden - {c.upper() for c in CAPABILITIES_2_3}
-        if unknown:
-            raise DovecotError(f"not a capability this server announces: {sorted(unknown)}")
-        self._capability = (
-            "imap_capability = " + " ".join(c for c in CAPABILITIES_2_3 if c.upper() not in hidden)
-            if hidden
-            else ""
-        )
-        self._mailboxes = "".join(
-            f"  mailbox {name} {{\n    special_use = \\{name}\n    auto = subscribe\n  }}\n"
-            for name in (SPECIAL_USE_FOLDERS if special_use else ())
-        )
+        self._capability = capability_setting(hide_capabilities)
+        self._mailboxes = special_use_mailboxes() if special_use else ""
         self._extra = extra_config
         self._requested_port = port
         self._dovecot = dovecot_bin
