@@ -51,6 +51,7 @@ class Policy:
     max_attachment_result_bytes: int = 25 * 1024 * 1024  # get-attachment's base64 answer
     verify_timeout: float = 20.0  # seconds for the whole of a connect's verify
     api_keys_per_tenant: int = 100
+    webhook_limit_per_tenant: int = 20  # webhooks a tenant may have
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ from bench._mail import (
     worker_argv,
     worker_env,
 )
-from infrastructure.bootstrap import build_syncer
+from infrastructure.bootstrap_workers import build_syncer
 from infrastructure.devkit.dovecot import DovecotServer, DovecotUser
 from infrastructure.eventstore.recorder import EVENTS_TABLE
 from workers.once import poll_once

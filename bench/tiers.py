@@ -41,7 +41,7 @@ from infrastructure.redis.client import redis_client
 from infrastructure.sql.database import DatabaseUrl, PostgresDatabase
 from projections.mail import MailProjection
 from projections.mail_reader import MailReader
-from workers.directory import AccountInfo
+from workers.account_info import AccountInfo
 from workers.shared_tiers import SharedTierState
 
 REDIS_URL = os.environ.get("TIDINGS_BENCH_REDIS", "redis://127.0.0.1:6379/0")

@@ -53,7 +53,8 @@ from bench._common import (
     scratch_database,
 )
 from domain.webhook import RetryPolicy
-from infrastructure.bootstrap import bootstrap, webhook_dispatcher
+from infrastructure.bootstrap import bootstrap
+from infrastructure.bootstrap_workers import webhook_dispatcher
 from infrastructure.http.api import create_api
 from infrastructure.http.door import ApiSettings
 from workers.policies.webhook_lanes import LaneSettings
@@ -240,7 +241,7 @@ def run(backend: Backend, args: argparse.Namespace) -> list[Row]:
             DispatchSettings(
                 timeout=10.0,
                 retry=RetryPolicy(),
-                lanes=LaneSettings(fast_pool=args.pool, slow_pool=8, per_endpoint=2),
+                lanes=LaneSettings(fast_pool=args.pool, slow_pool=8, per_host=2),
                 interval=0.05,
             ),
             "bench",

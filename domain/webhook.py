@@ -52,6 +52,17 @@ class Target:
     port: int
     path: str  # path and query, at least "/"
 
+    @property
+    def destination(self) -> str:
+        """Scheme, host and port: where attempts are counted and remembered, whatever
+        the path (the host without a trailing dot, as DNS reads it)."""
+        host = self.host.rstrip(".")
+        return (
+            f"{self.scheme}://[{host}]:{self.port}"
+            if ":" in host
+            else f"{self.scheme}://{host}:{self.port}"
+        )
+
 
 def parse_url(url: str) -> Target:
     """Accept only absolute ``http``/``https`` URLs with a host, no credentials and no

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, MailPorts, Policy
-from application.feed.read_feed import served_item
-from application.leases import LeaseBackend, WorkerRegistry
+from application.leases import LeaseBackend
 from application.mail.activity import UserActivity
 from application.mail.budget import ProviderBudgets
 from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
-from application.signals import SignalBus, SignalSubscriber
-from application.webhooks.delivery_ports import DeliveryQueue
+from application.signals import SignalBus
 from domain.all_events import EVENT_CLASSES
-from domain.webhook import RetryPolicy
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.crypto.keyring import KeyRing
 from infrastructure.crypto.master_key import open_master_key
@@ -31,15 +27,12 @@ from infrastructure.imap.provider import ImapMailProvider
 from infrastructure.imap.settings import ImapAdapterSettings
 from infrastructure.in_process.activity import InProcessActivity
 from infrastructure.in_process.lease import InProcessLease
-from infrastructure.in_process.registry import LocalRegistry
 from infrastructure.in_process.signals import InProcessSignals
 from infrastructure.mime.content import StreamingContentReader
-from infrastructure.mime.parser import EmailMimeParser
 from infrastructure.net_policy import DestinationCheckedProvider, ResolvingDestinationPolicy
 from infrastructure.oauth.token_client import HttpTokenClient
 from infrastructure.redis.activity import RedisActivity
 from infrastructure.redis.lease import RedisLease
-from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
 from infrastructure.runtime.clock import SystemClock
 from infrastructure.runtime.settings import Settings
@@ -53,8 +46,6 @@ from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.key_usage import SqlKeyUsage
 from infrastructure.sql.mailbox_state import SqlMailboxState
-from infrastructure.webhooks.deliveries import SqlDeliveryQueue
-from infrastructure.webhooks.sender import HttpSender
 from infrastructure.webhooks.store import SqlWebhookStore
 from projections.base import OpensSealedValues, Projection
 from projections.custom_fields import CustomFieldsProjection
@@ -64,22 +55,6 @@ from projections.feed_reader import FeedReader
 from projections.mail import MailProjection
 from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
-from workers.caps import CappedProvider, ConnectionCaps
-from workers.directory import AccountDirectory, DirectoryReader
-from workers.metrics import CountingProvider, WorkerMetrics
-from workers.news import Inbox
-from workers.parking import ParkedSessions
-from workers.policies.webhook_lanes import LaneSettings
-from workers.poll import Poller
-from workers.shared_tiers import SharedTierState
-from workers.supervisor import Supervisor, SupervisorSettings
-from workers.sync import AccountSyncer, SyncSettings
-from workers.watch import WatchManager
-from workers.watch_ingest import WatchIngest
-from workers.watch_owner import WatchOwner
-from workers.watch_status import WatchStatusWriter
-from workers.webhooks.dispatcher import DeliveryPorts, Dispatcher, DispatchSettings
-from workers.webhooks.metrics import WebhookMetrics
 
 OAUTH_LOCK_PREFIX = "tidings:oauth-refresh:"
 
@@ -304,6 +279,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             max_attachment_result_bytes=int(settings.attachment_result_mb * 1024 * 1024),
             verify_timeout=settings.verify_timeout,
             api_keys_per_tenant=settings.api_keys_per_tenant,
+            webhook_limit_per_tenant=settings.webhook_limit_per_tenant,
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
@@ -341,162 +317,3 @@ def event_store(app: App) -> RecorderEventStore:
     if not isinstance(app.ctx.store, RecorderEventStore):
         raise TypeError("this App was not built by bootstrap()")
     return app.ctx.store
-
-
-def build_syncer(app: App, settings: Settings) -> AccountSyncer:
-    """The poll's unit of work, wired to the app's ports and a MIME parser."""
-    return AccountSyncer(app.ctx, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
-
-
-def sync_settings(settings: Settings) -> SyncSettings:
-    return SyncSettings(
-        backfill_window_days=settings.backfill_window_days,
-        max_messages_per_poll=settings.max_messages_per_poll,
-        parse_concurrency=settings.parse_concurrency,
-    )
-
-
-def build_supervisor(
-    app: App, settings: Settings, worker_id: str, on_ingested: Callable[[], None] = lambda: None
-) -> Supervisor:
-    """A worker's supervisor: Redis lease, fleet and signals when ``redis_url`` is set,
-    else their in-process stand-ins (single-process mode)."""
-    ttl = settings.watch_lease_ttl
-    # A dead worker's heartbeat lapses (ttl/2) before its leases can (2/3 ttl or more
-    # after their last renewal): survivors no longer count it when its accounts come
-    # free, so they claim all of them at once instead of only their fair share.
-    # Heartbeats are written every fleet tick (at most ttl/6): three ticks of margin.
-    heartbeat_ttl = ttl / 2
-    caps = ConnectionCaps(per_host=settings.per_host_conn_cap, providers=provider_table(settings))
-    metrics = WorkerMetrics()
-    if isinstance(app.projections, ProjectionRunner):
-        metrics.registry.register(app.projections.metrics_collector())
-    counted = CountingProvider(app.ctx.mail.provider, metrics.logins.inc)
-    capped = replace(
-        app.ctx, mail_ports=replace(app.ctx.mail, provider=CappedProvider(counted, caps))
-    )
-    syncer = AccountSyncer(capped, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings))
-    lease: LeaseBackend
-    registry: WorkerRegistry
-    subscriber: SignalSubscriber
-    if settings.redis_url:
-        lease = RedisLease.from_url(settings.redis_url, ttl, holder=worker_id)
-        registry = RedisFleet.from_url(settings.redis_url, worker_id, heartbeat_ttl)
-        subscriber = RedisSignals.from_url(settings.redis_url)
-    else:
-        lease = InProcessLease(ttl, holder=worker_id)
-        registry = LocalRegistry(worker_id, heartbeat_ttl)
-        subscriber = app.ctx.mail.signals  # type: ignore[assignment]
-    supervisor_settings = SupervisorSettings(
-        worker_id=worker_id,
-        lease_ttl=ttl,
-        fleet_tick=min(defaults.FLEET_TICK, ttl / 6),
-        poll_warm=settings.poll_interval,
-        poll_cold=settings.poll_cold,
-        poll_concurrency=settings.poll_concurrency,
-        poll_deadline=settings.poll_deadline,
-        max_accounts_per_worker=settings.max_accounts_per_worker,
-        hot_budget_per_worker=settings.hot_budget_per_worker,
-        probe_after=settings.watch_probe_after,
-        probe_timeout=settings.watch_probe_timeout,
-    )
-    supervisor = _supervisor(
-        app,
-        syncer,
-        lease=lease,
-        registry=registry,
-        settings=supervisor_settings,
-        metrics=metrics,
-        on_ingested=on_ingested,
-    )
-    subscriber.subscribe(supervisor.on_signal)
-    return supervisor
-
-
-def _supervisor(
-    app: App,
-    syncer: AccountSyncer,
-    *,
-    lease: LeaseBackend,
-    registry: WorkerRegistry,
-    settings: SupervisorSettings,
-    metrics: WorkerMetrics,
-    on_ingested: Callable[[], None],
-) -> Supervisor:
-    """The supervisor and every collaborator it is given (the news inbox first: the
-    threads that tell it things are built with its ``tell``)."""
-    inbox = Inbox()
-    directory = AccountDirectory(app)
-    ingest = WatchIngest(syncer, metrics, inbox.tell)
-    watches = WatchManager(
-        ingest,
-        pool_size=settings.watch_pool,
-        reidle_after=settings.reidle_after,
-        probe_after=settings.probe_after,
-        probe_timeout=settings.probe_timeout,
-    )
-    parking = ParkedSessions(
-        settings.worker_id,
-        lease,
-        ttl=settings.lease_ttl,
-        capacity=settings.max_accounts_per_worker,
-        login_rate=watches.login_rate,
-    )
-    return Supervisor(
-        settings,
-        inbox=inbox,
-        registry=registry,
-        owner=WatchOwner(lease, watches, parking, metrics, ttl=settings.lease_ttl),
-        directory=directory,
-        reader=DirectoryReader(
-            directory,
-            inbox.tell,
-            shared=SharedTierState(app.ctx.mail.activity, app.ctx.mail.read_model).read,
-        ),
-        ingest=ingest,
-        poller=Poller(
-            syncer.sync,
-            concurrency=settings.poll_concurrency,
-            deadline_seconds=settings.poll_deadline,
-        ),
-        status=WatchStatusWriter(app.ctx.mail.state, settings.worker_id),
-        metrics=metrics,
-        on_ingested=on_ingested,
-    )
-
-
-def build_webhook_dispatcher(
-    app: App, settings: Settings, holder: str, metrics: WebhookMetrics | None = None
-) -> Dispatcher:
-    """The webhook delivery loop of one process (``tidings worker``, ``webhooks run``)."""
-    s = settings
-    retry = RetryPolicy(s.webhook_retry_first, s.webhook_retry_longest, s.webhook_retry_budget)
-    lanes = LaneSettings(s.webhook_pool, s.webhook_slow_pool, s.webhook_per_endpoint)
-    dispatch = DispatchSettings(s.webhook_timeout, retry, lanes, s.webhook_interval)
-    return webhook_dispatcher(
-        app, dispatch, holder, allow_private=s.allow_private_hosts, metrics=metrics
-    )
-
-
-def webhook_dispatcher(
-    app: App,
-    settings: DispatchSettings,
-    holder: str,
-    *,
-    allow_private: bool,
-    metrics: WebhookMetrics | None = None,
-    deliveries: DeliveryQueue | None = None,
-) -> Dispatcher:
-    """A delivery loop over ``app``'s webhook tables, feed and key ring."""
-    store, ctx = app.ctx.webhooks, app.ctx
-    if not isinstance(store, SqlWebhookStore):
-        raise TypeError("this App was not built by bootstrap()")
-    ports = DeliveryPorts(
-        deliveries=deliveries or SqlDeliveryQueue(store.db),
-        feed=ctx.feed,
-        serve=lambda row: served_item(ctx, row),
-        projections=app.projections,
-        cipher=ctx.cipher,
-        sender=HttpSender(timeout=settings.timeout, allow_private=allow_private),
-    )
-    return Dispatcher(ports, settings=settings, holder=holder, metrics=metrics or WebhookMetrics())

@@ -24,11 +24,11 @@ from application.destinations import (
     check_addresses,
 )
 from application.mail.ports import (
-    BlobOwner,
     Credentials,
     ImapEndpoint,
     MailboxSession,
     MailProvider,
+    OpenOptions,
 )
 
 RESOLVE_TIMEOUT = 10.0
@@ -111,20 +111,12 @@ class DestinationCheckedProvider:
         self._policy = policy
 
     def open(
-        self,
-        endpoint: ImapEndpoint,
-        credentials: Credentials,
-        *,
-        account_id: str,
-        blob_owner: BlobOwner | None = None,
-        deadline: float | None = None,
+        self, endpoint: ImapEndpoint, credentials: Credentials, options: OpenOptions
     ) -> MailboxSession:
         approved = self._policy.approved(endpoint.host, endpoint.port)
         if approved:
             endpoint = replace(endpoint, addresses=tuple(str(a) for a in approved))
-        return self._inner.open(
-            endpoint, credentials, account_id=account_id, blob_owner=blob_owner, deadline=deadline
-        )
+        return self._inner.open(endpoint, credentials, options)
 
 
 __all__ = [

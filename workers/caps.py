@@ -17,12 +17,12 @@ from typing import Any, Self
 
 from application import worker_defaults as defaults
 from application.mail.ports import (
-    BlobOwner,
     Credentials,
     ImapEndpoint,
     MailboxSession,
     MailboxThrottled,
     MailProvider,
+    OpenOptions,
 )
 from application.mail.providers import ProviderTable, normalise_host
 
@@ -106,25 +106,13 @@ class CappedProvider:
         self.caps = caps
 
     def open(
-        self,
-        endpoint: ImapEndpoint,
-        credentials: Credentials,
-        *,
-        account_id: str,
-        blob_owner: BlobOwner | None = None,
-        deadline: float | None = None,
+        self, endpoint: ImapEndpoint, credentials: Credentials, options: OpenOptions
     ) -> MailboxSession:
-        host = normalise_host(endpoint.host)
+        account_id, host = options.account_id, normalise_host(endpoint.host)
         if not self.caps.take(account_id, host):
             raise MailboxThrottled("local connection cap reached", retry_after=5.0)
         try:
-            session = self._inner.open(
-                endpoint,
-                credentials,
-                account_id=account_id,
-                blob_owner=blob_owner,
-                deadline=deadline,
-            )
+            session = self._inner.open(endpoint, credentials, options)
         except BaseException:
             self.caps.give(account_id, host)
             raise

@@ -6,10 +6,15 @@ the bottleneck. Here the pages queue up while the previous batch is being writte
 go in together: one append and one cursor write per batch however many accounts are
 in it. No timer holds a lone page back: a batch is whatever queued meanwhile.
 
+``submit`` answers with a future: each item's own result once its batch is written.
 ``commit`` must give one result per item and never raise, and an item it cannot store
 must fail alone (``MailIngestion.store_apart`` retries each page of a failed batch on its
-own); ``done`` callbacks run on the committer thread and must be quick (hand real work to
-another thread).
+own); should it raise after all, ``failed`` gives the items' results. Callbacks added to
+the futures run on the committer thread and must be quick (hand real work to another
+thread).
+
+Invariant: every future of an item taken from the queue is resolved, with a result,
+exactly once; ``close`` writes what was queued before it.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Generic, TypeVar
 
 log = logging.getLogger("tidings.committer")
@@ -43,8 +49,11 @@ class GroupCommitter(Generic[T, R]):
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, item: T, done: Callable[[R], None]) -> None:
-        self._queue.put((item, done))
+    def submit(self, item: T) -> Future[R]:
+        """Queue ``item``; the future answers with its result once its batch is written."""
+        answer: Future[R] = Future()
+        self._queue.put((item, answer))
+        return answer
 
     def close(self, timeout: float = 5.0) -> None:
         """Commit what is queued, then stop."""
@@ -55,7 +64,7 @@ class GroupCommitter(Generic[T, R]):
         stopping = False
         while not stopping:
             entry = self._queue.get()
-            batch: list[tuple[T, Callable[[R], None]]] = []
+            batch: list[tuple[T, Future[R]]] = []
             while True:
                 if entry is _STOP:
                     stopping = True
@@ -70,15 +79,12 @@ class GroupCommitter(Generic[T, R]):
             if batch:
                 self._write(batch)
 
-    def _write(self, batch: list[tuple[T, Callable[[R], None]]]) -> None:
+    def _write(self, batch: list[tuple[T, Future[R]]]) -> None:
         items = [item for item, _ in batch]
         try:
             results = self._commit(items)
         except Exception as error:  # a bug in commit: fail this batch, keep the thread
             log.exception("committer.crashed batch=%d", len(batch))
             results = [self._failed(item, error) for item in items]
-        for (_, done), result in zip(batch, results, strict=True):
-            try:
-                done(result)
-            except Exception:
-                log.exception("committer.callback_failed")
+        for (_, answer), result in zip(batch, results, strict=True):
+            answer.set_result(result)  # a failing callback is logged by the future itself

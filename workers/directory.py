@@ -21,36 +21,29 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-from uuid import UUID
+from typing import Any
 
-from application.app import App
 from application.errors import StoreUnavailable
-from application.streams import load
-from domain.mail_account import MailAccount
+from application.mail.account_sync import syncable
+from application.mail.read_model import MailReadModel
+from application.ports import EventStore
+from workers.account_info import AccountInfo, SharedActivity
 from workers.news import AccountLookedUp, DirectoryFetched, News
-
-if TYPE_CHECKING:  # built on the directory's AccountInfo
-    from workers.shared_tiers import SharedActivity
 
 log = logging.getLogger("tidings.directory")
 
 
-@dataclass(frozen=True)
-class AccountInfo:
-    account_id: str
-    tenant_id: str
-    owner_user_id: str | None
-    scope: str
-    host: str
-
-
 class AccountDirectory:
     def __init__(
-        self, app: App, *, grace: float = 60.0, clock: Callable[[], float] = time.monotonic
+        self,
+        read_model: MailReadModel,
+        store: EventStore,
+        *,
+        grace: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._app = app
+        self._read_model = read_model
+        self._store = store
         self._grace = grace
         self._clock = clock
         self._learnt: dict[str, tuple[AccountInfo | None, float]] = {}
@@ -64,7 +57,7 @@ class AccountDirectory:
 
     def fetch(self) -> dict[str, AccountInfo]:
         """The syncable accounts as the read model has them."""
-        rows = self._app.ctx.mail.read_model.accounts(None, syncable_only=True)
+        rows = self._read_model.accounts(None, syncable_only=True)
         return {
             row["accountId"]: AccountInfo(
                 row["accountId"],
@@ -79,10 +72,10 @@ class AccountDirectory:
     def lookup(self, account_id: str) -> AccountInfo | None:
         """The account's current state from the event store (None: not syncable)."""
         try:
-            account = load(self._app.ctx.store, MailAccount, UUID(account_id))
-        except ValueError:
+            account = syncable(self._store, account_id)
+        except ValueError:  # not an account id, or not an account's stream
             return None
-        if account.status != "active":
+        if account is None:
             return None
         return AccountInfo(
             account_id,

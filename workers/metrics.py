@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from application.mail.ports import Credentials, ImapEndpoint, MailboxSession, MailProvider
+from application.mail.ports import (
+    Credentials,
+    ImapEndpoint,
+    MailboxSession,
+    MailProvider,
+    OpenOptions,
+)
 
 
 class WorkerMetrics:
@@ -75,8 +80,8 @@ class CountingProvider:
         self._on_login = on_login
 
     def open(
-        self, endpoint: ImapEndpoint, credentials: Credentials, **options: Any
+        self, endpoint: ImapEndpoint, credentials: Credentials, options: OpenOptions
     ) -> MailboxSession:
-        session = self._inner.open(endpoint, credentials, **options)
+        session = self._inner.open(endpoint, credentials, options)
         self._on_login()
         return session

@@ -11,15 +11,11 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from application.mail.sync_outcome import SyncOutcome
 from application.signals import Signal
+from workers.account_info import AccountInfo, SharedActivity
 from workers.policies.watch_stops import WhyStopped
-from workers.sync import SyncOutcome
-
-if TYPE_CHECKING:  # the directory hands its answers over as news
-    from workers.directory import AccountInfo
-    from workers.shared_tiers import SharedActivity
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from application.app import App
+from application.mail.account_sync import AccountSync
+from application.mail.sync_outcome import SyncOutcome
 from workers.poll import Poller
-from workers.sync import AccountSyncer, SyncOutcome
 
 
 def syncable_accounts(app: App) -> list[str]:
@@ -16,7 +17,7 @@ def syncable_accounts(app: App) -> list[str]:
 
 def poll_once(
     app: App,
-    syncer: AccountSyncer,
+    syncer: AccountSync,
     *,
     concurrency: int,
     deadline_seconds: float,

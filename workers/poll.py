@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from application import worker_defaults as defaults
 from application.mail.state import ErrorKind
-from workers.sync import SyncOutcome
+from application.mail.sync_outcome import SyncOutcome
 
 log = logging.getLogger("tidings.poll")
 

@@ -21,23 +21,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 from application import worker_defaults as defaults
 from application.mail.activity import ActiveTimes, ActivityUnavailable, UserActivity, UserKey
 from application.mail.read_model import MailReadModel
-from workers.directory import AccountInfo
+from workers.account_info import AccountInfo, SharedActivity
 
 log = logging.getLogger("tidings.tiers")
-
-
-@dataclass(frozen=True)
-class SharedActivity:
-    """Per account (unix seconds): the last activity of a user who promotes it, and the
-    arrival of its newest recent mail; accounts without either are absent."""
-
-    user_active: dict[str, float] = field(default_factory=dict)
-    mail: dict[str, float] = field(default_factory=dict)
 
 
 class SharedTierState:

@@ -44,18 +44,18 @@ from dataclasses import dataclass
 from application import worker_defaults as defaults
 from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.mail.state import ErrorKind
+from application.mail.sync_outcome import SyncOutcome
 from application.signals import Signal
 from workers import news
+from workers.account_info import AccountInfo, SharedActivity
 from workers.collaborators import Ingest, Polls, Reader, Report
-from workers.directory import AccountDirectory, AccountInfo
+from workers.directory import AccountDirectory
 from workers.metrics import WorkerMetrics
 from workers.news import Inbox, WatchStopped
 from workers.policies import failover, fleet, watch_report
 from workers.policies.scheduling import DueScheduler, first_poll_at
 from workers.policies.tiers import NEVER, RecentUsers, Tier, TierPolicy, TierSettings
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped
-from workers.shared_tiers import SharedActivity
-from workers.sync import SyncOutcome
 from workers.watch_owner import WatchOwner
 
 log = logging.getLogger("tidings.supervisor")
@@ -117,7 +117,11 @@ class Supervisor:
         self.metrics = metrics
         self._on_ingested = on_ingested
         self.tiers = TierPolicy(
-            TierSettings(poll_warm=settings.poll_warm, poll_cold=settings.poll_cold)
+            TierSettings(
+                poll_warm=settings.poll_warm,
+                poll_cold=settings.poll_cold,
+                hot_budget_per_worker=settings.hot_budget_per_worker,
+            )
         )
         self.recent_users = RecentUsers(self.tiers.settings.user_active_window)
         self.polls: DueScheduler[str] = DueScheduler()
@@ -295,18 +299,22 @@ class Supervisor:
         except LeaseBackendUnavailable:
             self._live = None
         live = self._live or {self.settings.worker_id: len(self.owner)}
-        budget = self.settings.hot_budget_per_worker * max(len(live), 1)
-        tiers = self.tiers.classify(wall, budget)
+        tiers = self.tiers.classify(wall, self._hot_budget())
         try:
             if self._live is not None:  # no claims without the lease backend; polls go on
                 self._plan_fleet(now, live, {a for a, tier in tiers.items() if tier == "hot"})
         finally:
             self._report(tiers)
 
+    def _hot_budget(self) -> int:
+        """The fleet's hot budget for the live workers last read (this one alone when
+        the fleet is unknown): the same for claims and for the poll schedule."""
+        return self.tiers.hot_budget(len(self._live) if self._live else 1)
+
     def _plan_fleet(self, now: float, live: dict[str, int], hot: set[str]) -> None:
         mine = set(self.owner.mine())
         try:
-            taken = self.owner.lease.held(hot - mine)
+            taken = self.owner.taken(hot - mine)
         except LeaseBackendUnavailable:
             return
         early = failover.look_again_at(
@@ -317,7 +325,7 @@ class Supervisor:
             now,
             ttl=self.settings.lease_ttl,
             fleet_tick=self.settings.fleet_tick,
-            rate=self.owner.watches.login_rate(),
+            rate=self.owner.login_rate(),
             margin=FLEET_COALESCE,
         )
         for at in (early, sight):
@@ -352,7 +360,7 @@ class Supervisor:
             self._next_fleet = min(self._next_fleet, logins_due)
 
     def _report(self, tiers: dict[str, Tier]) -> None:
-        held = self.owner.keeper.held_accounts()
+        held = self.owner.held()
         self.status.report(
             watch_report.statuses(
                 tiers,
@@ -390,7 +398,7 @@ class Supervisor:
             if account_id not in self.directory.syncable:
                 continue
             if tiers is None:
-                tiers = self.tiers.classify(wall, self.settings.hot_budget_per_worker)
+                tiers = self.tiers.classify(wall, self._hot_budget())
             tier = tiers.get(account_id, "warm")
             self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
             if self._owns_poll(account_id):
@@ -404,13 +412,13 @@ class Supervisor:
     def _update_metrics(self) -> None:
         self.metrics.accounts_owned.set(len(self.owner))
         states: dict[str, int] = {}
-        for state in self.owner.watches.watching().values():
+        for state in self.owner.watch_states().values():
             states[state] = states.get(state, 0) + 1
         for state in ("opening", "parked", "idling", "fetching", "refreshing"):
             self.metrics.watchers.labels(state).set(states.get(state, 0))
-        for outcome, count in self.owner.watches.take_probe_counts().items():
+        for outcome, count in self.owner.take_probe_counts().items():
             self.metrics.watch_probes.labels(outcome).inc(count)
-        self.metrics.login_rate.set(self.owner.watches.login_rate() or 0.0)
+        self.metrics.login_rate.set(self.owner.login_rate() or 0.0)
 
     def shutdown(self) -> None:
         """Graceful stop: watches closed, leases released, heartbeat withdrawn, the watch

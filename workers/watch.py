@@ -45,16 +45,17 @@ import selectors
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal, Protocol
 
 from application import worker_defaults as defaults
 from application.mail.ports import IdleNews, MailboxSession, MailProviderError
+from application.mail.sync_outcome import SyncOutcome
 from workers.policies.liveness import Liveness, Verdict
 from workers.policies.login_rate import LoginRate
 from workers.policies.watch_stops import StopReason, WhyStopped, keeps_watching
-from workers.sync import SyncOutcome
 
 log = logging.getLogger("tidings.watch")
 
@@ -64,10 +65,9 @@ State = Literal["opening", "parked", "idling", "fetching", "refreshing", "stoppe
 class WatchHooks(Protocol):
     def open_session(self, account_id: str) -> MailboxSession: ...
 
-    def sync(
-        self, account_id: str, session: MailboxSession, done: Callable[[SyncOutcome], None]
-    ) -> None:
-        """Fetch the next page on this thread; ``done`` (any thread) once it is ingested."""
+    def sync(self, account_id: str, session: MailboxSession) -> Future[SyncOutcome]:
+        """Fetch the next page on this thread; the future answers (on any thread) once
+        the page is ingested."""
         ...
 
     def on_stopped(
@@ -258,11 +258,16 @@ class WatchManager:
         if watch.stop_reason is not None:
             self._finish(watch, watch.stop_reason, None)
             return
-        self._hooks.sync(
-            watch.account_id,
-            watch.session,
-            lambda outcome: self._submit(self._synced, watch, outcome),
-        )
+        answer = self._hooks.sync(watch.account_id, watch.session)
+        answer.add_done_callback(partial(self._answered, watch))
+
+    def _answered(self, watch: Watch, answer: Future[SyncOutcome]) -> None:
+        """The page's answer, on whatever thread gave it: on to a pool thread."""
+        error = answer.exception()
+        if error is not None:
+            self._submit(self._finish, watch, StopReason.ERROR, error)
+        else:
+            self._submit(self._synced, watch, answer.result())
 
     def _synced(self, watch: Watch, outcome: SyncOutcome) -> None:
         """A page is in: the next page, or IDLE again with the socket back at the mux."""

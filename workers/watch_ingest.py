@@ -1,11 +1,15 @@
-"""The watch path's ingestion: what the watch manager calls back, from its threads.
+"""The watch path's ingestion: what the watch manager calls, from its threads.
 
-An account is loaded once per watch (its status is the syncable check, its settings are
-what a page is ingested with) and loaded again after the supervisor hears it changed.
-A watch keeps the cursor its last page saved, so a page costs no cursor read; after a
-failure it is read again (a poll may have moved it meanwhile: dedup absorbs the overlap).
-Pages go through one ``GroupCommitter``: a burst of new mail in thousands of watched
-accounts becomes a few large appends instead of thousands of small ones.
+State, per watched account: the account as ``AccountSync.syncable`` loaded it when its
+watch opened (the one load of a watch; dropped by ``changed``, loaded again by the next
+page), and the cursor its last page saved, so a page costs no cursor read; after a
+failure the cursor is read again (a poll may have moved it meanwhile: dedup absorbs
+the overlap).
+
+A page is fetched on the watch's thread and stored through one ``GroupCommitter`` with
+other accounts' pages (a burst of new mail in thousands of watched accounts becomes a
+few large appends instead of thousands of small ones); ``sync`` answers with a future
+of the page's ``SyncOutcome``, resolved on the committer thread.
 """
 
 from __future__ import annotations
@@ -13,72 +17,86 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from uuid import UUID
+from concurrent.futures import Future
+from functools import partial
 
-from application.errors import StoreUnavailable
+from application.mail.account_sync import AccountSync
 from application.mail.ingestion import Page
 from application.mail.ports import MailboxCursor, MailboxSession
 from application.mail.state import ErrorKind
-from application.streams import load
+from application.mail.sync_outcome import SyncOutcome
 from domain.mail_account import MailAccount
 from workers.committer import GroupCommitter
 from workers.metrics import WorkerMetrics
 from workers.news import MailSeen, News, WatchStopped
 from workers.policies.watch_stops import WhyStopped
-from workers.sync import AccountSyncer, SyncOutcome
+
+
+def watch_committer(sync: AccountSync) -> GroupCommitter[Page, SyncOutcome]:
+    """The group commit of the watch path's pages."""
+    return GroupCommitter(sync.store_pages, _unstored, name="watch-commit")
+
+
+def _unstored(page: Page, error: Exception) -> SyncOutcome:
+    return SyncOutcome(str(page.account.id), error_kind=ErrorKind.ERROR)
+
+
+def answered(outcome: SyncOutcome) -> Future[SyncOutcome]:
+    """A future that has its answer already (a page that failed before the commit)."""
+    answer: Future[SyncOutcome] = Future()
+    answer.set_result(outcome)
+    return answer
 
 
 class WatchIngest:
     def __init__(
         self,
-        syncer: AccountSyncer,
+        sync: AccountSync,
+        committer: GroupCommitter[Page, SyncOutcome],
         metrics: WorkerMetrics,
         tell: Callable[[News], None],
     ) -> None:
-        self._syncer = syncer
+        self._sync = sync
+        self._committer = committer
         self._metrics = metrics
         self._tell = tell
         self._accounts: dict[str, MailAccount] = {}
         self._cursors: dict[str, MailboxCursor] = {}
         self._lock = threading.Lock()
-        self._committer: GroupCommitter[Page, SyncOutcome] = GroupCommitter(
-            syncer.commit_group,
-            lambda page, _: SyncOutcome(str(page.account.id), error_kind=ErrorKind.ERROR),
-            name="watch-commit",
-        )
 
     def open_session(self, account_id: str) -> MailboxSession:
-        account = self._load(account_id)
-        if account.status != "active":
+        account = self._account(account_id)
+        if account is None:
             raise LookupError("account is not syncable")
-        return self._syncer.open_session(account)
+        return self._sync.open_session(account)
 
-    def sync(
-        self, account_id: str, session: MailboxSession, done: Callable[[SyncOutcome], None]
-    ) -> None:
+    def sync(self, account_id: str, session: MailboxSession) -> Future[SyncOutcome]:
+        """Fetch the next page on this thread; the future answers once it is stored."""
         with self._lock:
             account = self._accounts.get(account_id)
             cursor = self._cursors.get(account_id)
-        if account is None:
-            try:
-                account = self._load(account_id)
-            except StoreUnavailable as error:
-                done(self._syncer.failed(account_id, error))
-                return
         started = time.monotonic()
+        fetched = self._sync.next_page(account_id, session, account, cursor)
+        if isinstance(fetched, SyncOutcome):
+            answer = answered(fetched)
+        else:
+            if account is None:  # loaded afresh for this page (after ``changed``)
+                self._remember(fetched.account)
+            answer = self._committer.submit(fetched)
+        # Added before the caller's own callbacks, so the cursor is kept before the next page.
+        answer.add_done_callback(partial(self._stored, account_id, started))
+        return answer
 
-        def ingested(outcome: SyncOutcome) -> None:
-            with self._lock:
-                if outcome.cursor is not None:
-                    self._cursors[account_id] = outcome.cursor
-                else:
-                    self._cursors.pop(account_id, None)
-            if outcome.ingested:
-                self._metrics.ingested.labels("watch").inc(outcome.ingested)
-                self._metrics.ingest_latency.observe(time.monotonic() - started)
-            done(outcome)
-
-        self._syncer.sync_page(account, session, cursor, self._committer, ingested)
+    def _stored(self, account_id: str, started: float, answer: Future[SyncOutcome]) -> None:
+        outcome = answer.result()
+        with self._lock:
+            if outcome.cursor is not None:
+                self._cursors[account_id] = outcome.cursor
+            else:
+                self._cursors.pop(account_id, None)
+        if outcome.ingested:
+            self._metrics.ingested.labels("watch").inc(outcome.ingested)
+            self._metrics.ingest_latency.observe(time.monotonic() - started)
 
     def changed(self, account_id: str) -> None:
         """The account changed (or its watch stopped): its next page reads it afresh."""
@@ -103,8 +121,12 @@ class WatchIngest:
     def close(self) -> None:
         self._committer.close()
 
-    def _load(self, account_id: str) -> MailAccount:
-        account = load(self._syncer.ctx.store, MailAccount, UUID(account_id))
-        with self._lock:
-            self._accounts[account_id] = account
+    def _account(self, account_id: str) -> MailAccount | None:
+        account = self._sync.syncable(account_id)
+        if account is not None:
+            self._remember(account)
         return account
+
+    def _remember(self, account: MailAccount) -> None:
+        with self._lock:
+            self._accounts[str(account.id)] = account

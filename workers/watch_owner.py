@@ -33,6 +33,7 @@ from workers.policies.backoff import RestartBackoff
 from workers.policies.lease_keeper import LeaseKeeper, Teardown
 from workers.policies.scheduling import DueScheduler
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped, after_stop
+from workers.watch import State
 
 log = logging.getLogger("tidings.supervisor")
 
@@ -65,6 +66,27 @@ class WatchOwner:
     def mine(self) -> frozenset[str]:
         """Held or being acquired."""
         return self.keeper.held_accounts() | self.keeper.pending_accounts()
+
+    def held(self) -> frozenset[str]:
+        """The accounts whose lease this worker holds."""
+        return self.keeper.held_accounts()
+
+    def taken(self, accounts: Collection[str]) -> dict[str, float]:
+        """Of ``accounts``, those whose lease someone holds, with the seconds until each
+        lapses unless renewed (raises ``LeaseBackendUnavailable``)."""
+        return self.lease.held(accounts)
+
+    def watch_states(self) -> dict[str, State]:
+        """Every watch of this worker and its state."""
+        return self.watches.watching()
+
+    def login_rate(self) -> float | None:
+        """Watch logins a second as measured (None: not yet)."""
+        return self.watches.login_rate()
+
+    def take_probe_counts(self) -> dict[str, int]:
+        """IDLE liveness probes by outcome since the last take."""
+        return self.watches.take_probe_counts()
 
     def is_watching(self, account_id: str) -> bool:
         return self.watches.is_watching(account_id)

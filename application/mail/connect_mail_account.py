@@ -22,7 +22,9 @@ from application.mail.ports import (
     ImapEndpoint,
     MailboxAuthError,
     MailProviderError,
+    OpenOptions,
 )
+from application.mail.sync_outcome import error_kind
 from application.payloads import Payload as Base
 from application.result import Result, forbidden
 from application.signals import Signal
@@ -172,7 +174,7 @@ def verify_login(
     deadline = time.monotonic() + ctx.policy.verify_timeout
     try:
         with ctx.mail.provider.open(
-            endpoint, credentials, account_id=account_id, deadline=deadline
+            endpoint, credentials, OpenOptions(account_id, deadline=deadline)
         ) as session:
             session.verify()
     except MailboxAuthError:
@@ -186,7 +188,7 @@ def verify_login(
             "mailbox_unreachable",
             422,
             "the mailbox could not be reached",
-            errorKind=type(error).__name__,
+            errorKind=error_kind(error),
         )
     return None
 

@@ -1,4 +1,5 @@
-"""ingest-message: record one inbound message (SystemAdmin: workers and operators)."""
+"""ingest-message: record one described inbound message (SystemAdmin: operators, imports
+and tests; the workers store fetched pages through ``AccountSync`` instead)."""
 
 from __future__ import annotations
 

@@ -6,10 +6,14 @@ pages (``MailIngestion``), ``ingest-message`` stores one described message (``in
 Storing pages, in order, each step only after the one before is durable:
 
     check each page's cursor (out of range: the page is refused, alone)
-    -> the pages' inline bodies (of any accounts) as one blob pack
-    -> per message: its state (ok / malformed / too_large / rejected) and its values
-       brought into range (what a server sent is data: out of range -> malformed)
-    -> the events of all pages in one append
+    -> the pages' inline bodies (of any accounts) as one blob pack      (_store_bodies)
+    -> per message: its state (ok / malformed / too_large / rejected / deferred) and
+       its values brought into range (what a server sent is data: out of range ->
+       malformed), made into its event (``message_event``)              (_prepare)
+    -> the twin rule: what is stored under another identity is not new (known_twins)
+    -> the new events of all pages in one append                         (append_new)
+    -> metadata first: deferred messages held, or completed when their body
+       came again                                                         (metadata_first)
     -> every page's cursor and "synced" mark in one write.
 
 Identity without OBJECTID: a message whose server gives it only a version-1 fingerprint
@@ -29,12 +33,11 @@ after a failed group write, each page is retried on its own.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from uuid import UUID
 
 from application.context import Context
@@ -47,24 +50,13 @@ from application.mail.deferral import (
     stored_as_v2,
     twin_rows,
 )
-from application.mail.incoming import (
-    MAX_SIZE_BYTES,
-    IncomingMessage,
-    check_cursor,
-    in_range,
-)
-from application.mail.parsing import Address, MimeParser, ParsedMessage, in_date_range
+from application.mail.incoming import MAX_SIZE_BYTES, IncomingMessage, check_cursor
+from application.mail.message_event import prepare
+from application.mail.parsing import MimeParser, ParsedMessage, in_date_range
 from application.mail.ports import BlobOwner, FetchBatch, FetchedMessage, MailboxCursor
 from application.privacy import KeyErased
-from domain.identity import stream_id
 from domain.mail_account import MailAccount
-from domain.message import (
-    FINGERPRINT_V1,
-    MessageIngested,
-    MessageState,
-    content_fingerprint,
-    message_id,
-)
+from domain.message import FINGERPRINT_V1, MessageIngested, MessageState, content_fingerprint
 
 log = logging.getLogger("tidings.ingestion")
 
@@ -118,30 +110,59 @@ class MailIngestion:
         for page in pages:
             check_cursor(page.cursor)
         now = self.ctx.clock.now()
+        body_refs, erased = self._store_bodies(pages)
+        prepared, arrivals = self._prepare(pages, body_refs, erased, now)
+        known = known_twins(self.ctx, arrivals)
+        stored = append_new(
+            self.ctx,
+            [e for events in prepared if events for e in events if known.is_new(e.originator_id)],
+        )
+        completed = metadata_first(self.ctx, arrivals, known, now)
+        self._save_cursors(pages, prepared, now)
+        return [
+            _stored(page, events, stored, completed)
+            for page, events in zip(pages, prepared, strict=True)
+        ]
+
+    def _store_bodies(self, pages: Sequence[Page]) -> tuple[list[list[str | None]], set[str]]:
+        """The pages' inline bodies as one blob pack: each message's body ref (a streamed
+        body's own), per page; and the accounts whose key was gone (erased)."""
         bodies = [
             (BlobOwner(page.account.tenant_id, str(page.account.id)), fetched.raw)
             for page in pages
             for fetched, _ in page.messages
             if fetched.raw is not None
         ]
-        stored_bodies = self.ctx.mail.blobs.put_packed(bodies) if bodies else []
-        erased = {
-            o.account_id for (o, _), ref in zip(bodies, stored_bodies, strict=True) if not ref
-        }
-        refs = iter(stored_bodies)
-        prepared: list[list[MessageIngested] | None] = []
-        arrivals: list[Arrival] = []  # every message of the pages not erased
-        for page in pages:
-            body_refs = [
+        stored = self.ctx.mail.blobs.put_packed(bodies) if bodies else []
+        erased = {o.account_id for (o, _), ref in zip(bodies, stored, strict=True) if not ref}
+        refs = iter(stored)
+        body_refs = [
+            [
                 next(refs) if fetched.raw is not None else fetched.blob_ref
-                for fetched, _ in page.messages
+                for fetched, _ in p.messages
             ]
+            for p in pages
+        ]
+        return body_refs, erased
+
+    def _prepare(
+        self,
+        pages: Sequence[Page],
+        body_refs: Sequence[Sequence[str | None]],
+        erased: set[str],
+        now: datetime,
+    ) -> tuple[list[list[MessageIngested] | None], list[Arrival]]:
+        """Per page, its events (None: its account was erased); and every message of the
+        pages not erased, as fetched and as stored."""
+        prepared: list[list[MessageIngested] | None] = []
+        arrivals: list[Arrival] = []
+        for page, refs in zip(pages, body_refs, strict=True):
             try:
                 if str(page.account.id) in erased:
                     raise KeyErased(str(page.account.id))
                 incoming = [
                     self.incoming(page.account, fetched, parsed, ref)
-                    for (fetched, parsed), ref in zip(page.messages, body_refs, strict=True)
+                    for (fetched, parsed), ref in zip(page.messages, refs, strict=True)
                 ]
                 prepared.append(prepare(self.ctx, page.account, incoming, now))
                 arrivals += [
@@ -151,27 +172,15 @@ class MailIngestion:
             except KeyErased:
                 log.info("ingestion.account_erased account_id=%s", page.account.id)
                 prepared.append(None)
-        pairs = twin_rows(arrivals)
-        twins = {UUID(v2): UUID(v1) for _, v1, v2 in pairs}  # a version-2 id -> its version 1
-        old = self.ctx.store.existing(twins.values()) if twins else set()
-        # A deferred message known only by its version-1 fingerprint may be stored under
-        # version 2 already (its body came before a UIDVALIDITY reset): then it is not new.
-        aliased = stored_as_v2(self.ctx, arrivals)
-        stored = append_new(
-            self.ctx,
-            [
-                e
-                for events in prepared
-                if events
-                for e in events
-                if twins.get(e.originator_id) not in old and e.originator_id not in aliased
-            ],
-        )
-        # What only an account that may defer bodies needs (its host has a budget).
-        deferring = may_defer(self.ctx, arrivals)
-        self.ctx.mail.deferred.pair(twin_rows(deferring))
-        completed = complete_found(self.ctx, deferring, twins, now)
-        hold_deferred(self.ctx, arrivals, aliased)
+        return prepared, arrivals
+
+    def _save_cursors(
+        self,
+        pages: Sequence[Page],
+        prepared: Sequence[Sequence[MessageIngested] | None],
+        now: datetime,
+    ) -> None:
+        """Every stored page's cursor and "synced" mark in one write (not an erased one's)."""
         self.ctx.mail.state.record_synced(
             {
                 str(page.account.id): page.cursor
@@ -180,15 +189,6 @@ class MailIngestion:
             },
             now,
         )
-        results: list[PageStored] = []
-        for page, events in zip(pages, prepared, strict=True):
-            if events is None:
-                results.append(PageStored(erased=True))
-                continue
-            new = sum(e.originator_id in stored for e in events)
-            done = completed.pop(str(page.account.id), 0)  # told once per account
-            results.append(PageStored(new, len(events) - new, completed=done))
-        return results
 
     def store_apart(self, pages: Sequence[Page]) -> list[PageStored | Exception]:
         """``store`` for a group commit, never raising: when the group cannot be stored,
@@ -314,19 +314,6 @@ def ingest(
     return outcomes(events, append_new(ctx, events))
 
 
-def prepare(
-    ctx: Context, account: MailAccount, messages: Sequence[IncomingMessage], now: datetime
-) -> list[MessageIngested]:
-    """The events for one account's messages, each brought into range first; a batch
-    naming a message twice keeps the first (raises ``KeyErased`` when the account's key
-    is gone)."""
-    events: dict[UUID, MessageIngested] = {}
-    for message in messages:
-        event = _event(ctx, account, in_range(message, now), now)
-        events.setdefault(event.originator_id, event)
-    return list(events.values())
-
-
 def append_new(ctx: Context, events: Sequence[MessageIngested]) -> set[UUID]:
     """Append in one write what is not stored yet (events of any accounts); the ids
     this call stored. On a collision the stored ones are filtered out and the rest
@@ -349,59 +336,54 @@ def outcomes(events: Sequence[MessageIngested], stored: set[UUID]) -> list[Inges
     return [IngestOutcome(e.originator_id, e.originator_id not in stored) for e in events]
 
 
-def thread_key(account_id: str, message: IncomingMessage) -> str:
-    """The provider's thread id, else the first reference, else the Message-ID."""
-    root = (
-        message.provider_thread_id
-        or (message.references[0] if message.references else None)
-        or message.message_id_header
-        or message.provider_message_id
-    )
-    return stream_id("thread", account_id, root).hex
+# -- the steps' rules ----------------------------------------------------------------------
 
 
-def utc_iso(moment: datetime) -> str:
-    """Sortable as text: always UTC, always the same shape."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+@dataclass(frozen=True)
+class KnownTwins:
+    """The twin rule for a group of arrivals: a message stored before under another
+    identity of the same bytes is not new."""
+
+    twins: dict[UUID, UUID]  # a version-2 id -> its version-1 twin
+    stored_v1: set[UUID]  # the version-1 twins stored already
+    aliased: set[UUID]  # deferred version-1 ids whose message is stored under version 2
+
+    def is_new(self, event_id: UUID) -> bool:
+        return self.twins.get(event_id) not in self.stored_v1 and event_id not in self.aliased
 
 
-# -- the event -----------------------------------------------------------------------------
+def known_twins(ctx: Context, arrivals: Sequence[Arrival]) -> KnownTwins:
+    """Messages stored before version 2 keep their ids: a message whose version-1 twin is
+    stored already is a duplicate (one existence query for all the twins). A deferred
+    message known only by its version-1 fingerprint may be stored under version 2
+    already (its body came before a UIDVALIDITY reset): then it is not new either."""
+    twins = {UUID(v2): UUID(v1) for _, v1, v2 in twin_rows(arrivals)}
+    stored_v1 = ctx.store.existing(twins.values()) if twins else set()
+    return KnownTwins(twins, stored_v1, stored_as_v2(ctx, arrivals))
 
 
-def _addresses(addresses: Sequence[Address]) -> str:
-    return json.dumps(
-        [{"name": a.name, "address": a.address} for a in addresses], ensure_ascii=False
-    )
+def metadata_first(
+    ctx: Context, arrivals: Sequence[Arrival], known: KnownTwins, now: datetime
+) -> dict[str, int]:
+    """After the append, before the cursors: the twins of accounts that may defer bodies
+    remembered, deferred messages that came again with their body completed (how many,
+    per account), and every deferred message held for its body. Only accounts whose host
+    has a budget pay for the first two."""
+    deferring = may_defer(ctx, arrivals)
+    ctx.mail.deferred.pair(twin_rows(deferring))
+    completed = complete_found(ctx, deferring, known.twins, now)
+    hold_deferred(ctx, arrivals, known.aliased)
+    return completed
 
 
-def _event(
-    ctx: Context, account: MailAccount, message: IncomingMessage, now: datetime
-) -> MessageIngested:
-    tenant, account_id = account.tenant_id, str(account.id)
-    seal = ctx.mail.cipher.sealer(tenant, account_id)
-
-    return MessageIngested(
-        originator_id=message_id(account_id, message.provider_message_id),
-        originator_version=1,
-        timestamp=now,
-        tenant_id=tenant,
-        account_id=account_id,
-        provider_message_id=message.provider_message_id,
-        thread_key=thread_key(account_id, message),
-        message_id_header=seal(message.message_id_header or ""),
-        references=seal(json.dumps(list(message.references))),
-        sender=seal(_addresses(message.sender)),
-        to=seal(_addresses(message.to)),
-        cc=seal(_addresses(message.cc)),
-        subject=seal(message.subject),
-        snippet=seal(message.snippet),
-        received_at=utc_iso(message.received_at),
-        body_ref=message.body_ref,
-        size_bytes=message.size_bytes,
-        folder=message.folder,
-        state=message.state,
-        defects=list(message.defects),
-        extra={},
-    )
+def _stored(
+    page: Page,
+    events: Sequence[MessageIngested] | None,
+    stored: set[UUID],
+    completed: dict[str, int],
+) -> PageStored:
+    if events is None:
+        return PageStored(erased=True)
+    new = sum(e.originator_id in stored for e in events)
+    done = completed.pop(str(page.account.id), 0)  # told once per account
+    return PageStored(new, len(events) - new, completed=done)

@@ -325,20 +325,25 @@ class BlobOwner:
     account_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class OpenOptions:
+    """How a session is opened, one value every provider decorator passes on as it is.
+
+    ``account_id``: whose session (connection caps, OAuth2 tokens, logs). Bodies the
+    session streams to the blob store are stored as ``blob_owner``'s. ``deadline``
+    (``time.monotonic()``) bounds everything the session does, connecting included:
+    past it every call raises ``MailboxTimeout``."""
+
+    account_id: str
+    blob_owner: BlobOwner | None = None
+    deadline: float | None = None
+
+
 class MailProvider(Protocol):
     def open(
-        self,
-        endpoint: ImapEndpoint,
-        credentials: Credentials,
-        *,
-        account_id: str,
-        blob_owner: BlobOwner | None = None,
-        deadline: float | None = None,
+        self, endpoint: ImapEndpoint, credentials: Credentials, options: OpenOptions
     ) -> MailboxSession:
-        """Connect and log in, or raise a ``MailProviderError``. Bodies the session
-        streams to the blob store are stored as ``blob_owner``'s. ``deadline``
-        (``time.monotonic()``) bounds everything the session does, connecting included:
-        past it every call raises ``MailboxTimeout``."""
+        """Connect and log in, or raise a ``MailProviderError``."""
         ...
 
 

@@ -3,7 +3,9 @@
 The URL must be http(s) and, unless private hosts are allowed, resolve to public
 addresses only (checked again before every delivery: DNS answers change). The secret
 is sealed under the tenant's key at rest. Delivery starts with the items that follow
-the feed's head at creation: a new endpoint is not flooded with history.
+the feed's head at creation: a new endpoint is not flooded with history. A tenant has
+at most ``webhook_limit_per_tenant`` webhooks (the policy's): past it, 422
+``cap_exceeded``, so the webhooks one tenant makes the delivery loop attempt are bounded.
 """
 
 from __future__ import annotations
@@ -53,5 +55,15 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         created_at=ctx.clock.now().isoformat(),
         cursor=ctx.feed.head(user.tenant_id),
     )
-    ctx.webhooks.add(record)
+    limit = ctx.policy.webhook_limit_per_tenant
+    current = ctx.webhooks.add(record, limit)
+    if current >= limit:
+        return Result.fail(
+            "cap_exceeded",
+            422,
+            f"webhook cap {limit} reached",
+            capName="webhooksPerTenant",
+            limit=limit,
+            current=current,
+        )
     return Result.ok({**webhook_view(record), "secret": secret})

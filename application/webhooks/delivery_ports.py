@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from application.webhooks.ports import DeliveryRecord, WebhookRecord
 from domain.webhook import Target
@@ -22,6 +22,14 @@ class NewDelivery:
     order_key: str
 
 
+class Endpoint(NamedTuple):
+    """What attempts are counted and remembered by: a tenant's destination (the scheme,
+    host and port of a webhook's URL), whatever the webhook's id or path."""
+
+    tenant_id: str
+    destination: str
+
+
 @dataclass(frozen=True)
 class Claimed:
     delivery: DeliveryRecord
@@ -29,20 +37,34 @@ class Claimed:
     sealed_secret: str
     attempt: int  # this attempt's number (1 for the first)
     first_at: float  # when its first attempt was claimed (the retry budget's start)
+    destination: str  # the URL's scheme, host and port (``Target.destination``)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        return Endpoint(self.delivery.tenant_id, self.destination)
 
 
 @dataclass(frozen=True)
 class Lane:
-    """One lane's share of a claim: up to ``limit`` heads, never of a webhook in
-    ``exclude`` and, when ``only`` is given, only of those webhooks. With ``turns``
-    (webhook id -> when it last had an attempt), the lane takes turns: every due head
-    of ``only`` is a candidate and the webhooks waiting longest go first, so a backlog
-    fanned out early cannot keep a later webhook waiting until it is drained."""
+    """One lane's share of a claim: up to ``limit`` heads, never of an endpoint in
+    ``exclude`` nor of a tenant in ``exclude_tenants`` and, when ``only`` is given, only
+    of those endpoints. With ``turns`` (endpoint -> when it last had an attempt), the
+    lane takes turns: every due head of ``only`` is a candidate and the endpoints
+    waiting longest go first, so a backlog fanned out early cannot keep a later endpoint
+    waiting until it is drained."""
 
     limit: int
-    exclude: Collection[str] = ()
-    only: Collection[str] | None = None
-    turns: Mapping[str, float] | None = None
+    exclude: Collection[Endpoint] = ()
+    only: Collection[Endpoint] | None = None
+    exclude_tenants: Collection[str] = ()
+    turns: Mapping[Endpoint, float] | None = None
+
+
+class Admission(Protocol):
+    def admit(self, lane: int, endpoint: Endpoint) -> bool:
+        """Whether one more attempt at ``endpoint`` may be claimed for the lane at index
+        ``lane`` of the claim; when it may, the attempt is counted."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -82,13 +104,12 @@ class DeliveryQueue(Protocol):
         now: float,
         lease: float,
         lanes: Sequence[Lane],
-        *,
-        per_webhook: int = 1,
-        in_flight: Mapping[str, int] | None = None,
+        admission: Admission | None = None,
     ) -> list[list[Claimed]]:
         """Lease due heads of their orders to ``holder`` for ``lease`` seconds, for each
-        lane its share, all in one transaction; at most ``per_webhook`` attempts per
-        webhook counting those already ``in_flight`` in this worker."""
+        lane its share, all in one transaction; each head only when ``admission``
+        admits it (the candidates in the lane's order: a head refused leaves its place
+        to the next)."""
         ...
 
     def any_due(self, now: float) -> bool:

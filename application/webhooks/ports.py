@@ -38,7 +38,11 @@ class DeliveryRecord:
 
 
 class WebhookStore(Protocol):
-    def add(self, record: WebhookRecord) -> None: ...
+    def add(self, record: WebhookRecord, limit: int) -> int:
+        """Add ``record`` unless its tenant has ``limit`` webhooks already; how many the
+        tenant had before (nothing is added when that is ``limit`` or more). Two adds
+        of one tenant never both pass the limit."""
+        ...
 
     def get(self, tenant_id: str, webhook_id: str) -> WebhookRecord | None: ...
 

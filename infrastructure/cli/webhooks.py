@@ -18,7 +18,7 @@ from types import FrameType
 import typer
 
 from application.app import App
-from infrastructure.bootstrap import build_webhook_dispatcher
+from infrastructure.bootstrap_workers import build_webhook_dispatcher
 from infrastructure.cli.output import (
     MetricsPortOption,
     ProjectionsOption,

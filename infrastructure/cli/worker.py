@@ -21,7 +21,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from application.app import App
-from infrastructure.bootstrap import build_supervisor, build_syncer, build_webhook_dispatcher
+from application.mail.sync_outcome import SyncOutcome
+from infrastructure.bootstrap_workers import (
+    build_supervisor,
+    build_syncer,
+    build_webhook_dispatcher,
+)
 from infrastructure.cli.output import (
     JsonFlag,
     MetricsPortOption,
@@ -38,7 +43,6 @@ from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
 from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
-from workers.sync import SyncOutcome
 from workers.webhooks.metrics import WebhookMetrics
 
 log = logging.getLogger("tidings.worker")

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from infrastructure.bootstrap import build_supervisor, build_syncer
+from infrastructure.bootstrap_workers import build_supervisor, build_syncer
 from infrastructure.cli.runtime import CliError
 from infrastructure.devkit.dovecot import DovecotServer, dovecot_available
 from infrastructure.runtime.settings import Settings

@@ -18,7 +18,7 @@ import orjson
 import uvicorn
 
 from application.webhooks.signature import SignatureError, verify_signature
-from infrastructure.bootstrap import build_webhook_dispatcher
+from infrastructure.bootstrap_workers import build_webhook_dispatcher
 from infrastructure.cli.runtime import CliError
 from infrastructure.http.api import create_api
 from infrastructure.http.door import ApiSettings

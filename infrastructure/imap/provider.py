@@ -30,7 +30,6 @@ from imapclient.util import to_unicode
 
 from application.mail.oauth import is_grant
 from application.mail.ports import (
-    BlobOwner,
     BlobStore,
     Credentials,
     DownloadBudgets,
@@ -38,6 +37,7 @@ from application.mail.ports import (
     MailboxAuthError,
     MailboxUnreachable,
     MailProviderError,
+    OpenOptions,
     TokenProvider,
 )
 from infrastructure.imap.errors import Phase, classify
@@ -66,26 +66,19 @@ class ImapMailProvider:
         install_redaction()
 
     def open(
-        self,
-        endpoint: ImapEndpoint,
-        credentials: Credentials,
-        *,
-        account_id: str,
-        blob_owner: BlobOwner | None = None,
-        deadline: float | None = None,
+        self, endpoint: ImapEndpoint, credentials: Credentials, options: OpenOptions
     ) -> ImapMailboxSession:
+        account_id = options.account_id
         if credentials.method != "xoauth2" or (
             self._tokens is None and not is_grant(credentials.secret)
         ):
-            return self._open(endpoint, credentials, account_id, blob_owner, deadline)
+            return self._open(endpoint, credentials, options)
         # Before connecting: a refresh (or a wait for another's) holds no connection.
         if self._tokens is None:
             raise MailboxAuthError("no token provider is wired for an OAuth2 grant")
         token = self._tokens.get_access_token(account_id)
         try:
-            return self._open(
-                endpoint, Credentials("xoauth2", token), account_id, blob_owner, deadline
-            )
+            return self._open(endpoint, Credentials("xoauth2", token), options)
         except MailboxAuthError:
             if not is_grant(credentials.secret):
                 raise
@@ -94,22 +87,16 @@ class ImapMailProvider:
             fresh = self._tokens.get_access_token(account_id, refused=token)
             if fresh == token:
                 raise
-            return self._open(
-                endpoint, Credentials("xoauth2", fresh), account_id, blob_owner, deadline
-            )
+            return self._open(endpoint, Credentials("xoauth2", fresh), options)
 
     def _open(
-        self,
-        endpoint: ImapEndpoint,
-        credentials: Credentials,
-        account_id: str,
-        blob_owner: BlobOwner | None,
-        deadline: float | None,
+        self, endpoint: ImapEndpoint, credentials: Credentials, options: OpenOptions
     ) -> ImapMailboxSession:
         s = self._settings
+        account_id = options.account_id
         wire = Wire(
             Limits(literal_bytes=s.literal_cap_bytes, response_bytes=s.response_cap_bytes),
-            session_expires=deadline,
+            session_expires=options.deadline,
         )
         client = self._call(wire, account_id, "connect", self._connect, endpoint, wire)
         try:
@@ -129,7 +116,7 @@ class ImapMailProvider:
             account_id=account_id,
             settings=self._settings,
             blob_store=self._blobs,
-            blob_owner=blob_owner,
+            blob_owner=options.blob_owner,
             wire=wire,
             meter=self._budgets.meter(account_id, endpoint.host) if self._budgets else None,
         )

@@ -1,4 +1,4 @@
-"""In-process adapter of the ``Lease`` port: single-process mode (no ``TIDINGS_REDIS_URL``).
+"""In-process adapter of the ``LeaseBackend`` port: single-process mode (no ``TIDINGS_REDIS_URL``).
 
 Same semantics as ``RedisLease``: a key maps to (token, expires_at); a key whose
 ``expires_at`` has passed is free; only the current token renews or releases. The clock is

@@ -1,4 +1,4 @@
-"""Redis adapter of the ``Lease`` port (``application.leases``).
+"""Redis adapter of the ``LeaseBackend`` port (``application.leases``).
 
     acquire  EVALSHA set-if-free-and-not-quiet   (SET key token NX PX ttl_ms; token:
                                                   "<holder>:<16 random bytes, hex>", per

@@ -157,15 +157,40 @@ class Settings(BaseSettings):
         return value
 
     # Webhooks: the attempt deadline, the retry backoff (first wait, longest wait, total
-    # budget after the first attempt) and the delivery loop's thread pools.
+    # budget after the first attempt), the delivery loop's thread pools, the attempts in
+    # flight per tenant's host and per tenant (in each pool), and the webhooks a tenant
+    # may have (docs/webhooks.md).
     webhook_timeout: Annotated[float, Field(gt=0, le=300)] = 10.0
     webhook_retry_first: Annotated[float, Field(gt=0)] = 5.0
     webhook_retry_longest: Annotated[float, Field(gt=0)] = 3600.0
     webhook_retry_budget: Annotated[float, Field(ge=0)] = 24 * 3600.0
     webhook_pool: Annotated[int, Field(ge=1, le=512)] = 32
     webhook_slow_pool: Annotated[int, Field(ge=1, le=512)] = 8
-    webhook_per_endpoint: Annotated[int, Field(ge=1, le=64)] = 2
+    webhook_per_host: Annotated[int, Field(ge=1, le=64)] = 2
+    webhook_per_tenant: Annotated[int, Field(ge=1, le=512)] = 8
+    webhook_limit_per_tenant: Annotated[int, Field(ge=0, le=10_000)] = 20
     webhook_interval: Annotated[float, Field(gt=0, le=60)] = 0.2
+    # Deprecated alias of ``webhook_per_host`` (the cap counted per webhook; it counts
+    # per tenant's host now): read, warned about, and moved there by
+    # ``_webhook_per_endpoint_alias``; always None after validation.
+    webhook_per_endpoint: Annotated[int, Field(ge=1, le=64)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _webhook_per_endpoint_alias(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("webhook_per_endpoint") is None:
+            return data
+        data = dict(data)
+        per_endpoint = data.pop("webhook_per_endpoint")
+        if data.get("webhook_per_host") is None:
+            data["webhook_per_host"] = per_endpoint
+            log.warning("settings.deprecated name=webhook_per_endpoint use=webhook_per_host")
+        else:
+            log.warning(
+                "settings.deprecated name=webhook_per_endpoint use=webhook_per_host"
+                " ignored=webhook_per_endpoint"
+            )
+        return data
 
     @field_validator("field_definition_write_roles", "value_write_roles", mode="before")
     @classmethod

@@ -4,13 +4,20 @@ deliveries, claims of due heads under a lease, outcomes recorded by the lease's 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import Any
 from uuid import uuid4
 
 from application.ports import SqlDatabase
-from application.webhooks.delivery_ports import Claimed, Finished, Lane, NewDelivery
+from application.webhooks.delivery_ports import (
+    Admission,
+    Claimed,
+    Endpoint,
+    Finished,
+    Lane,
+    NewDelivery,
+)
 from application.webhooks.ports import WebhookRecord
 from domain.webhook import DELIVERED, PENDING
 from infrastructure.webhooks.tables import (
@@ -57,7 +64,16 @@ def _claimed(row: Sequence[Any], now: float) -> Claimed:
     before = delivery_of(row)
     record = replace(before, attempts=before.attempts + 1)
     first_at = now if row[14] is None else float(row[14])
-    return Claimed(record, row[15], row[16], record.attempts, first_at)
+    return Claimed(record, row[15], row[16], record.attempts, first_at, row[17])
+
+
+def _endpoints(column: str, endpoints: Collection[Endpoint]) -> tuple[str, list[str]]:
+    """``column IN`` the endpoints, as SQL over the webhook's tenant and destination,
+    and its parameters."""
+    pairs = ", ".join("(?, ?)" for _ in endpoints)
+    return f"(w.tenant_id, w.destination) {column} (VALUES {pairs})", [
+        value for endpoint in endpoints for value in endpoint
+    ]
 
 
 class SqlDeliveryQueue:
@@ -127,31 +143,28 @@ class SqlDeliveryQueue:
         now: float,
         lease: float,
         lanes: Sequence[Lane],
-        *,
-        per_webhook: int = 1,
-        in_flight: Mapping[str, int] | None = None,
+        admission: Admission | None = None,
     ) -> list[list[Claimed]]:
         """Lease due heads of their orders to ``holder`` for ``lease`` seconds, for each
-        lane its share, all in one transaction; at most ``per_webhook`` attempts per
-        webhook counting those already ``in_flight`` in this worker."""
-        counts = dict(in_flight or {})
+        lane its share, all in one transaction; each head only when ``admission``
+        admits it (the candidates in the lane's order: a head refused leaves its place
+        to the next)."""
         open_lanes = [lane.limit > 0 and (lane.only is None or bool(lane.only)) for lane in lanes]
         if not any(open_lanes):
             return [[] for _ in lanes]
         picked: list[list[tuple[Any, ...]]] = []
         with self.db.transaction() as cur:
-            for lane, is_open in zip(lanes, open_lanes, strict=True):
+            for index, (lane, is_open) in enumerate(zip(lanes, open_lanes, strict=True)):
                 rows = self._due_heads(cur, now, lane) if is_open else []
                 if lane.turns is not None:
                     turns = lane.turns
-                    rows = sorted(rows, key=lambda row: turns.get(row[1], 0.0))
+                    rows = sorted(rows, key=lambda row: turns.get(Endpoint(row[2], row[17]), 0.0))
                 mine: list[tuple[Any, ...]] = []
                 for row in rows:
-                    webhook_id = row[1]
-                    if len(mine) >= lane.limit or counts.get(webhook_id, 0) >= per_webhook:
-                        continue
-                    counts[webhook_id] = counts.get(webhook_id, 0) + 1
-                    mine.append(tuple(row))
+                    if len(mine) >= lane.limit:
+                        break
+                    if admission is None or admission.admit(index, Endpoint(row[2], row[17])):
+                        mine.append(tuple(row))
                 picked.append(mine)
             chosen = [row[0] for rows in picked for row in rows]
             for start in range(0, len(chosen), CHUNK):
@@ -168,14 +181,17 @@ class SqlDeliveryQueue:
         lock = " FOR UPDATE OF d SKIP LOCKED" if self.db.dialect == "postgresql" else ""
         where, params = "", list[str]()
         if lane.exclude:
-            where += f" AND d.webhook_id NOT IN ({', '.join('?' for _ in lane.exclude)})"
-            params.extend(lane.exclude)
+            sql, values = _endpoints("NOT IN", lane.exclude)
+            where, params = f"{where} AND {sql}", [*params, *values]
         if lane.only is not None:
-            where += f" AND d.webhook_id IN ({', '.join('?' for _ in lane.only)})"
-            params.extend(lane.only)
+            sql, values = _endpoints("IN", lane.only)
+            where, params = f"{where} AND {sql}", [*params, *values]
+        if lane.exclude_tenants:
+            where += f" AND d.tenant_id NOT IN ({', '.join('?' for _ in lane.exclude_tenants)})"
+            params.extend(lane.exclude_tenants)
         columns = ", ".join(f"d.{c.strip()}" for c in DELIVERY_COLUMNS.split(","))
         cur.execute(
-            f"SELECT {columns}, d.first_at, w.url, w.secret"
+            f"SELECT {columns}, d.first_at, w.url, w.secret, w.destination"
             f" FROM {DELIVERIES} d JOIN {WEBHOOKS} w ON w.webhook_id = d.webhook_id"
             " WHERE d.state = ? AND d.head = 1 AND d.next_at <= ? AND w.enabled = 1"
             f" AND (d.lease_until IS NULL OR d.lease_until < ?){where}"

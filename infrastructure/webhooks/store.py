@@ -1,8 +1,11 @@
 """Webhooks and their deliveries in the read-model database.
 
-- ``webhooks``: one row per webhook: tenant, URL, filters, sealed secret, enabled, and
+- ``webhooks``: one row per webhook: tenant, URL, filters, sealed secret, enabled,
   ``cursor`` — the last feed sequence of its tenant already turned into deliveries
-  (the webhook's own tracking position over the feed).
+  (the webhook's own tracking position over the feed) — and ``destination``, the URL's
+  scheme, host and port, kept with the URL for the claims (attempts are counted by it).
+  A tenant has at most the limit ``add`` is given: on PostgreSQL, adds of one tenant
+  take a transaction-level advisory lock on it, so two never both count below it.
 - ``deliveries``: one row per (webhook, feed sequence): state (pending / delivered /
   dead), attempts, the time of the next attempt, and a *lease* (``lease_holder``,
   ``lease_until``) naming the one worker attempting it now.
@@ -28,7 +31,7 @@ from typing import Any
 
 from application.ports import SqlDatabase
 from application.webhooks.ports import DeliveryRecord, WebhookRecord
-from domain.webhook import DEAD, DELIVERED, PENDING
+from domain.webhook import DEAD, DELIVERED, PENDING, BadWebhookUrl, parse_url
 from infrastructure.webhooks.tables import (
     DELIVERIES,
     DELIVERY_COLUMNS,
@@ -54,8 +57,11 @@ class SqlWebhookStore:
                 f"CREATE TABLE IF NOT EXISTS {WEBHOOKS} (webhook_id TEXT PRIMARY KEY,"
                 " tenant_id TEXT NOT NULL, url TEXT NOT NULL, events TEXT NOT NULL,"
                 " description TEXT NOT NULL, secret TEXT NOT NULL, created_at TEXT NOT NULL,"
-                " enabled INTEGER NOT NULL, cursor BIGINT NOT NULL)"
+                " enabled INTEGER NOT NULL, cursor BIGINT NOT NULL,"
+                " destination TEXT NOT NULL DEFAULT '')"
             )
+            self._add_destination_column(cur)
+            cur.execute(f"CREATE INDEX IF NOT EXISTS {WEBHOOKS}_tenant ON {WEBHOOKS} (tenant_id)")
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {DELIVERIES} (delivery_id TEXT PRIMARY KEY,"
                 " webhook_id TEXT NOT NULL, tenant_id TEXT NOT NULL, sequence BIGINT NOT NULL,"
@@ -86,27 +92,51 @@ class SqlWebhookStore:
                 " (state, head, next_at)"
             )
 
-    def _add_head_column(self, cur: Any) -> bool:
-        """Whether the table lacked the ``head`` column (created before it was kept)."""
+    def _add_destination_column(self, cur: Any) -> None:
+        """Add and fill ``destination`` where the table was created before it was kept."""
+        if self._has_column(cur, WEBHOOKS, "destination"):
+            return
+        cur.execute(f"ALTER TABLE {WEBHOOKS} ADD COLUMN destination TEXT NOT NULL DEFAULT ''")
+        cur.execute(f"SELECT webhook_id, url FROM {WEBHOOKS}")
+        for webhook_id, url in cur.fetchall():
+            cur.execute(
+                f"UPDATE {WEBHOOKS} SET destination = ? WHERE webhook_id = ?",
+                (destination_of(url), webhook_id),
+            )
+
+    def _has_column(self, cur: Any, table: str, column: str) -> bool:
         if self.db.dialect == "postgresql":
             cur.execute(
                 "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
-                " AND table_name = ? AND column_name = 'head'",
-                (DELIVERIES,),
+                " AND table_name = ? AND column_name = ?",
+                (table, column),
             )
         else:
-            cur.execute(f"SELECT 1 FROM pragma_table_info('{DELIVERIES}') WHERE name = 'head'")
-        if cur.fetchone() is not None:
+            cur.execute(f"SELECT 1 FROM pragma_table_info('{table}') WHERE name = ?", (column,))
+        return cur.fetchone() is not None
+
+    def _add_head_column(self, cur: Any) -> bool:
+        """Whether the table lacked the ``head`` column (created before it was kept)."""
+        if self._has_column(cur, DELIVERIES, "head"):
             return False
         cur.execute(f"ALTER TABLE {DELIVERIES} ADD COLUMN head INTEGER NOT NULL DEFAULT 0")
         return True
 
     # --- the use cases' port ---------------------------------------------------------
 
-    def add(self, record: WebhookRecord) -> None:
+    def add(self, record: WebhookRecord, limit: int) -> int:
         with self.db.transaction() as cur:
+            if self.db.dialect == "postgresql":  # SQLite's writer lock serialises adds
+                cur.execute(
+                    "SELECT pg_advisory_xact_lock(hashtext(?))", ("webhooks:" + record.tenant_id,)
+                )
+            cur.execute(f"SELECT COUNT(*) FROM {WEBHOOKS} WHERE tenant_id = ?", (record.tenant_id,))
+            count = int(cur.fetchone()[0])
+            if count >= limit:
+                return count
             cur.execute(
-                f"INSERT INTO {WEBHOOKS} ({WEBHOOK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO {WEBHOOKS} ({WEBHOOK_COLUMNS}, destination)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     record.webhook_id,
                     record.tenant_id,
@@ -117,8 +147,10 @@ class SqlWebhookStore:
                     record.created_at,
                     1 if record.enabled else 0,
                     record.cursor,
+                    destination_of(record.url),
                 ),
             )
+            return count
 
     def get(self, tenant_id: str, webhook_id: str) -> WebhookRecord | None:
         with self.db.reading() as cur:
@@ -152,6 +184,7 @@ class SqlWebhookStore:
         params: list[Any] = []
         for column, value in (
             ("url", url),
+            ("destination", None if url is None else destination_of(url)),
             ("events", None if events is None else json.dumps(events)),
             ("description", description),
             ("enabled", None if enabled is None else int(enabled)),
@@ -245,3 +278,12 @@ class SqlWebhookStore:
             )
             row = cur.fetchone()
         return None if row is None else delivery_of(row)
+
+
+def destination_of(url: str) -> str:
+    """The URL's scheme, host and port (the URL itself if it no longer parses: it was
+    checked when stored, and an attempt at it fails as a bad URL)."""
+    try:
+        return parse_url(url).destination
+    except BadWebhookUrl:
+        return url

@@ -2,7 +2,7 @@
 BLOB_DIR MASTER_KEY ACCOUNT_ID THREADS READY_FILE``. It bootstraps an app on the shared
 database and Redis, creates ``READY_FILE``, reads the start time (unix time, one line)
 from stdin and waits for it, then ``THREADS`` threads each log in to the account's
-mailbox at once (``AccountSyncer.open_session``: the worker's own path, refresh included)
+mailbox at once (``AccountSync.open_session``: the worker's own path, refresh included)
 and select INBOX. Prints one line: ``ok=N failed=M``."""
 
 from __future__ import annotations
@@ -11,11 +11,9 @@ import sys
 import threading
 import time
 from pathlib import Path
-from uuid import UUID
 
-from application.streams import load
-from domain.mail_account import MailAccount
-from infrastructure.bootstrap import bootstrap, build_syncer
+from infrastructure.bootstrap import bootstrap
+from infrastructure.bootstrap_workers import build_syncer
 from infrastructure.runtime.settings import Settings
 
 
@@ -31,7 +29,8 @@ def main(argv: list[str]) -> int:
     )
     app = bootstrap(settings)
     syncer = build_syncer(app, settings)
-    account = load(app.ctx.store, MailAccount, UUID(account_id))
+    account = syncer.syncable(account_id)
+    assert account is not None, "the account is active"
     results: list[str] = []
     lock = threading.Lock()
 

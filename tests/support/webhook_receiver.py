@@ -1,15 +1,18 @@
 """Real HTTP receivers on loopback for the webhook tests: each records what it got and
-answers as its ``behaviour`` says (ok, fail, hang, redirect, an endless body…)."""
+answers as its ``behaviour`` says (ok, fail, hang, redirect, an endless body…); and a
+silent host, which never answers and counts the connections open at once."""
 
 from __future__ import annotations
 
 import json
+import selectors
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
 
 @dataclass(frozen=True)
@@ -125,3 +128,75 @@ class Receiver:
             time.sleep(0.02)
         with self._lock:
             raise AssertionError(f"received {len(self.received)} of {count} in {timeout}s")
+
+
+class SilentHost:
+    """A host that accepts connections, reads whatever comes and never answers: it counts
+    the connections accepted and those open at once (the sender opens one per attempt
+    and closes it at its deadline, so these are the attempts in flight at the host)."""
+
+    def __init__(self) -> None:
+        self.accepted = 0
+        self.max_open = 0
+        self._open: set[socket.socket] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._server = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self._server.setblocking(False)
+        self.port: int = self._server.getsockname()[1]
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def _serve(self) -> None:
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._server, selectors.EVENT_READ)
+            while not self._stop.is_set():
+                for key, _ in selector.select(0.05):
+                    if key.fileobj is self._server:
+                        self._accept(selector)
+                    else:
+                        self._read(selector, cast(socket.socket, key.fileobj))
+            for conn in list(self._open):
+                conn.close()
+        self._server.close()
+
+    def _accept(self, selector: selectors.BaseSelector) -> None:
+        try:
+            conn, _ = self._server.accept()
+        except BlockingIOError:
+            return
+        conn.setblocking(False)
+        selector.register(conn, selectors.EVENT_READ)
+        with self._lock:
+            self._open.add(conn)
+            self.accepted += 1
+            self.max_open = max(self.max_open, len(self._open))
+
+    def _read(self, selector: selectors.BaseSelector, conn: socket.socket) -> None:
+        try:
+            data = conn.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # the sender gave up and closed it
+            selector.unregister(conn)
+            conn.close()
+            with self._lock:
+                self._open.discard(conn)
+
+    def wait_accepted(self, count: int, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.accepted >= count:
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"accepted {self.accepted} of {count} in {timeout}s")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

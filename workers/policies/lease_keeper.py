@@ -23,7 +23,7 @@ Invariants:
 - A renew answer only counts for the token it was sent for: a lease re-acquired while a
   renew batch was in flight is not touched by that batch's answers.
 - Renewals are batched: every ``ttl / 3`` all held leases are renewed in one call
-  (``Lease.renew_many``); after a failed batch the next try comes sooner (``ttl / 9``).
+  (``LeaseBackend.renew_many``); after a failed batch the next try comes sooner (``ttl / 9``).
 
 The supervisor's loop, each tick::
 
@@ -125,7 +125,7 @@ class LeaseKeeper:
         return held.token if held is not None else None
 
     def stop_all(self) -> dict[str, str]:
-        """Shutdown: account -> token of every held lease (for ``Lease.release_many``)."""
+        """Shutdown: account -> token of every held lease (for ``LeaseBackend.release_many``)."""
         tokens = {account_id: held.token for account_id, held in self._held.items()}
         self._pending.clear()
         self._held.clear()

@@ -5,7 +5,9 @@ Per account the policy remembers three times: ``seen`` (first tracked), ``user_a
 (the last time new mail was seen). ``classify(now, hot_budget)`` then decides:
 
     hot   user_active within user_active_window (30 min) or mail within recent_mail_window
-          (1 h) — the ``hot_budget`` most recently active of these; the rest are warm
+          (1 h) — the ``hot_budget`` most recently active of these; the rest are warm.
+          The fleet's budget is ``hot_budget(workers)``: hot_budget_per_worker for each
+          live worker (at least one), the same for the claims and the poll schedule
     warm  any of the three within warm_window (24 h)
     cold  otherwise
 
@@ -40,6 +42,7 @@ class TierSettings:
     warm_window: float = defaults.WARM_WINDOW
     poll_warm: float = defaults.POLL_INTERVAL
     poll_cold: float = defaults.POLL_COLD
+    hot_budget_per_worker: int = defaults.HOT_BUDGET_PER_WORKER
 
 
 @dataclass
@@ -91,6 +94,11 @@ class TierPolicy:
                     setattr(activity, attribute, seen)
                     rose = True
         return rose
+
+    def hot_budget(self, workers: int) -> int:
+        """How many accounts the fleet keeps hot: the per-worker budget for each live
+        worker, counting this one when none is known."""
+        return self.settings.hot_budget_per_worker * max(workers, 1)
 
     def classify(self, now: float, hot_budget: int) -> dict[str, Tier]:
         # Runs every fleet tick over every account (10,000 in a worker of a big fleet):

@@ -14,8 +14,9 @@ Each turn of the loop then does two things:
    items are read in one query and they are posted from thread pools, each attempt's
    outcome queued for the loop to record, so an endpoint that hangs holds only its own.
    Which lane an endpoint's attempts take (a healthy one's *fast* pool, or the *slow*
-   pool for endpoints that failed or were slow) and how much each lane may claim is the
-   pure policy ``workers.policies.webhook_lanes``.
+   pool for endpoints that failed or were slow), how much each lane may claim and how
+   many attempts one endpoint (a tenant's scheme, host and port) and one tenant may
+   have in flight is the pure policy ``workers.policies.webhook_lanes``.
 
 A failed attempt is retried after the retry policy's backoff until its budget is spent;
 then the delivery is dead. The loop stops when its ``stop`` event is set, after the
@@ -202,8 +203,7 @@ class Dispatcher:
             now,
             self.settings.lease,
             [plan.fast, plan.slow],
-            per_webhook=plan.per_endpoint,
-            in_flight=plan.in_flight,
+            plan.quota,
         )
         bodies = self._bodies([*fast_claimed, *slow_claimed])
         lanes: tuple[tuple[LaneName, ThreadPoolExecutor, list[Claimed]], ...] = (

@@ -15,7 +15,8 @@ import pytest
 
 from application import User
 from application.app import App
-from infrastructure.bootstrap import bootstrap, build_syncer
+from infrastructure.bootstrap import bootstrap
+from infrastructure.bootstrap_workers import build_syncer
 from infrastructure.runtime.settings import Settings
 from tests.e2e.http.conftest import Server, create_key
 from tests.support import content_corpus as corpus

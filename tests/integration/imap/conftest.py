@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from application.mail.ports import Credentials, ImapEndpoint, TokenProvider
+from application.mail.ports import Credentials, ImapEndpoint, OpenOptions, TokenProvider
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession, ImapMailProvider
 from tests.support.dovecot import DovecotServer, DovecotUser, dovecot_available
@@ -68,7 +68,7 @@ def open_session(
         session = provider.open(
             endpoint,
             credentials or Credentials("password", user.password),
-            account_id=account_id,
+            OpenOptions(account_id),
         )
         sessions.append(session)
         return session

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from application.mail.budget import ProviderBudgets, utc_day
-from application.mail.ports import Credentials, FetchedMessage, ImapEndpoint
+from application.mail.ports import Credentials, FetchedMessage, ImapEndpoint, OpenOptions
 from application.mail.providers import ProviderLimits, ProviderTable
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.bootstrap import open_database
@@ -52,7 +52,7 @@ def session_with_budget(
         budgets=ProviderBudgets(table, ledger, clock),
     )
     endpoint = ImapEndpoint(dovecot.host, dovecot.port, "none", user.name)
-    return provider.open(endpoint, Credentials("password", user.password), account_id="a1")
+    return provider.open(endpoint, Credentials("password", user.password), OpenOptions("a1"))
 
 
 def header_of(raw: bytes) -> bytes:

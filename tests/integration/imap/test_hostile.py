@@ -20,6 +20,7 @@ from application.mail.ports import (
     ImapEndpoint,
     MailboxTimeout,
     MailboxTransientError,
+    OpenOptions,
 )
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession, ImapMailProvider
@@ -43,7 +44,7 @@ def open_session(
     )
     endpoint = ImapEndpoint(server.host, server.port, "none", "user")
     return provider.open(
-        endpoint, Credentials("password", "pw"), account_id="acct-h", deadline=deadline
+        endpoint, Credentials("password", "pw"), OpenOptions("acct-h", deadline=deadline)
     )
 
 
@@ -120,7 +121,7 @@ CHILD = textwrap.dedent(
     import json, resource, sys, time
     from datetime import date
     from pathlib import Path
-    from application.mail.ports import Credentials, ImapEndpoint, MailProviderError
+    from application.mail.ports import Credentials, ImapEndpoint, MailProviderError, OpenOptions
     from infrastructure.blobs.filesystem import FilesystemBlobStore
     from infrastructure.imap import ImapAdapterSettings, ImapMailProvider
 
@@ -133,7 +134,7 @@ CHILD = textwrap.dedent(
     session = provider.open(
         ImapEndpoint("127.0.0.1", port, "none", "user"),
         Credentials("password", "pw"),
-        account_id="acct-m",
+        OpenOptions("acct-m"),
     )
     states = {}
     try:
@@ -246,7 +247,7 @@ def test_a_tls_handshake_that_never_completes_ends_at_the_deadline(tmp_path: Pat
         endpoint = ImapEndpoint(server.host, server.port, "tls", "user")
         started = time.monotonic()
         with pytest.raises(MailboxTimeout):
-            provider.open(endpoint, Credentials("password", "pw"), account_id="acct-t")
+            provider.open(endpoint, Credentials("password", "pw"), OpenOptions("acct-t"))
         assert time.monotonic() - started < 4.0
 
 
@@ -271,6 +272,6 @@ def test_a_tls_session_completes_its_handshake_under_the_deadline(tmp_path: Path
             settings=ImapAdapterSettings(operation_timeout=5.0, ssl_context=client_side),
         )
         endpoint = ImapEndpoint(server.host, server.port, "tls", "user")
-        with provider.open(endpoint, Credentials("password", "pw"), account_id="acct-t") as s:
+        with provider.open(endpoint, Credentials("password", "pw"), OpenOptions("acct-t")) as s:
             batch = s.fetch_since(None, backfill_since=SINCE, limit=10)
     assert [m.raw for m in batch.messages] == [message.body]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from application.mail.ports import Credentials, ImapEndpoint, MailboxAuthError
+from application.mail.ports import Credentials, ImapEndpoint, MailboxAuthError, OpenOptions
 from bench.imap_sim import Running, password_of, running_simulator, sample_mail, user_name
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession, ImapMailProvider
@@ -39,7 +39,7 @@ def open_session(
     return provider.open(
         ImapEndpoint(sim.host, sim.port, "none", user),
         Credentials("password", password or password_of(user)),
-        account_id=f"acct-{user}",
+        OpenOptions(f"acct-{user}"),
     )
 
 

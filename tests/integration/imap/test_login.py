@@ -14,6 +14,7 @@ from application.mail.ports import (
     MailboxThrottled,
     MailboxTransientError,
     MailboxUnreachable,
+    OpenOptions,
 )
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.devkit.processes import free_port
@@ -42,21 +43,21 @@ def test_unknown_user_is_an_auth_error(
     provider = ImapMailProvider(blob_store=blob_store, settings=QUICK)
     endpoint = ImapEndpoint(dovecot.host, dovecot.port, "none", "nobody-here")
     with pytest.raises(MailboxAuthError):
-        provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+        provider.open(endpoint, Credentials("password", "x"), OpenOptions("a1"))
 
 
 def test_closed_port_is_unreachable(blob_store: FilesystemBlobStore) -> None:
     provider = ImapMailProvider(blob_store=blob_store, settings=QUICK)
     endpoint = ImapEndpoint("127.0.0.1", free_port(), "none", "someone")
     with pytest.raises(MailboxUnreachable):
-        provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+        provider.open(endpoint, Credentials("password", "x"), OpenOptions("a1"))
 
 
 def test_unresolvable_host_is_unreachable(blob_store: FilesystemBlobStore) -> None:
     provider = ImapMailProvider(blob_store=blob_store, settings=QUICK)
     endpoint = ImapEndpoint("no-such-host.invalid", 993, "tls", "someone")
     with pytest.raises(MailboxUnreachable):
-        provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+        provider.open(endpoint, Credentials("password", "x"), OpenOptions("a1"))
 
 
 def test_starttls_is_required_when_asked_for(
@@ -65,7 +66,7 @@ def test_starttls_is_required_when_asked_for(
     provider = ImapMailProvider(blob_store=blob_store, settings=QUICK)
     endpoint = ImapEndpoint(dovecot.host, dovecot.port, "starttls", user.name)
     with pytest.raises(MailboxUnreachable):  # ssl = no: never fall back to cleartext
-        provider.open(endpoint, Credentials("password", user.password), account_id="a1")
+        provider.open(endpoint, Credentials("password", user.password), OpenOptions("a1"))
 
 
 def test_tls_against_a_cleartext_port_fails_fast(
@@ -74,7 +75,7 @@ def test_tls_against_a_cleartext_port_fails_fast(
     provider = ImapMailProvider(blob_store=blob_store, settings=QUICK)
     endpoint = ImapEndpoint(dovecot.host, dovecot.port, "tls", user.name)
     with pytest.raises(MailboxTransientError):
-        provider.open(endpoint, Credentials("password", user.password), account_id="a1")
+        provider.open(endpoint, Credentials("password", user.password), OpenOptions("a1"))
 
 
 class StaticTokens:
@@ -106,8 +107,8 @@ def test_too_many_connections_is_throttling(blob_store: FilesystemBlobStore) -> 
         user = server.add_user("busy", "pw")
         provider = ImapMailProvider(blob_store=blob_store, settings=QUICK)
         endpoint = ImapEndpoint(server.host, server.port, "none", user.name)
-        with provider.open(endpoint, Credentials("password", "pw"), account_id="a1") as first:
+        with provider.open(endpoint, Credentials("password", "pw"), OpenOptions("a1")) as first:
             first.verify()
             with pytest.raises(MailboxThrottled):
-                second = provider.open(endpoint, Credentials("password", "pw"), account_id="a1")
+                second = provider.open(endpoint, Credentials("password", "pw"), OpenOptions("a1"))
                 second.fetch_since(None, backfill_since=date.today(), limit=1)

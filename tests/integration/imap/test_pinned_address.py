@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from application.mail.ports import Credentials, ImapEndpoint, MailboxTransientError
+from application.mail.ports import Credentials, ImapEndpoint, MailboxTransientError, OpenOptions
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapAdapterSettings, ImapMailProvider
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -26,7 +26,7 @@ def test_a_pinned_connection_never_resolves_the_name(
 ) -> None:
     provider = ImapMailProvider(blob_store=blob_store, settings=ImapAdapterSettings())
     endpoint = ImapEndpoint(NOWHERE, dovecot.port, "none", user.name, addresses=(dovecot.host,))
-    with provider.open(endpoint, Credentials("password", user.password), account_id="a1") as s:
+    with provider.open(endpoint, Credentials("password", user.password), OpenOptions("a1")) as s:
         s.verify()
 
 
@@ -38,7 +38,7 @@ def test_the_next_approved_address_is_tried_when_one_refuses(
     endpoint = ImapEndpoint(
         NOWHERE, dovecot.port, "none", user.name, addresses=("127.0.0.2", dovecot.host)
     )
-    with provider.open(endpoint, Credentials("password", user.password), account_id="a1") as s:
+    with provider.open(endpoint, Credentials("password", user.password), OpenOptions("a1")) as s:
         s.verify()
 
 
@@ -75,8 +75,8 @@ def test_tls_checks_the_certificate_against_the_name_not_the_address(
         credentials = Credentials("password", "pw")
         if certificate_name != NOWHERE:
             with pytest.raises(MailboxTransientError):
-                provider.open(endpoint, credentials, account_id="acct-t")
+                provider.open(endpoint, credentials, OpenOptions("acct-t"))
             return
-        with provider.open(endpoint, credentials, account_id="acct-t") as session:
+        with provider.open(endpoint, credentials, OpenOptions("acct-t")) as session:
             batch = session.fetch_since(None, backfill_since=SINCE, limit=10)
     assert [m.raw for m in batch.messages] == [message.body]

@@ -15,11 +15,12 @@ from typing import Any
 import pytest
 
 from application.app import App
-from infrastructure.bootstrap import build_syncer
+from application.mail.account_sync import AccountSync
+from application.mail.sync_outcome import SyncOutcome
+from infrastructure.bootstrap_workers import build_syncer
 from infrastructure.runtime.settings import Settings
 from tests.support.dovecot import DovecotServer, DovecotUser, dovecot_available
 from workers.once import poll_once
-from workers.sync import AccountSyncer, SyncOutcome
 
 MASTER_KEY = base64.b64encode(secrets.token_bytes(32)).decode()
 
@@ -57,7 +58,7 @@ class MailApp:
 
     app: App
     settings: Settings
-    syncer: AccountSyncer
+    syncer: AccountSync
 
     def poll(self, concurrency: int = 4) -> list[SyncOutcome]:
         return poll_once(self.app, self.syncer, concurrency=concurrency, deadline_seconds=60.0)

@@ -21,6 +21,7 @@ from typing import Any
 
 from application import SYSTEM_TENANT_ID, User
 from application.mail.budget import utc_day
+from application.mail.sync_outcome import SyncOutcome
 from infrastructure.bootstrap import open_database
 from infrastructure.sql.database import DatabaseUrl
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
@@ -40,7 +41,6 @@ from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.results import ok
 from tests.support.webhook_receiver import Receiver
 from workers.once import poll_once
-from workers.sync import SyncOutcome
 
 VANISHED = "tidings.mail.MessageBodyVanished"
 OPERATOR = User(id="operator", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))

@@ -7,20 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
 from collections.abc import Callable
+from concurrent.futures import Future
 from datetime import UTC, datetime, timedelta, timezone
-from uuid import UUID
 
 from application import User
 from application.mail.ingestion import Page
-from application.streams import load
-from domain.mail_account import MailAccount
+from application.mail.sync_outcome import SyncOutcome
 from tests.integration.mail.conftest import MailApp
 from tests.integration.mail.helpers import RECENT, accounts, connect, messages, raw_mail
 from tests.support.dovecot import DovecotServer, DovecotUser
-from workers.committer import GroupCommitter
-from workers.sync import SyncOutcome
+from workers.metrics import WorkerMetrics
+from workers.news import News
+from workers.watch_ingest import WatchIngest, watch_committer
 
 HEAD = (
     b"Message-ID: <hostile.{n}@test.example>\r\n"
@@ -98,7 +97,8 @@ def test_hostile_messages_are_recorded_malformed_and_the_next_one_is_ingested(
 
 
 def _page(mail: MailApp, account_id: str) -> Page:
-    account = load(mail.app.ctx.store, MailAccount, UUID(account_id))
+    account = mail.syncer.syncable(account_id)
+    assert account is not None
     with mail.syncer.open_session(account) as session:
         return mail.syncer.fetch_page(session, account, None)
 
@@ -129,7 +129,7 @@ def test_one_bad_page_in_a_group_commit_fails_alone(
     )
     first = dataclasses.replace(pages[0], messages=[(odd, parsed), *pages[0].messages[1:]])
 
-    outcomes = mail.syncer.commit_group([first, bad, pages[2]])
+    outcomes = mail.syncer.store_pages([first, bad, pages[2]])
 
     assert [o.account_id for o in outcomes] == ids
     assert [(o.ingested, o.error_kind) for o in outcomes] == [
@@ -166,27 +166,18 @@ def test_the_watch_path_records_poison_malformed_beside_other_accounts_pages(
     for n, box in enumerate(boxes[1:], start=1):
         dovecot.deliver(box, [raw_mail(10 * n + i, subject=f"box {n} mail {i}") for i in range(2)])
     ids = [connect(app, admin, dovecot, box) for box in boxes]
-    done: dict[str, SyncOutcome] = {}
-    all_done = threading.Event()
-
-    def record(outcome: SyncOutcome) -> None:
-        done[outcome.account_id] = outcome
-        if len(done) == len(ids):
-            all_done.set()
-
-    committer: GroupCommitter[Page, SyncOutcome] = GroupCommitter(
-        mail.syncer.commit_group, lambda page, _: SyncOutcome(str(page.account.id))
-    )
+    told: list[News] = []
+    ingest = WatchIngest(mail.syncer, watch_committer(mail.syncer), WorkerMetrics(), told.append)
     sessions = []
+    answers: list[Future[SyncOutcome]] = []
     try:
         for account_id in ids:
-            account = load(app.ctx.store, MailAccount, UUID(account_id))
-            session = mail.syncer.open_session(account)
+            session = ingest.open_session(account_id)
             sessions.append(session)
-            mail.syncer.sync_page(account, session, None, committer, record)
-        assert all_done.wait(60)
+            answers.append(ingest.sync(account_id, session))
+        done = {a.result(60).account_id: a.result() for a in answers}
     finally:
-        committer.close()
+        ingest.close()
         for session in sessions:
             session.close()
 

@@ -25,17 +25,19 @@ from typing import Any
 import pytest
 
 from application import User
+from application.mail.account_sync import AccountSync
 from application.mail.budget import ProviderBudgets, utc_day
-from application.mail.ports import Credentials, ImapEndpoint, MailboxSession, MailboxThrottled
-from infrastructure.blobs.filesystem import FilesystemBlobStore
-from infrastructure.bootstrap import (
-    imap_settings,
-    open_database,
-    provider_table,
-    sync_settings,
+from application.mail.ports import (
+    Credentials,
+    ImapEndpoint,
+    MailboxSession,
+    MailboxThrottled,
+    OpenOptions,
 )
+from infrastructure.blobs.filesystem import FilesystemBlobStore
+from infrastructure.bootstrap import imap_settings, open_database, provider_table
+from infrastructure.bootstrap_workers import account_sync
 from infrastructure.imap import ImapMailProvider
-from infrastructure.mime.parser import EmailMimeParser
 from infrastructure.net_policy import DestinationCheckedProvider, ResolvingDestinationPolicy
 from infrastructure.runtime.settings import Settings
 from infrastructure.sql.database import DatabaseUrl
@@ -46,7 +48,6 @@ from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.results import ok
 from workers.caps import CappedProvider, ConnectionCaps
 from workers.once import poll_once
-from workers.sync import AccountSyncer
 
 INGESTED = "tidings.mail.MessageIngested"
 BODY_FETCHED = "tidings.mail.MessageBodyFetched"
@@ -66,7 +67,7 @@ class Clock:
         return self.now
 
 
-def clocked_syncer(mail: MailApp, database_url: str, clock: Clock) -> tuple[AccountSyncer, Any]:
+def clocked_syncer(mail: MailApp, database_url: str, clock: Clock) -> tuple[AccountSync, Any]:
     """The poll's unit of work as ``bootstrap`` wires it, with the budget's clock given."""
     app, settings = mail.app, mail.settings
     db = open_database(DatabaseUrl.parse(database_url))
@@ -77,7 +78,7 @@ def clocked_syncer(mail: MailApp, database_url: str, clock: Clock) -> tuple[Acco
     destinations = ResolvingDestinationPolicy(allow_private=True)  # the test server: loopback
     provider = DestinationCheckedProvider(imap, destinations)
     ctx = replace(app.ctx, mail_ports=replace(app.ctx.mail, provider=provider))
-    return AccountSyncer(ctx, EmailMimeParser(app.ctx.mail.blobs), sync_settings(settings)), db
+    return account_sync(ctx, settings), db
 
 
 def test_a_backfill_past_eighty_percent_records_metadata_first_and_bodies_the_next_utc_day(
@@ -198,7 +199,7 @@ def test_more_accounts_than_the_host_cap_never_hold_more_sockets_than_the_cap(
         endpoint = ImapEndpoint(dovecot.host, dovecot.port, "none", box.name)
         try:
             session = provider.open(
-                endpoint, Credentials("password", box.password), account_id=box.name
+                endpoint, Credentials("password", box.password), OpenOptions(box.name)
             )
         except MailboxThrottled as error:
             with lock:

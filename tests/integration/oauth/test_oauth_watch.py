@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from application import User
-from infrastructure.bootstrap import build_supervisor
+from infrastructure.bootstrap_workers import build_supervisor
 from tests.integration.mail.helpers import accounts, messages, raw_mail
 from tests.integration.oauth.conftest import ConnectOAuth, MakeMailApp
 from tests.support.dovecot import DovecotServer, DovecotUser

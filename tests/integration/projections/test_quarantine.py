@@ -20,6 +20,7 @@ from application.app import App
 from domain.custom_field_values import CustomFieldValueSet, entity_stream_id
 from domain.field_definition import definition_id
 from infrastructure import bootstrap as wiring
+from infrastructure.bootstrap_workers import build_supervisor
 from infrastructure.eventstore import codec as codec_module
 from infrastructure.runtime.settings import Settings
 from projections.runner import ProjectionRunner
@@ -206,6 +207,6 @@ def test_the_worker_exports_the_quarantine_metric(
     poison_value(app, admin.tenant_id, "h1", "1e999")
     app.projections.catch_up()
     settings = Settings(database_url=database_url, blob_dir=tmp_path / "blobs")
-    supervisor = wiring.build_supervisor(app, settings, "w-metrics")
+    supervisor = build_supervisor(app, settings, "w-metrics")
     text = generate_latest(supervisor.metrics.registry).decode()
     assert 'tidings_projection_quarantined{projection="custom_fields"} 1.0' in text

@@ -9,6 +9,7 @@ database, no mail server): what is under test is the fleet's coordination."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 import redis
@@ -17,7 +18,8 @@ from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
 from tests.unit.workers import fakes
 from workers import supervisor
-from workers.directory import AccountDirectory, AccountInfo
+from workers.account_info import AccountInfo
+from workers.directory import AccountDirectory
 from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox, SignalReceived
 from workers.parking import ParkedSessions
@@ -26,6 +28,7 @@ from workers.supervisor import Supervisor, SupervisorSettings
 from workers.watch_owner import WatchOwner
 
 TTL = 10.0
+UNREAD: Any = object()  # the directory reads only through the (fake) reader
 TICK = 0.2
 ACCOUNTS = [f"acct-{i:02d}" for i in range(40)]
 
@@ -41,7 +44,7 @@ def worker(client: redis.Redis, prefix: str, worker_id: str) -> tuple[Supervisor
         inbox=Inbox(),
         registry=RedisFleet(client, worker_id, TTL, prefix=prefix + "worker:"),
         owner=WatchOwner(lease, watches, parking, WorkerMetrics(), ttl=TTL),
-        directory=AccountDirectory(object()),  # type: ignore[arg-type]
+        directory=AccountDirectory(UNREAD, UNREAD),
         reader=fakes.Reader(),
         ingest=fakes.Ingest(),
         poller=fakes.Polls(),

@@ -18,7 +18,7 @@ import pytest
 from application import User
 from application.app import App
 from application.mail.state import ErrorKind
-from infrastructure.bootstrap import build_syncer
+from infrastructure.bootstrap_workers import build_syncer
 from infrastructure.runtime.settings import Settings
 from tests.integration.security.login_recorder import LoginRecorder
 from tests.support.results import failed, ok

@@ -12,7 +12,7 @@ from application import User
 from application.app import App
 from application.webhooks.delivery_ports import DeliveryQueue
 from domain.webhook import RetryPolicy
-from infrastructure.bootstrap import webhook_dispatcher
+from infrastructure.bootstrap_workers import webhook_dispatcher
 from tests.support.results import ok
 from workers.policies.webhook_lanes import LaneSettings
 from workers.webhooks.dispatcher import Dispatcher, DispatchSettings
@@ -20,7 +20,7 @@ from workers.webhooks.dispatcher import Dispatcher, DispatchSettings
 FAST = DispatchSettings(
     timeout=1.0,
     retry=RetryPolicy(first=0.05, longest=0.2, budget=1.0),
-    lanes=LaneSettings(fast_pool=8, slow_pool=4, per_endpoint=2, slow_after=0.5),
+    lanes=LaneSettings(fast_pool=8, slow_pool=4, per_host=2, slow_after=0.5),
     interval=0.02,
 )
 

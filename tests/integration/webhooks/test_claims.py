@@ -2,8 +2,11 @@
 claimers (each with its own connections, as processes have) never lease one delivery
 twice nor an order's next delivery before its head is finished; the head of an order
 follows redelivery; a table from before the head flag gains it with the right heads;
-and in the loop, a hung attempt never holds the outcomes of the batch it was claimed
-with, and a stopping loop records the attempts still in flight."""
+a claim leaves out the endpoints (tenant and destination) and tenants its lanes exclude
+and what its quota refuses, and takes turns by endpoint; the destination follows the
+URL, and a webhooks table from before it gains it; and in the loop, a hung attempt
+never holds the outcomes of the batch it was claimed with, and a stopping loop records
+the attempts still in flight."""
 
 from __future__ import annotations
 
@@ -15,12 +18,12 @@ from typing import Any
 
 from application import User
 from application.app import App
-from application.webhooks.delivery_ports import Claimed, Finished, Lane, NewDelivery
+from application.webhooks.delivery_ports import Claimed, Endpoint, Finished, Lane, NewDelivery
 from domain.webhook import DEAD, DELIVERED, PENDING
-from infrastructure.bootstrap import webhook_dispatcher
+from infrastructure.bootstrap_workers import webhook_dispatcher
 from infrastructure.webhooks.deliveries import SqlDeliveryQueue
 from infrastructure.webhooks.store import SqlWebhookStore as Store
-from infrastructure.webhooks.tables import DELIVERIES
+from infrastructure.webhooks.tables import DELIVERIES, WEBHOOK_COLUMNS, WEBHOOKS
 from tests.integration.webhooks.helpers import (
     FAST,
     create_webhook,
@@ -29,9 +32,12 @@ from tests.integration.webhooks.helpers import (
     delivering,
     eventually,
 )
+from tests.support.results import ok
 from tests.support.webhook_receiver import Answer, Receiver
+from workers.policies.webhook_lanes import LanePolicy, LaneSettings
 
 LEASE = 60.0
+SILENT = "http://127.0.0.1:9"  # the discard port: never called here
 
 _OLD_COLUMNS = (
     "delivery_id, webhook_id, tenant_id, sequence, item_id, item_type, order_key, state,"
@@ -57,9 +63,9 @@ def _store(app: App) -> Store:
 
 
 def _webhook_with(app: App, admin: User, orders: dict[str, int]) -> str:
-    """A webhook (its receiver is never called here) with ``orders[key]`` deliveries
-    per order key, sequences interleaved across the keys."""
-    webhook_id = str(create_webhook(app, admin, "http://127.0.0.1:9/hook")["webhookId"])
+    """A webhook at ``SILENT`` (its receiver is never called here) with ``orders[key]``
+    deliveries per order key, sequences interleaved across the keys."""
+    webhook_id = str(create_webhook(app, admin, f"{SILENT}/hook")["webhookId"])
     new, sequence = [], 0
     for n in range(max(orders.values())):
         for key, count in orders.items():
@@ -120,7 +126,7 @@ def test_concurrent_claimers_lease_each_delivery_once_and_only_heads_in_order(
         queue = SqlDeliveryQueue(store.db)
         start.wait()
         while idle < 20:
-            (batch,) = queue.claim(holder, time.time(), LEASE, [Lane(3)], per_webhook=1)
+            (batch,) = queue.claim(holder, time.time(), LEASE, [Lane(1)])
             if not batch:
                 idle += 1
                 time.sleep(0.01)
@@ -196,7 +202,7 @@ def test_a_table_from_before_the_head_flag_gains_it_with_its_heads(
         cur.execute(f"INSERT INTO {DELIVERIES} SELECT {_OLD_COLUMNS} FROM old_deliveries")
         cur.execute("DROP TABLE old_deliveries")
     store.setup()
-    heads = queue.claim("w1", time.time(), LEASE, [Lane(10)], per_webhook=10)[0]
+    heads = queue.claim("w1", time.time(), LEASE, [Lane(10)])[0]
     assert sorted((c.delivery.order_key, c.delivery.sequence) for c in heads) == [
         ("", 1),
         ("acc-a", 2),
@@ -256,7 +262,7 @@ def test_a_stopping_loop_records_the_attempts_still_in_flight(app: App, admin: U
     assert [(r["state"], r["attempts"]) for r in rows] == [(DELIVERED, 1)]
 
 
-def test_a_lane_with_turns_serves_the_webhook_waiting_longest(
+def test_a_lane_with_turns_serves_the_endpoint_waiting_longest(
     app: App, admin: User, tenant: str
 ) -> None:
     store = _store(app)
@@ -265,10 +271,66 @@ def test_a_lane_with_turns_serves_the_webhook_waiting_longest(
     time.sleep(0.01)
     other = User(id="admin-o", tenant_id=f"{tenant}-o", roles=admin.roles)
     late = _webhook_with(app, other, {"": 1})
-    (oldest_first,) = queue.claim("w1", time.time(), 0.0, [Lane(1, only={early, late})])
+    endpoints = {Endpoint(tenant, SILENT), Endpoint(other.tenant_id, SILENT)}
+    (oldest_first,) = queue.claim("w1", time.time(), 0.0, [Lane(1, only=endpoints)])
     assert [c.delivery.webhook_id for c in oldest_first] == [early]
-    turns = {early: time.time()}  # it just had its turn
+    turns = {Endpoint(tenant, SILENT): time.time()}  # it just had its turn
     (taking_turns,) = queue.claim(
-        "w1", time.time() + 0.01, LEASE, [Lane(1, only={early, late}, turns=turns)]
+        "w1", time.time() + 0.01, LEASE, [Lane(1, only=endpoints, turns=turns)]
     )
     assert [c.delivery.webhook_id for c in taking_turns] == [late]
+
+
+def test_a_claim_leaves_out_excluded_endpoints_and_tenants_and_what_its_quota_refuses(
+    app: App, admin: User, tenant: str
+) -> None:
+    queue = SqlDeliveryQueue(_store(app).db)
+    other = User(id="admin-o", tenant_id=f"{tenant}-o", roles=admin.roles)
+    mine = [_webhook_with(app, admin, {"": 1}) for _ in range(3)]  # one endpoint
+    theirs = _webhook_with(app, other, {"": 1})
+    now = time.time()
+    (none_of_mine,) = queue.claim("w1", now, 0.0, [Lane(9, exclude={Endpoint(tenant, SILENT)})])
+    assert [c.delivery.webhook_id for c in none_of_mine] == [theirs]
+    (none_of_theirs,) = queue.claim(
+        "w1", now + 1, 0.0, [Lane(9, exclude_tenants={other.tenant_id})]
+    )
+    assert sorted(c.delivery.webhook_id for c in none_of_theirs) == sorted(mine)
+    plan = LanePolicy(LaneSettings(per_host=2)).plan()
+    assert plan is not None
+    lanes = [Lane(9), Lane(9, only={Endpoint(tenant, SILENT)})]
+    fast, slow = queue.claim("w1", now + 2, LEASE, lanes, plan.quota)
+    assert len([c for c in fast if c.delivery.tenant_id == tenant]) == 2  # its host's cap
+    assert [c.delivery.webhook_id for c in fast if c.delivery.tenant_id != tenant] == [theirs]
+    assert {c.endpoint for c in fast} == {
+        Endpoint(tenant, SILENT),
+        Endpoint(other.tenant_id, SILENT),
+    }
+    assert slow == []  # the endpoint's cap counts both lanes
+
+
+def test_the_destination_follows_the_url_and_an_old_table_gains_it(
+    make_app: Callable[..., App], admin: User
+) -> None:
+    app = make_app()
+    store = _store(app)
+    queue = SqlDeliveryQueue(store.db)
+    moved = _webhook_with(app, admin, {"": 1})
+    ok(app.write("update-webhook", {"webhookId": moved, "url": "https://Example.COM./x"}, admin))
+    with store.db.transaction() as cur:  # the table as it was: no destination column
+        cur.execute(f"ALTER TABLE {WEBHOOKS} RENAME TO old_webhooks")
+        cur.execute(f"DROP INDEX IF EXISTS {WEBHOOKS}_tenant")
+        cur.execute(
+            f"CREATE TABLE {WEBHOOKS} (webhook_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL,"
+            " url TEXT NOT NULL, events TEXT NOT NULL, description TEXT NOT NULL,"
+            " secret TEXT NOT NULL, created_at TEXT NOT NULL, enabled INTEGER NOT NULL,"
+            " cursor BIGINT NOT NULL)"
+        )
+        cur.execute(f"INSERT INTO {WEBHOOKS} SELECT {WEBHOOK_COLUMNS} FROM old_webhooks")
+        cur.execute("DROP TABLE old_webhooks")
+    store.setup()
+    kept = _webhook_with(app, admin, {"": 1})  # added after: its destination from its URL
+    claimed = queue.claim("w1", time.time(), LEASE, [Lane(9)])[0]
+    assert {c.delivery.webhook_id: c.destination for c in claimed} == {
+        moved: "https://example.com:443",
+        kept: SILENT,
+    }

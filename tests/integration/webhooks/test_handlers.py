@@ -1,8 +1,10 @@
 """The webhook handlers on both backends: access, validation at the boundary, the
-private-host rule, the secret shown once and sealed at rest, tenant isolation."""
+private-host rule, the secret shown once and sealed at rest, tenant isolation, and the
+cap on a tenant's webhooks, which racing creators in several processes never pass."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from application import User
@@ -128,3 +130,46 @@ def test_private_hosts_are_refused_with_the_setting_off(
         "host_not_allowed",
         422,
     )
+
+
+def test_a_tenant_has_at_most_its_cap_of_webhooks(
+    make_app: Callable[..., App], admin: User, tenant: str
+) -> None:
+    app = make_app(webhook_limit_per_tenant=2)
+    payload = {"url": "http://127.0.0.1:9/", "events": ["*"]}
+    first = ok(app.write("create-webhook", payload, admin))
+    ok(app.write("create-webhook", payload, admin))
+    details = failed(app.write("create-webhook", payload, admin), "cap_exceeded", 422)
+    assert details == {"capName": "webhooksPerTenant", "limit": 2, "current": 2}
+    ok(app.write("update-webhook", {"webhookId": first["webhookId"], "enabled": False}, admin))
+    failed(app.write("create-webhook", payload, admin), "cap_exceeded", 422)  # disabled counts
+    other = User(id="admin-o", tenant_id=tenant + "-o", roles=admin.roles)
+    ok(app.write("create-webhook", payload, other))  # each tenant its own cap
+    ok(app.write("delete-webhook", {"webhookId": first["webhookId"]}, admin))
+    ok(app.write("create-webhook", payload, admin))  # a deleted webhook frees its place
+    assert len(ok(app.query("list-webhooks", {}, admin))["webhooks"]) == 2
+    closed = make_app(webhook_limit_per_tenant=0)
+    stranger = User(id="s", tenant_id=tenant + "-s", roles=admin.roles)
+    failed(closed.write("create-webhook", payload, stranger), "cap_exceeded", 422)
+
+
+def test_racing_creators_never_pass_the_cap(make_app: Callable[..., App], admin: User) -> None:
+    apps = [make_app(webhook_limit_per_tenant=3) for _ in range(4)]  # like four processes
+    start = threading.Barrier(len(apps) * 2)
+    outcomes: list[str] = []
+
+    def create(app: App) -> None:
+        start.wait()
+        for _ in range(3):
+            result = app.write(
+                "create-webhook", {"url": "http://127.0.0.1:9/", "events": ["*"]}, admin
+            )
+            outcomes.append("ok" if result.error is None else result.error.code)
+
+    threads = [threading.Thread(target=create, args=(app,)) for app in apps for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(outcomes) == ["cap_exceeded"] * 21 + ["ok"] * 3
+    assert len(ok(apps[0].query("list-webhooks", {}, admin))["webhooks"]) == 3

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from application import User
-from infrastructure.bootstrap import build_supervisor
+from infrastructure.bootstrap_workers import build_supervisor
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import accounts, connect
 from tests.support.dovecot import DovecotServer, DovecotUser

@@ -52,3 +52,17 @@ def test_urls_are_http_or_https_with_a_host() -> None:
     for bad in ("gopher://x/", "http:///x", "http://u@h/", "http://h/\r\nX: y", "h" * 3000):
         with pytest.raises(BadWebhookUrl):
             parse_url(bad)
+
+
+def test_a_destination_is_scheme_host_and_port_whatever_the_path_or_spelling() -> None:
+    same = {
+        parse_url(url).destination
+        for url in (
+            "https://hooks.example.com/a",
+            "https://HOOKS.example.com:443/b?x=1",
+            "https://hooks.example.com./c",
+        )
+    }
+    assert same == {"https://hooks.example.com:443"}
+    assert parse_url("http://hooks.example.com/").destination == "http://hooks.example.com:80"
+    assert parse_url("http://[::1]:8080/x").destination == "http://[::1]:8080"

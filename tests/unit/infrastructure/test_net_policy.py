@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from application.destinations import HostNotAllowed, HostUnresolved
-from application.mail.ports import Credentials, ImapEndpoint
+from application.mail.ports import Credentials, ImapEndpoint, OpenOptions
 from infrastructure.net_policy import (
     DestinationCheckedProvider,
     ResolvingDestinationPolicy,
@@ -94,7 +94,7 @@ class RecordingProvider:
     def __init__(self) -> None:
         self.endpoints: list[ImapEndpoint] = []
 
-    def open(self, endpoint: ImapEndpoint, credentials: Credentials, **_: Any) -> Any:
+    def open(self, endpoint: ImapEndpoint, credentials: Credentials, options: OpenOptions) -> Any:
         self.endpoints.append(endpoint)
         return None
 
@@ -106,12 +106,12 @@ def test_a_connection_goes_to_the_address_that_was_checked() -> None:
         inner, ResolvingDestinationPolicy(allow_private=False, lookup=rebinding)
     )
     endpoint = ImapEndpoint("mail.example", 993, "tls", "someone")
-    provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+    provider.open(endpoint, Credentials("password", "x"), OpenOptions("a1"))
     assert rebinding.lookups == 1
     assert inner.endpoints == [replace(endpoint, addresses=("93.184.216.34",))]
     # The next connection checks again, and the rebound answer is refused.
     with pytest.raises(HostNotAllowed):
-        provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+        provider.open(endpoint, Credentials("password", "x"), OpenOptions("a1"))
     assert len(inner.endpoints) == 1
 
 
@@ -122,7 +122,7 @@ def test_with_private_hosts_allowed_nothing_is_resolved_or_pinned() -> None:
         inner, ResolvingDestinationPolicy(allow_private=True, lookup=rebinding)
     )
     endpoint = ImapEndpoint("mail.example", 993, "tls", "someone")
-    provider.open(endpoint, Credentials("password", "x"), account_id="a1")
+    provider.open(endpoint, Credentials("password", "x"), OpenOptions("a1"))
     assert rebinding.lookups == 0 and inner.endpoints == [endpoint]
 
 

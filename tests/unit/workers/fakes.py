@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from application.mail.sync_outcome import SyncOutcome
 from application.signals import Signal
 from workers.policies.watch_report import WatchStatus
 from workers.policies.watch_stops import StopReason, WhyStopped
-from workers.sync import SyncOutcome
 from workers.watch import State
 
 

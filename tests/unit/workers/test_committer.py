@@ -1,5 +1,6 @@
-"""GroupCommitter: items queued while a batch is written go in together; a crashing
-commit fails its batch but not the thread; close commits what is queued."""
+"""GroupCommitter: items queued while a batch is written go in together, each answered
+by its own future; a crashing commit fails its batch but not the thread; close commits
+what is queued."""
 
 from __future__ import annotations
 
@@ -26,26 +27,16 @@ class SlowCommit:
 
 def test_items_queued_during_a_write_are_committed_as_one_batch() -> None:
     commit = SlowCommit()
-    results: dict[int, str] = {}
-    done = threading.Semaphore(0)
     committer: GroupCommitter[int, str] = GroupCommitter(
         commit, lambda item, error: f"failed {item}"
     )
-
-    def submit(i: int) -> None:
-        def record(result: str) -> None:
-            results[i] = result
-            done.release()
-
-        committer.submit(i, record)
-
-    submit(0)
+    answers = {0: committer.submit(0)}
     assert commit.started.wait(5)  # the first batch is being written: [0]
     for i in range(1, 6):
-        submit(i)
+        answers[i] = committer.submit(i)
+    assert not answers[5].done()
     commit.release.set()
-    for _ in range(6):
-        assert done.acquire(timeout=5)
+    results = {i: answer.result(timeout=5) for i, answer in answers.items()}
     committer.close()
     assert commit.batches == [[0], [1, 2, 3, 4, 5]]
     assert results == {i: f"ok {i}" for i in range(6)}
@@ -54,29 +45,31 @@ def test_items_queued_during_a_write_are_committed_as_one_batch() -> None:
 def test_a_crashing_commit_fails_its_batch_and_the_next_batch_still_commits() -> None:
     commit = SlowCommit()
     commit.release.set()
-    results: list[str] = []
-    got = threading.Semaphore(0)
-
-    def done(result: str) -> None:
-        results.append(result)
-        got.release()
-
     committer = GroupCommitter(commit, lambda item, error: f"failed {item} {error}")
-    committer.submit(13, done)
-    assert got.acquire(timeout=5)
-    committer.submit(1, done)
-    committer.submit(2, done)
+    assert committer.submit(13).result(timeout=5) == "failed 13 bug"
+    later = [committer.submit(1), committer.submit(2)]
     committer.close()  # commits what is queued before it stops
-    assert results == ["failed 13 bug", "ok 1", "ok 2"]
+    assert [answer.result(timeout=0) for answer in later] == ["ok 1", "ok 2"]
+
+
+def test_a_failing_callback_does_not_stop_the_committer() -> None:
+    commit = SlowCommit()
+    committer = GroupCommitter(commit, lambda item, error: "failed")
+    first = committer.submit(1)
+    first.add_done_callback(lambda answer: 1 / 0)  # runs on the committer thread
+    commit.release.set()
+    assert first.result(timeout=5) == "ok 1"
+    assert committer.submit(2).result(timeout=5) == "ok 2"
+    committer.close()
 
 
 def test_batches_are_capped() -> None:
     commit = SlowCommit()
     committer = GroupCommitter(commit, lambda item, error: "failed", max_batch=2)
-    committer.submit(0, lambda r: None)
+    committer.submit(0)
     assert commit.started.wait(5)
     for i in range(1, 6):
-        committer.submit(i, lambda r: None)
+        committer.submit(i)
     commit.release.set()
     committer.close()
     assert commit.batches == [[0], [1, 2], [3, 4], [5]]

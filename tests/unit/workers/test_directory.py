@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workers.directory import AccountDirectory, AccountInfo
+from workers.account_info import AccountInfo
+from workers.directory import AccountDirectory
 
 GRACE = 60.0
 
@@ -23,8 +24,8 @@ def info(account_id: str) -> AccountInfo:
 
 
 def directory(clock: Clock) -> AccountDirectory:
-    app: Any = object()  # apply / learn / forget never read the stores
-    return AccountDirectory(app, grace=GRACE, clock=clock)
+    unread: Any = object()  # apply / learn / forget never read the stores
+    return AccountDirectory(unread, unread, grace=GRACE, clock=clock)
 
 
 def test_a_reconnected_account_survives_a_lagging_refresh() -> None:

@@ -20,7 +20,8 @@ from application.leases import LeaseBackendUnavailable
 from infrastructure.in_process.lease import InProcessLease
 from tests.unit.workers import fakes
 from workers import supervisor
-from workers.directory import AccountDirectory, AccountInfo
+from workers.account_info import AccountInfo
+from workers.directory import AccountDirectory
 from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox, SignalReceived, WatchStopped
 from workers.parking import ParkedSessions
@@ -31,6 +32,7 @@ from workers.supervisor import FLEET_COALESCE, Supervisor, SupervisorSettings
 from workers.watch_owner import WatchOwner
 
 TTL = 30.0
+UNREAD: Any = object()  # the directory reads only through the (fake) reader
 
 
 def owner(
@@ -73,8 +75,7 @@ def info(account_id: str) -> AccountInfo:
 @pytest.fixture
 def world() -> tuple[Supervisor, fakes.Watches, fakes.Report]:
     watches, report = fakes.Watches(), fakes.Report()
-    app: Any = object()  # the directory only reads through the (fake) reader
-    directory = AccountDirectory(app)
+    directory = AccountDirectory(UNREAD, UNREAD)  # it reads only through the fake reader
     sup = Supervisor(
         SupervisorSettings(worker_id="w1", lease_ttl=TTL),
         inbox=Inbox(),
@@ -177,7 +178,7 @@ def survivor(rate: float | None, left: float = LEFT) -> tuple[Supervisor, fakes.
         inbox=Inbox(),
         registry=fakes.Registry("w1", others={"dead": len(DEAD_ACCOUNTS)}),
         owner=owner(watches, lease, login_rate=watches.login_rate),
-        directory=AccountDirectory(object()),  # type: ignore[arg-type]
+        directory=AccountDirectory(UNREAD, UNREAD),
         reader=fakes.Reader(),
         ingest=fakes.Ingest(),
         poller=fakes.Polls(),

@@ -8,14 +8,15 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
 from application.mail.ports import IdleNews
 from application.mail.state import ErrorKind
+from application.mail.sync_outcome import SyncOutcome
 from workers.policies.watch_stops import StopReason
-from workers.sync import SyncOutcome
 from workers.watch import WatchManager
 
 
@@ -67,12 +68,14 @@ class FakeHooks:
             self.sessions[account_id] = session
         return session
 
-    def sync(self, account_id: str, session: Any, done: Callable[[SyncOutcome], None]) -> None:
+    def sync(self, account_id: str, session: Any) -> Future[SyncOutcome]:
         with self._lock:
             self.syncs[account_id] += 1
-        # As the group committer does: the outcome comes back from another thread.
+        # As the group committer does: the answer comes from another thread.
+        answer: Future[SyncOutcome] = Future()
         outcome = SyncOutcome(account_id, error_kind=self.failing)
-        threading.Thread(target=done, args=(outcome,)).start()
+        threading.Thread(target=answer.set_result, args=(outcome,)).start()
+        return answer
 
     def on_stopped(
         self, account_id: str, generation: int, reason: str, error: Any, lived: float

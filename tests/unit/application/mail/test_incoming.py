@@ -22,7 +22,7 @@ from application.mail.incoming import (
     check_cursor,
     in_range,
 )
-from application.mail.ingestion import utc_iso
+from application.mail.message_event import utc_iso
 from application.mail.parsing import Address, in_date_range
 from application.mail.ports import MailboxCursor
 from domain.all_events import EVENT_CLASSES

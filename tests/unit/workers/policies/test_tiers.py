@@ -103,8 +103,10 @@ def test_budget_is_respected_and_the_hot_are_the_most_recently_active(
         return max(times)
 
     # Every warm account that would qualify as hot is no more recent than any hot one.
+    # (The window's edge as the policy reads it: a time later than ``now - window``; the
+    # other form, ``now - time < window``, rounds differently at the edge.)
     qualifying = {
-        a for a, is_mail, at in events if (now - min(at, now)) < (HOUR if is_mail else 30 * MIN)
+        a for a, is_mail, at in events if min(at, now) > now - (HOUR if is_mail else 30 * MIN)
     }
     assert hot <= qualifying
     shed = qualifying - hot
@@ -177,3 +179,13 @@ def test_classify_agrees_with_the_plain_rule(
         else:
             policy.on_mail(account_id, at, now=at)
     assert policy.classify(now, budget) == reference_classify(policy, now, budget)
+
+
+def test_the_fleet_budget_is_the_per_worker_budget_for_each_live_worker() -> None:
+    tiers = TierPolicy(TierSettings(hot_budget_per_worker=3))
+    assert [tiers.hot_budget(workers) for workers in (0, 1, 4)] == [3, 3, 12]
+    for account, at in (("a", 100.0), ("b", 200.0), ("c", 300.0), ("d", 400.0)):
+        tiers.on_user_active([account], at)
+    hot = {a for a, tier in tiers.classify(500.0, tiers.hot_budget(1)).items() if tier == "hot"}
+    assert hot == {"b", "c", "d"}  # the most recently active three
+    assert set(tiers.classify(500.0, tiers.hot_budget(2)).values()) == {"hot"}

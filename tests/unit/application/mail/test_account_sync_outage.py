@@ -1,4 +1,4 @@
-"""AccountSyncer during a database outage: the failure is an outcome, never an exception,
+"""AccountSync during a database outage: the failure is an outcome, never an exception,
 so a watch keeps its IDLE session (``store_unavailable`` is in ``KEEP_WATCHING``) and a
 poll counts it as failed instead of crashing."""
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from application.errors import StoreUnavailable
+from application.mail.account_sync import AccountSync, SyncSettings
 from workers.policies.watch_stops import KEEP_WATCHING
-from workers.sync import AccountSyncer, SyncSettings
 
 
 class DownStore:
@@ -33,10 +33,10 @@ def test_an_unreachable_event_store_is_a_store_unavailable_outcome() -> None:
         mail=SimpleNamespace(state=DownState()),
         clock=SimpleNamespace(now=lambda: datetime(2026, 1, 1, tzinfo=UTC)),
     )
-    parser: Any = object()
-    syncer = AccountSyncer(ctx, parser, SyncSettings())
+    unused: Any = object()  # nothing gets as far as parsing or completing
+    syncer = AccountSync(ctx, unused, unused, SyncSettings())
     account_id = str(uuid.uuid4())
-    outcome = syncer.sync(account_id, session=None)
+    outcome = syncer.sync(account_id)
     assert outcome.account_id == account_id
     assert outcome.error_kind == "store_unavailable"
     assert outcome.error_kind in KEEP_WATCHING
