@@ -18,6 +18,7 @@ from application.mail.ports import (
     Credentials,
     FolderDiscovery,
     ImapEndpoint,
+    OpenOptions,
 )
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.imap import ImapAdapterSettings, ImapMailboxSession, ImapMailProvider
@@ -247,5 +248,5 @@ def _open(
     return provider.open(
         ImapEndpoint(host, port, "none", username),
         Credentials("password", password),
-        account_id="acct-folders",
+        OpenOptions("acct-folders"),
     )
