@@ -41,6 +41,7 @@ from types import TracebackType
 from typing import BinaryIO, Literal, Protocol, Self
 
 from application.errors import ApplicationError
+from application.mail.folder_listing import FolderListing
 
 Security = Literal["tls", "starttls", "none"]
 AuthMethod = Literal["password", "xoauth2"]
@@ -304,6 +305,15 @@ class MailboxSession(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+class FolderDiscovery(Protocol):
+    """A logged-in session that lists the account's folders (``ImapMailboxSession``)."""
+
+    def list_folders(self) -> FolderListing:
+        """One LIST (with SPECIAL-USE and LIST-STATUS where offered, checked before the
+        round trip): INBOX and the other folders, bounded in count and shape."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,14 @@ Invariants:
   counted per uid; login and internal processes run as dovenull / dovecot.
   Without root every process and user runs as the current user.
 
+Every user has the special-use folders Sent, Archive, Drafts, Junk and Trash (created
+and subscribed when first listed or opened), so the server offers SPECIAL-USE;
+``special_use=False`` starts one without them (folders are then found by their names).
+``hide_capabilities`` starts a server that does not announce some capabilities
+(``imap_capability``: the 2.3.19 list without them), e.g. CONDSTORE, QRESYNC, NOTIFY and
+SPECIAL-USE, so the client's fallbacks meet a real server; the server still answers what
+it hides if asked, which a client that checks capabilities never does.
+
 Dovecot 2.3 configuration keys are used (Debian 12); 2.4 renamed many of them.
 """
 
@@ -52,29 +60,24 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from types import TracebackType
 from typing import Self
 
 from imapclient import IMAPClient
 
+from infrastructure.devkit.dovecot_config import (
+    DovecotError,
+    capability_setting,
+    default_config_template,
+    special_use_mailboxes,
+)
 from infrastructure.devkit.processes import descendants, free_port, greets, terminate_group
 
 FIRST_USER_UID = 60000
-TEMPLATE_NAME = "dovecot.conf.tmpl"
 _READY_TIMEOUT = 10.0
 _USER_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _IMAP_TITLE = re.compile(r"^\S*dovecot\S*/imap(?: \[|$)")
-
-
-def default_config_template() -> str:
-    """The packaged configuration template (``string.Template``; ``$extra`` takes added lines)."""
-    return resources.files(__package__).joinpath(TEMPLATE_NAME).read_text()
-
-
-class DovecotError(Exception):
-    """The private Dovecot could not be started or driven."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +129,12 @@ class DovecotServer:
         dovecot_bin: str = "dovecot",
         doveadm_bin: str = "doveadm",
         keep_dir: bool = False,
+        hide_capabilities: Iterable[str] = (),
+        special_use: bool = True,
     ) -> None:
         self._template = config_template or default_config_template()
+        self._capability = capability_setting(hide_capabilities)
+        self._mailboxes = special_use_mailboxes() if special_use else ""
         self._extra = extra_config
         self._requested_port = port
         self._dovecot = dovecot_bin
@@ -259,6 +266,8 @@ class DovecotServer:
             internal_user=internal_user,
             internal_group=internal_group,
             first_valid_uid=first_uid,
+            capability=self._capability,
+            mailboxes=self._mailboxes,
             extra=self._extra,
         )
 

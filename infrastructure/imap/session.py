@@ -23,6 +23,7 @@ from datetime import date
 from types import TracebackType
 from typing import Any, Self
 
+from application.mail.folder_listing import FolderListing
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
@@ -35,6 +36,7 @@ from application.mail.ports import (
 )
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import FetchData
+from infrastructure.imap.folders import list_folders
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM
 from infrastructure.imap.idle import IdleChannel
 from infrastructure.imap.paging import Pager
@@ -164,6 +166,11 @@ class ImapMailboxSession:
             self._pass = status
         self._idle.last_uid = None if batch.has_more else batch.new_cursor.last_uid
         return batch
+
+    def list_folders(self) -> FolderListing:
+        """The account's folders by one LIST (``folders``); the selected mailbox stays."""
+        self._idle.done()
+        return list_folders(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
 
     def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
         self._idle.done()

@@ -33,6 +33,9 @@ class ImapAdapterSettings:
     search_span: int = 50_000
     """Incremental UID SEARCH covers at most this many UIDs per command, so a
     response line stays under imaplib's 1 MB line limit."""
+    max_folders: int = 1000
+    """Folders one LIST answer may bring; past it INBOX and the folders with a role are
+    kept first, the rest in the server's order (``FolderListing.dropped`` counts them)."""
     quiet_imaplib: bool = True
     """Switch off imaplib's debug formatting, which imapclient turns on (it
     repr()s every response line and literal even when nothing is logged)."""

@@ -367,6 +367,19 @@ def uid_fetch_lines(client: Any, uids: list[int] | str, items: list[str]) -> lis
     return list(data)
 
 
+def list_lines(client: Any, args: Sequence[bytes]) -> tuple[list[Any], list[Any]]:
+    """``LIST`` with ``args`` as given; imaplib's untagged LIST and STATUS data (LIST-STATUS
+    answers with STATUS responses), read by ``list_response``."""
+    imap = client._imap
+    untagged = imap.untagged_responses
+    untagged.pop("LIST", None)  # earlier commands' leftovers are not this answer
+    untagged.pop("STATUS", None)
+    tag = imap._command("LIST", *args)
+    typ, data = imap._command_complete("LIST", tag)
+    client._checkok("list", typ, data)
+    return list(untagged.pop("LIST", [])), list(untagged.pop("STATUS", []))
+
+
 _ANNOUNCED = re.compile(rb"\{[0-9]+\}\Z")
 
 

@@ -23,12 +23,8 @@ from types import TracebackType
 from typing import Any
 
 from infrastructure.devkit import dovecot as _dovecot
-from infrastructure.devkit.dovecot import (
-    DovecotError,
-    DovecotSession,
-    DovecotUser,
-    dovecot_available,
-)
+from infrastructure.devkit.dovecot import DovecotSession, DovecotUser, dovecot_available
+from infrastructure.devkit.dovecot_config import DovecotError
 from tests.support.later import later
 
 TEST_CONFIG = "auth_verbose = yes\n"

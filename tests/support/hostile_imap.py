@@ -2,10 +2,11 @@
 
 ``HostileImapServer(script)`` listens on 127.0.0.1 (a free port) and speaks just enough
 IMAP for our client — greeting, CAPABILITY, LOGIN, EXAMINE/SELECT, UID SEARCH,
-UID FETCH, NOOP, IDLE, LOGOUT — answering from the ``Script``: its messages
+UID FETCH, LIST, NOOP, IDLE, LOGOUT — answering from the ``Script``: its messages
 (``HostileMessage``: any RFC822.SIZE or INTERNALDATE text, announced literals larger
-than what follows, garbage FETCH lines) and its connection-wide tricks (a one-byte-a-
-second drip, any UIDVALIDITY, UIDs out of range in SEARCH answers, garbage lines).
+than what follows, garbage FETCH lines), its LIST answer (any lines, literals included)
+and its connection-wide tricks (a one-byte-a-second drip, any UIDVALIDITY, UIDs out of
+range in SEARCH answers, garbage lines).
 
 Every loop is bounded in count and in time: the server accepts at most
 ``max_connections``, each answers at most ``max_commands``, nothing waits on a socket
@@ -71,6 +72,12 @@ class Script:
     garbage_lines: tuple[bytes, ...] = ()
     """Lines sent before the tagged answer of every UID FETCH."""
     capabilities: str = "IMAP4rev1 IDLE"
+    list_lines: list[bytes] = field(default_factory=list)
+    """What LIST answers, each sent as ``* LIST <line>``; a line may hold literals."""
+    status_lines: list[bytes] = field(default_factory=list)
+    """Sent with LIST's answer as ``* STATUS <line>`` (LIST-STATUS)."""
+    refuse_list_return: bool = False
+    """Answer BAD to a LIST with ``RETURN`` (whatever the capabilities said)."""
 
 
 def bad_charset_message(uid: int) -> HostileMessage:
@@ -258,6 +265,14 @@ class _Conversation:
             self.fetch(args)
             for garbage in script.garbage_lines:
                 self.send(garbage + b"\r\n")
+        elif verb == b"LIST":
+            if script.refuse_list_return and b" RETURN " in args.upper():
+                self.send(tag + b" BAD no RETURN here\r\n")
+                return True
+            for line in script.list_lines:
+                self.send(b"* LIST " + line + b"\r\n")
+            for line in script.status_lines:
+                self.send(b"* STATUS " + line + b"\r\n")
         elif verb == b"IDLE":
             self.send(b"+ idling\r\n")
             if self.readline() is None:

@@ -1,0 +1,314 @@
+"""Folder discovery: which LIST to send, and its answer made into ``FolderListing``. Pure
+but for ``list_folders`` (one round trip through the session's ``Connection``).
+
+The command is chosen from the capabilities before the round trip:
+
+- ``LIST "" "*"`` always; ``RETURN (...)`` only where LIST-EXTENDED or LIST-STATUS is
+  offered: ``SPECIAL-USE`` with SPECIAL-USE (RFC 6154), ``STATUS (MESSAGES UIDNEXT
+  UIDVALIDITY [HIGHESTMODSEQ] [MAILBOXID])`` with LIST-STATUS (RFC 5819), HIGHESTMODSEQ
+  with CONDSTORE, MAILBOXID with OBJECTID (RFC 8474). A server that then refuses
+  ``RETURN`` (NO or BAD) gets a plain LIST, in the same operation.
+
+Roles:
+
+- INBOX (any case) is ``inbox``. A special-use attribute (``\\Sent``, ``\\Archive``,
+  ``\\Drafts``, ``\\Junk``, ``\\Trash``, ``\\All``, ``\\Flagged``, ``\\Important``; and
+  ``\\Spam``, which some servers send for ``\\Junk``) gives its role, source ``server``:
+  the server's word always wins over a name.
+- Only where the server offers no SPECIAL-USE, a well-known name gives a role, source
+  ``name``: at the top level or right under INBOX (``INBOX.Sent``), or Gmail's
+  ``[Gmail]/...`` and ``[Google Mail]/...``; never deeper (``Projects/Sent`` is a
+  project's folder). A role no server attribute claimed, and only when exactly one folder's
+  name claims it (two candidates, ``Junk`` and ``Spam``: neither).
+- One folder per role: the first the server listed keeps it; later claims are set aside
+  (``unroled``) and keep their attributes.
+
+Bounds (a server's answer is data): at most ``max_folders`` folders are kept — INBOX and
+the folders with a role first, then in the server's order — and folders are left out,
+counted by reason, for a raw name over ``MAX_NAME_BYTES``, more than ``MAX_DEPTH``
+levels, a name that is not modified UTF-7, control characters in the decoded name, a
+name listed twice, or a response of the wrong shape.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
+
+from application.mail.folder_listing import Folder, FolderListing, FolderRole, FolderStatus
+from infrastructure.imap import list_response as lr
+from infrastructure.imap import wire
+from infrastructure.imap.connection import Connection
+
+MAX_NAME_BYTES = 1024
+MAX_DEPTH = 64
+MAX_ATTRIBUTES = 32
+DEFAULT_MAX_FOLDERS = 1000
+
+_SPECIAL_USE: dict[str, FolderRole] = {
+    "\\sent": "sent",
+    "\\archive": "archive",
+    "\\drafts": "drafts",
+    "\\junk": "junk",
+    "\\spam": "junk",
+    "\\trash": "trash",
+    "\\all": "all",
+    "\\flagged": "flagged",
+    "\\important": "important",
+}
+_KNOWN_ATTRIBUTES = {
+    a.lower(): a
+    for a in (
+        "\\Noselect",
+        "\\NonExistent",
+        "\\Noinferiors",
+        "\\HasChildren",
+        "\\HasNoChildren",
+        "\\Marked",
+        "\\Unmarked",
+        "\\Subscribed",
+        "\\Remote",
+        "\\Sent",
+        "\\Archive",
+        "\\Drafts",
+        "\\Junk",
+        "\\Trash",
+        "\\All",
+        "\\Flagged",
+        "\\Important",
+    )
+}
+_WELL_KNOWN: dict[str, FolderRole] = {
+    "sent": "sent",
+    "sent items": "sent",
+    "sent messages": "sent",
+    "sent mail": "sent",
+    "archive": "archive",
+    "archives": "archive",
+    "drafts": "drafts",
+    "draft": "drafts",
+    "junk": "junk",
+    "spam": "junk",
+    "junk e-mail": "junk",
+    "junk email": "junk",
+    "bulk mail": "junk",
+    "trash": "trash",
+    "deleted items": "trash",
+    "deleted messages": "trash",
+    "deleted": "trash",
+}
+_GMAIL: dict[str, FolderRole] = {
+    "all mail": "all",
+    "sent mail": "sent",
+    "drafts": "drafts",
+    "spam": "junk",
+    "trash": "trash",
+    "bin": "trash",
+    "starred": "flagged",
+    "important": "important",
+}
+_GMAIL_ROOTS = ("[gmail]", "[google mail]")
+
+
+def list_arguments(capabilities: frozenset[str]) -> tuple[bytes, ...]:
+    """The arguments of the LIST command the server's capabilities allow."""
+    args: tuple[bytes, ...] = (b'""', b'"*"')
+    if not capabilities & {"LIST-EXTENDED", "LIST-STATUS"}:
+        return args
+    options: list[str] = []
+    if "SPECIAL-USE" in capabilities:
+        options.append("SPECIAL-USE")
+    if "LIST-STATUS" in capabilities:
+        items = ["MESSAGES", "UIDNEXT", "UIDVALIDITY"]
+        if "CONDSTORE" in capabilities:
+            items.append("HIGHESTMODSEQ")
+        if "OBJECTID" in capabilities:
+            items.append("MAILBOXID")
+        options.append(f"STATUS ({' '.join(items)})")
+    if not options:
+        return args
+    return (*args, b"RETURN", f"({' '.join(options)})".encode())
+
+
+def build_listing(
+    list_data: Sequence[Any],
+    status_data: Sequence[Any],
+    capabilities: frozenset[str],
+    *,
+    max_folders: int = DEFAULT_MAX_FOLDERS,
+) -> FolderListing:
+    """imaplib's untagged LIST and STATUS data made into a bounded ``FolderListing``."""
+    dropped: Counter[str] = Counter()
+    folders: list[Folder] = []
+    for tokens in lr.responses(list_data):
+        entry = lr.list_entry(tokens) if tokens is not None else None
+        if entry is None:
+            dropped["malformed"] += 1
+            continue
+        folder, reason = _folder(entry)
+        if folder is None:
+            dropped[reason] += 1
+            continue
+        folders.append(folder)
+    folders, duplicates = _unique(folders)
+    dropped["duplicate_name"] += duplicates
+    _attach_status(folders, status_data)
+    special_use = "SPECIAL-USE" in capabilities
+    folders, unroled = _assign_roles(folders, guess_names=not special_use)
+    kept = _cap(folders, max_folders)
+    if len(kept) < len(folders):
+        dropped["over_cap"] += len(folders) - len(kept)
+    return FolderListing(
+        folders=tuple(kept),
+        dropped=tuple(sorted((r, n) for r, n in dropped.items() if n)),
+        unroled=unroled,
+        special_use=special_use,
+    )
+
+
+def _folder(entry: lr.ListEntry) -> tuple[Folder | None, str]:
+    if len(entry.name) > MAX_NAME_BYTES:
+        return None, "name_too_long"
+    name = lr.decode_name(entry.name)
+    if name is None:
+        return None, "undecodable"
+    if any(ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F for ch in name):
+        return None, "control_characters"
+    if entry.delimiter and name.count(entry.delimiter) >= MAX_DEPTH:
+        return None, "too_deep"
+    if name.upper() == "INBOX":
+        name = "INBOX"
+    attributes = frozenset(
+        _KNOWN_ATTRIBUTES.get(a.lower(), a) for a in entry.attributes[:MAX_ATTRIBUTES]
+    )
+    return Folder(name=name, delimiter=entry.delimiter, attributes=attributes), ""
+
+
+def _unique(folders: list[Folder]) -> tuple[list[Folder], int]:
+    seen: set[str] = set()
+    out: list[Folder] = []
+    for folder in folders:
+        if folder.name in seen:
+            continue
+        seen.add(folder.name)
+        out.append(folder)
+    return out, len(folders) - len(out)
+
+
+def _attach_status(folders: list[Folder], data: Sequence[Any]) -> None:
+    by_name = {folder.name: i for i, folder in enumerate(folders)}
+    for tokens in lr.responses(data):
+        entry = lr.status_entry(tokens) if tokens is not None else None
+        if entry is None:
+            continue
+        name = lr.decode_name(entry.name)
+        index = by_name.get("INBOX" if name and name.upper() == "INBOX" else name or "")
+        if index is None or folders[index].status is not None:
+            continue
+        items = entry.items
+        status = FolderStatus(
+            messages=lr.status_number(items.get("MESSAGES"), low=0, high=lr.UINT32_MAX),
+            uidnext=lr.status_number(items.get("UIDNEXT"), low=1, high=lr.UINT32_MAX),
+            uidvalidity=lr.status_number(items.get("UIDVALIDITY"), low=1, high=lr.UINT32_MAX),
+            highestmodseq=lr.status_number(items.get("HIGHESTMODSEQ"), low=0, high=lr.MODSEQ_MAX),
+        )
+        mailbox_id = items.get("MAILBOXID")
+        folders[index] = replace(
+            folders[index],
+            status=status,
+            mailbox_id=mailbox_id if isinstance(mailbox_id, str) else None,
+        )
+
+
+def _assign_roles(folders: list[Folder], *, guess_names: bool) -> tuple[list[Folder], int]:
+    held: set[FolderRole] = set()
+    unroled = 0
+    out: list[Folder] = []
+    for folder in folders:
+        role = _server_role(folder)
+        if role is not None and role in held:
+            unroled += 1
+            role = None
+        if role is not None:
+            held.add(role)
+        out.append(replace(folder, role=role, role_source="server") if role else folder)
+    if not guess_names:
+        return out, unroled
+    guesses: dict[FolderRole, list[int]] = {}
+    for i, folder in enumerate(out):
+        if folder.role is None and not _claims_role(folder) and folder.selectable:
+            guess = _name_role(folder)
+            if guess is not None and guess not in held:
+                guesses.setdefault(guess, []).append(i)
+    for role, indexes in guesses.items():
+        if len(indexes) != 1:
+            unroled += len(indexes)
+            continue
+        out[indexes[0]] = replace(out[indexes[0]], role=role, role_source="name")
+    return out, unroled
+
+
+def _claims_role(folder: Folder) -> bool:
+    return any(a.lower() in _SPECIAL_USE for a in folder.attributes)
+
+
+def _server_role(folder: Folder) -> FolderRole | None:
+    if folder.name == "INBOX":
+        return "inbox"
+    for attribute in sorted(folder.attributes):
+        role = _SPECIAL_USE.get(attribute.lower())
+        if role is not None:
+            return role
+    return None
+
+
+def _name_role(folder: Folder) -> FolderRole | None:
+    name = folder.name.lower()
+    delim = folder.delimiter
+    if delim is None:
+        return _WELL_KNOWN.get(name)
+    parts = name.split(delim.lower())
+    if len(parts) == 1:
+        return _WELL_KNOWN.get(parts[0])
+    if len(parts) == 2 and parts[0] == "inbox":
+        return _WELL_KNOWN.get(parts[1])
+    if len(parts) == 2 and parts[0] in _GMAIL_ROOTS:
+        return _GMAIL.get(parts[1])
+    return None
+
+
+def _cap(folders: list[Folder], max_folders: int) -> list[Folder]:
+    if len(folders) <= max_folders:
+        return folders
+    first = [i for i, f in enumerate(folders) if f.role is not None][:max_folders]
+    chosen = set(first)
+    for i in range(len(folders)):
+        if len(chosen) >= max_folders:
+            break
+        chosen.add(i)
+    return [f for i, f in enumerate(folders) if i in chosen]
+
+
+def list_folders(
+    conn: Connection, capabilities: frozenset[str], *, max_folders: int
+) -> FolderListing:
+    """One LIST round trip on a logged-in connection, made into a ``FolderListing``."""
+    list_data, status_data = conn.io(_list, conn.client, list_arguments(capabilities))
+    return build_listing(list_data, status_data, capabilities, max_folders=max_folders)
+
+
+def _list(client: Any, args: tuple[bytes, ...]) -> tuple[list[Any], list[Any]]:
+    """LIST with ``args``; a server that announced the extensions but refuses ``RETURN``
+    (NO or BAD) is asked once more with a plain LIST, in the same operation."""
+    try:
+        return wire.list_lines(client, args)
+    except IMAPClientAbortError:
+        raise
+    except IMAPClientError:
+        if len(args) == 2:
+            raise
+        return wire.list_lines(client, args[:2])
