@@ -85,7 +85,8 @@ class HttpTokenClient:
         self, url: SplitResult, address: IpAddress | None, form: dict[str, str]
     ) -> tuple[int, bytes]:
         target = pinned(url, address)
-        conn = _connection(url, address, time.monotonic() + self._timeout)
+        deadline = time.monotonic() + self._timeout
+        conn = _connection(url, address, deadline)
         expired = threading.Event()
 
         def cut() -> None:
@@ -116,7 +117,9 @@ class HttpTokenClient:
             body = response.read(self._max_bytes + 1)
             status = response.status
         except (OSError, http.client.HTTPException, ValueError) as error:
-            if expired.is_set():
+            # A socket timeout is the deadline too: each read may wait what was left of it
+            # when the connection was made, so it can fire just before the watchdog does.
+            if expired.is_set() or isinstance(error, TimeoutError) or time.monotonic() >= deadline:
                 raise TokenTimeout("the token request passed its deadline") from None
             raise TokenServerError(f"token request failed ({type(error).__name__})") from None
         finally:
