@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from domain.retention import Retention
+
 
 @dataclass(frozen=True)
 class Match:
@@ -35,4 +37,56 @@ class CustomFieldsReadModel(Protocol):
         after: str | None,
     ) -> list[dict[str, Any]]:
         """Up to ``limit`` entities ordered by id, after the id ``after``; cells sealed."""
+        ...
+
+
+@dataclass(frozen=True)
+class RetainedDefinition:
+    """A live definition with a retention, as the sweeper needs it."""
+
+    definition_id: str
+    generation: int
+    field: dict[str, Any]  # the definition's ``field`` (type and options)
+    retention: Retention
+
+
+@dataclass(frozen=True)
+class DueValue:
+    """A live value whose set time is at or before its definition's cutoff."""
+
+    tenant_id: str
+    entity_name: str
+    entity_id: str
+    field_key: str
+    definition_id: str
+    generation: int
+    set_at: int  # microseconds since the epoch
+
+    @property
+    def cursor(self) -> tuple[int, str, str, str, str, str, int]:
+        return (
+            self.set_at,
+            self.tenant_id,
+            self.entity_name,
+            self.entity_id,
+            self.field_key,
+            self.definition_id,
+            self.generation,
+        )
+
+
+class ExpiringValues(Protocol):
+    """The read side of value retention (``projections.value_clock``)."""
+
+    def retained_definitions(self) -> list[RetainedDefinition]: ...
+
+    def due(
+        self,
+        cutoffs: Mapping[str, int],
+        after: tuple[int, str, str, str, str, str, int] | None,
+        limit: int,
+    ) -> list[DueValue]:
+        """Live values of the definitions in ``cutoffs`` (definition id -> cutoff in
+        microseconds) set at or before their cutoff, past ``after`` in cursor order
+        (``DueValue.cursor``), at most ``limit``: one statement."""
         ...
