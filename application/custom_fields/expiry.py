@@ -58,7 +58,10 @@ class ValueSweep:
         for _ in range(ATTEMPTS):
             streams = {v: entity_stream_id(v.tenant_id, v.entity_name, v.entity_id) for v in due}
             loaded = self.ctx.store.load_many(set(streams.values()))
-            entities = {s: replay(EntityCustomFields, s, events) for s, events in loaded.items()}
+            # In the order of ``due`` (oldest set first): the order the expiries are told.
+            entities = {
+                s: replay(EntityCustomFields, s, loaded[s]) for s in dict.fromkeys(streams.values())
+            }
             recorded = 0
             for value in due:
                 definition = definitions[value.definition_id]
