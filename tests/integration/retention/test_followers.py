@@ -6,6 +6,7 @@ and a webhook receiving the expiries in order, signed."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -94,7 +95,7 @@ def test_a_webhook_receives_the_expiries_in_order(
         got = receiver.wait_for(5)
         eventually(lambda: len(deliveries(app, admin, hook["webhookId"], "delivered")) == 5)
     receiver.stop()
-    firsts = {}
+    firsts: dict[str, dict[str, Any]] = {}
     for r in got:
         verify_signature(hook["secret"], r.headers["Tidings-Signature"], r.body)
         firsts.setdefault(r.item["id"], r.item)
