@@ -167,6 +167,8 @@ def _definition(kind: str) -> Callable[[Any], Built]:
                 "displayOrder": e.display_order,
                 "label": e.label,
             }
+            if e.retention is not None:  # {keepFor, action}; absent: kept for ever
+                data["retention"] = e.retention
         return f"custom_field.{kind}", None, data, ()
 
     return build
