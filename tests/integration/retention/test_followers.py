@@ -75,6 +75,11 @@ def test_the_feed_says_expired_in_order_with_the_anonymous_form_opened(
     ]
     assert [i["sequence"] for i in items] == sorted(i["sequence"] for i in items)
     assert items[-2:] == expired
+    defined = [i["data"] for i in items if i["type"] == "custom_field.defined"]
+    assert [d.get("retention") for d in defined] == [
+        {"keepFor": "30d", "action": "anonymize"},
+        {"keepFor": "5w", "action": "delete"},
+    ]
     for item in expired:
         assert set(item["data"]) == {"entityName", "entityId", "fieldKey", "action", "value"}
 
