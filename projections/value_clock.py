@@ -35,7 +35,9 @@ class ValueClockSql:
             " generation INTEGER NOT NULL, set_at BIGINT NOT NULL,"
             " PRIMARY KEY (tenant_id, entity_name, entity_id, field_key, definition_id,"
             " generation))",
-            f"CREATE INDEX {index_name(table, 'due')} ON {table} (definition_id, set_at)",
+            # The sweeper's walk of one definition, in its order: a range scan, no sort.
+            f"CREATE INDEX {index_name(table, 'due')} ON {table} (definition_id, set_at,"
+            " tenant_id, entity_name, entity_id, field_key, generation)",
         ]
         where = (
             "tenant_id = ? AND entity_name = ? AND entity_id = ? AND field_key = ?"

@@ -1,7 +1,8 @@
 """The retention sweeper's read side of custom-field values (``ExpiringValues``): the
-live definitions with a retention, and the values due under them, found with one
-statement per batch over ``value_clock`` joined to the live definitions (the
-``(definition_id, set_at)`` index finds each definition's due values)."""
+live definitions with a retention, and the values due under one of them, found with one
+statement per batch over ``value_clock`` joined to the live definitions. The clock's
+index leads with (definition, set time) and holds the rest of the walk's order, so a
+batch is a range scan from the cursor, whatever the number of values due after it."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from application.custom_fields.ports import DueValue, RetainedDefinition
+from application.custom_fields.ports import DueValue, Position, RetainedDefinition
 from application.ports import SqlDatabase
 from domain.retention import Retention
 from projections.custom_fields import TABLES
 
-_ORDER = (
-    "c.set_at, c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.definition_id, c.generation"
-)
+_ORDER = "c.set_at, c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.generation"
 
 
 class ValueExpiryReader:
@@ -47,34 +46,17 @@ class ValueExpiryReader:
         return found
 
     def due(
-        self,
-        cutoffs: Mapping[str, int],
-        after: tuple[int, str, str, str, str, str, int] | None,
-        limit: int,
+        self, definition_id: str, cutoff: int, after: Position | None, limit: int
     ) -> list[DueValue]:
-        if not cutoffs:
-            return []
-        pg = self.db.dialect == "postgresql"
-        params: list[Any]
-        if pg:
-            given = "unnest(?::text[], ?::bigint[]) AS r(definition_id, cutoff)"
-            params = [list(cutoffs), list(cutoffs.values())]
-        else:
-            given = (
-                "(SELECT json_extract(value, '$[0]') AS definition_id,"
-                " json_extract(value, '$[1]') AS cutoff FROM json_each(?)) AS r"
-            )
-            params = [json.dumps(list(cutoffs.items()))]
         sql = (
-            "SELECT c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.definition_id,"
-            f" c.generation, c.set_at FROM {given}"
-            f" JOIN {self.clock} c ON c.definition_id = r.definition_id"
-            f" JOIN {self.definitions} d ON d.definition_id = c.definition_id"
-            " AND d.generation = c.generation AND d.active = 1"
-            " WHERE c.set_at <= r.cutoff"
+            "SELECT c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.generation,"
+            f" c.set_at FROM {self.clock} c JOIN {self.definitions} d"
+            " ON d.definition_id = c.definition_id AND d.generation = c.generation"
+            " AND d.active = 1 WHERE c.definition_id = ? AND c.set_at <= ?"
         )
+        params: list[Any] = [definition_id, cutoff]
         if after is not None:
-            sql += f" AND ({_ORDER}) > (?, ?, ?, ?, ?, ?, ?)"
+            sql += f" AND ({_ORDER}) > (?, ?, ?, ?, ?, ?)"
             params += list(after)
         sql += f" ORDER BY {_ORDER} LIMIT ?"
         params.append(limit)
@@ -87,9 +69,9 @@ class ValueExpiryReader:
                 entity_name=str(e),
                 entity_id=str(i),
                 field_key=str(k),
-                definition_id=str(d),
+                definition_id=definition_id,
                 generation=int(g),
                 set_at=int(s),
             )
-            for t, e, i, k, d, g, s in rows
+            for t, e, i, k, g, s in rows
         ]

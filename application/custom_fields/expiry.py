@@ -1,12 +1,13 @@
 """The retention sweep of custom-field values (a ``RetentionSweep``).
 
-A batch: the live definitions with a retention (one small read) give each a cutoff
-(``now - keepFor``); one statement over the read model finds the values set at or
-before theirs; one read loads their entities' streams; each entity records a
-``CustomFieldValueExpired`` only if its own stream still holds that value set at or
-before the cutoff (``EntityCustomFields.expire_value``), and all of them go in one
-append. A conflict (a writer or another sweeper on one of those streams) reloads and
-decides again, so each expiry is recorded once.
+A batch: the live definitions with a retention (one small read), walked one after
+the other in id order, each with its cutoff (``now - keepFor``); one statement over the
+read model finds the next values of the current one set at or before it; one read
+loads their entities' streams; each entity records a ``CustomFieldValueExpired`` only
+if its own stream still holds that value set at or before the cutoff
+(``EntityCustomFields.expire_value``), and all of them go in one append. A conflict (a
+writer or another sweeper on one of those streams) reloads and decides again, so each
+expiry is recorded once.
 """
 
 from __future__ import annotations
@@ -35,25 +36,33 @@ class ValueSweep:
         self.values = values
 
     def batch(self, now: datetime, after: Any, limit: int, dry_run: bool) -> SweepBatch:
+        """``after``: (definition id, position in its walk or None); the definitions are
+        walked one after the other, in id order, each from its oldest due value."""
         definitions = {d.definition_id: d for d in self.values.retained_definitions()}
-        cutoffs = {d.definition_id: d.retention.cutoff(now) for d in definitions.values()}
-        if not cutoffs:
+        ids = sorted(definitions)
+        current, position = after if after is not None else (None, None)
+        ids = [i for i in ids if current is None or i >= current]
+        if not ids:
             return SweepBatch()
-        due = self.values.due({k: micros(v) for k, v in cutoffs.items()}, after, limit)
-        batch = SweepBatch(found=len(due), next=due[-1].cursor if len(due) == limit else None)
+        definition = definitions[ids[0]]
+        if ids[0] != current:
+            position = None  # that definition is gone: the next one, from its start
+        cutoff = definition.retention.cutoff(now)
+        due = self.values.due(definition.definition_id, micros(cutoff), position, limit)
+        batch = SweepBatch(found=len(due))
+        if len(due) == limit:
+            batch.next = (definition.definition_id, due[-1].position)
+        elif len(ids) > 1:
+            batch.next = (ids[1], None)
+        action = definition.retention.action
         for value in due:
-            action = definitions[value.definition_id].retention.action
             batch.counts[value.tenant_id, f"{value.entity_name}.{value.field_key}", action] += 1
         if due and not dry_run:
-            batch.recorded = self._record(due, definitions, cutoffs, now)
+            batch.recorded = self._record(due, definition, cutoff, now)
         return batch
 
     def _record(
-        self,
-        due: list[DueValue],
-        definitions: dict[str, RetainedDefinition],
-        cutoffs: dict[str, datetime],
-        now: datetime,
+        self, due: list[DueValue], definition: RetainedDefinition, cutoff: datetime, now: datetime
     ) -> int:
         for _ in range(ATTEMPTS):
             streams = {v: entity_stream_id(v.tenant_id, v.entity_name, v.entity_id) for v in due}
@@ -64,7 +73,6 @@ class ValueSweep:
             }
             recorded = 0
             for value in due:
-                definition = definitions[value.definition_id]
                 entity = entities[streams[value]]
                 recorded += entity.expire_value(
                     tenant_id=value.tenant_id,
@@ -74,7 +82,7 @@ class ValueSweep:
                     definition_id=UUID(value.definition_id),
                     generation=value.generation,
                     action=definition.retention.action,
-                    cutoff=cutoffs[value.definition_id],
+                    cutoff=cutoff,
                     anonymous=self._anonymous(value, definition),
                     now=now,
                 )

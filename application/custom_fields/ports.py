@@ -50,6 +50,11 @@ class RetainedDefinition:
     retention: Retention
 
 
+# Where a due value lies in its definition's walk: (set time, tenant, entity name,
+# entity id, key, generation).
+Position = tuple[int, str, str, str, str, int]
+
+
 @dataclass(frozen=True)
 class DueValue:
     """A live value whose set time is at or before its definition's cutoff."""
@@ -63,14 +68,14 @@ class DueValue:
     set_at: int  # microseconds since the epoch
 
     @property
-    def cursor(self) -> tuple[int, str, str, str, str, str, int]:
+    def position(self) -> Position:
+        """Where the value lies in its definition's walk (set time, then its key)."""
         return (
             self.set_at,
             self.tenant_id,
             self.entity_name,
             self.entity_id,
             self.field_key,
-            self.definition_id,
             self.generation,
         )
 
@@ -81,12 +86,9 @@ class ExpiringValues(Protocol):
     def retained_definitions(self) -> list[RetainedDefinition]: ...
 
     def due(
-        self,
-        cutoffs: Mapping[str, int],
-        after: tuple[int, str, str, str, str, str, int] | None,
-        limit: int,
+        self, definition_id: str, cutoff: int, after: Position | None, limit: int
     ) -> list[DueValue]:
-        """Live values of the definitions in ``cutoffs`` (definition id -> cutoff in
-        microseconds) set at or before their cutoff, past ``after`` in cursor order
-        (``DueValue.cursor``), at most ``limit``: one statement."""
+        """The live values of one definition set at or before ``cutoff`` (microseconds),
+        past ``after`` in ``DueValue.position`` order, at most ``limit``: one statement,
+        an index range scan."""
         ...
