@@ -18,7 +18,6 @@ from datetime import datetime
 
 from application.ports import Dialect, SqlCursor
 from domain.retention import micros
-from projections.base import index_name
 
 # (tenant, entity name, entity id, key, definition id, generation)
 ClockKey = tuple[str, str, str, str, str, int]
@@ -28,43 +27,42 @@ class ValueClockSql:
     def __init__(self, dialect: Dialect, table: str) -> None:
         self.pg = dialect == "postgresql"
         self.table = table
+        # Keyed by definition first: the sweeper walks one definition's live generation
+        # in key order along the primary key (a range scan; the set time is checked on
+        # the way), and a definition's delete removes a key prefix. One B-tree per row
+        # (SQLite: WITHOUT ROWID), so keeping the clock costs a rebuild little.
         self.create = [
             f"CREATE TABLE IF NOT EXISTS {table} ("
+            " definition_id TEXT NOT NULL, generation INTEGER NOT NULL,"
             " tenant_id TEXT NOT NULL, entity_name TEXT NOT NULL, entity_id TEXT NOT NULL,"
-            " field_key TEXT NOT NULL, definition_id TEXT NOT NULL,"
-            " generation INTEGER NOT NULL, set_at BIGINT NOT NULL,"
-            " PRIMARY KEY (tenant_id, entity_name, entity_id, field_key, definition_id,"
-            " generation))",
-            # The sweeper's walk of one definition, in its order: a range scan, no sort.
-            f"CREATE INDEX {index_name(table, 'due')} ON {table} (definition_id, set_at,"
-            " tenant_id, entity_name, entity_id, field_key, generation)",
+            " field_key TEXT NOT NULL, set_at BIGINT NOT NULL,"
+            " PRIMARY KEY (definition_id, generation, tenant_id, entity_name, entity_id,"
+            f" field_key)){'' if self.pg else ' WITHOUT ROWID'}",
         ]
-        where = (
-            "tenant_id = ? AND entity_name = ? AND entity_id = ? AND field_key = ?"
-            " AND definition_id = ? AND generation = ?"
+        conflict = (
+            " ON CONFLICT (definition_id, generation, tenant_id, entity_name, entity_id,"
+            " field_key) DO UPDATE SET set_at = excluded.set_at"
+        )
+        columns = (
+            "(tenant_id, entity_name, entity_id, field_key, definition_id, generation, set_at)"
         )
         if self.pg:
             self.stop = (
                 f"DELETE FROM {table} AS c USING unnest(?::text[], ?::text[], ?::text[],"
                 " ?::text[], ?::text[], ?::int[]) AS u(t, e, i, k, d, g)"
-                " WHERE c.tenant_id = u.t AND c.entity_name = u.e AND c.entity_id = u.i"
-                " AND c.field_key = u.k AND c.definition_id = u.d AND c.generation = u.g"
+                " WHERE c.definition_id = u.d AND c.generation = u.g AND c.tenant_id = u.t"
+                " AND c.entity_name = u.e AND c.entity_id = u.i AND c.field_key = u.k"
             )
             self.start = (
-                f"INSERT INTO {table} (tenant_id, entity_name, entity_id, field_key,"
-                " definition_id, generation, set_at) SELECT * FROM unnest(?::text[], ?::text[],"
-                " ?::text[], ?::text[], ?::text[], ?::int[], ?::bigint[])"
-                " ON CONFLICT (tenant_id, entity_name, entity_id, field_key, definition_id,"
-                " generation) DO UPDATE SET set_at = excluded.set_at"
+                f"INSERT INTO {table} {columns} SELECT * FROM unnest(?::text[], ?::text[],"
+                " ?::text[], ?::text[], ?::text[], ?::int[], ?::bigint[])" + conflict
             )
         else:
-            self.stop = f"DELETE FROM {table} WHERE {where}"
-            self.start = (
-                f"INSERT INTO {table} (tenant_id, entity_name, entity_id, field_key,"
-                " definition_id, generation, set_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (tenant_id, entity_name, entity_id, field_key, definition_id,"
-                " generation) DO UPDATE SET set_at = excluded.set_at"
+            self.stop = (
+                f"DELETE FROM {table} WHERE tenant_id = ? AND entity_name = ?"
+                " AND entity_id = ? AND field_key = ? AND definition_id = ? AND generation = ?"
             )
+            self.start = f"INSERT INTO {table} {columns} VALUES (?, ?, ?, ?, ?, ?, ?)" + conflict
         self.forget_definition = f"DELETE FROM {table} WHERE definition_id = ?"
 
 

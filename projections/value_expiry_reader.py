@@ -1,8 +1,8 @@
 """The retention sweeper's read side of custom-field values (``ExpiringValues``): the
 live definitions with a retention, and the values due under one of them, found with one
-statement per batch over ``value_clock`` joined to the live definitions. The clock's
-index leads with (definition, set time) and holds the rest of the walk's order, so a
-batch is a range scan from the cursor, whatever the number of values due after it."""
+statement per batch over ``value_clock``: the definition's live generation walked in
+the order of the clock's primary key from the cursor (a range scan, the set time checked
+on the way), so a batch costs the same however many values come after it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from application.ports import SqlDatabase
 from domain.retention import Retention
 from projections.custom_fields import TABLES
 
-_ORDER = "c.set_at, c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.generation"
+_ORDER = "c.tenant_id, c.entity_name, c.entity_id, c.field_key"
 
 
 class ValueExpiryReader:
@@ -46,17 +46,19 @@ class ValueExpiryReader:
         return found
 
     def due(
-        self, definition_id: str, cutoff: int, after: Position | None, limit: int
+        self, definition: RetainedDefinition, cutoff: int, after: Position | None, limit: int
     ) -> list[DueValue]:
         sql = (
-            "SELECT c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.generation,"
-            f" c.set_at FROM {self.clock} c JOIN {self.definitions} d"
-            " ON d.definition_id = c.definition_id AND d.generation = c.generation"
-            " AND d.active = 1 WHERE c.definition_id = ? AND c.set_at <= ?"
+            "SELECT c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.set_at"
+            f" FROM {self.clock} c WHERE c.definition_id = ? AND c.generation = ?"
+            " AND c.set_at <= ?"
+            f" AND EXISTS (SELECT 1 FROM {self.definitions} d WHERE d.definition_id = ?"
+            " AND d.generation = ? AND d.active = 1)"
         )
-        params: list[Any] = [definition_id, cutoff]
+        live = (definition.definition_id, definition.generation)
+        params: list[Any] = [*live, cutoff, *live]
         if after is not None:
-            sql += f" AND ({_ORDER}) > (?, ?, ?, ?, ?, ?)"
+            sql += f" AND ({_ORDER}) > (?, ?, ?, ?)"
             params += list(after)
         sql += f" ORDER BY {_ORDER} LIMIT ?"
         params.append(limit)
@@ -69,9 +71,9 @@ class ValueExpiryReader:
                 entity_name=str(e),
                 entity_id=str(i),
                 field_key=str(k),
-                definition_id=definition_id,
-                generation=int(g),
+                definition_id=definition.definition_id,
+                generation=definition.generation,
                 set_at=int(s),
             )
-            for t, e, i, k, g, s in rows
+            for t, e, i, k, s in rows
         ]

@@ -48,7 +48,7 @@ class ValueSweep:
         if ids[0] != current:
             position = None  # that definition is gone: the next one, from its start
         cutoff = definition.retention.cutoff(now)
-        due = self.values.due(definition.definition_id, micros(cutoff), position, limit)
+        due = self.values.due(definition, micros(cutoff), position, limit)
         batch = SweepBatch(found=len(due))
         if len(due) == limit:
             batch.next = (definition.definition_id, due[-1].position)
@@ -67,7 +67,7 @@ class ValueSweep:
         for _ in range(ATTEMPTS):
             streams = {v: entity_stream_id(v.tenant_id, v.entity_name, v.entity_id) for v in due}
             loaded = self.ctx.store.load_many(set(streams.values()))
-            # In the order of ``due`` (oldest set first): the order the expiries are told.
+            # In the order of ``due``: the order the expiries are told.
             entities = {
                 s: replay(EntityCustomFields, s, loaded[s]) for s in dict.fromkeys(streams.values())
             }

@@ -50,9 +50,8 @@ class RetainedDefinition:
     retention: Retention
 
 
-# Where a due value lies in its definition's walk: (set time, tenant, entity name,
-# entity id, key, generation).
-Position = tuple[int, str, str, str, str, int]
+# Where a due value lies in its definition's walk: (tenant, entity name, entity id, key).
+Position = tuple[str, str, str, str]
 
 
 @dataclass(frozen=True)
@@ -69,15 +68,8 @@ class DueValue:
 
     @property
     def position(self) -> Position:
-        """Where the value lies in its definition's walk (set time, then its key)."""
-        return (
-            self.set_at,
-            self.tenant_id,
-            self.entity_name,
-            self.entity_id,
-            self.field_key,
-            self.generation,
-        )
+        """Where the value lies in its definition's walk (its key)."""
+        return (self.tenant_id, self.entity_name, self.entity_id, self.field_key)
 
 
 class ExpiringValues(Protocol):
@@ -86,9 +78,9 @@ class ExpiringValues(Protocol):
     def retained_definitions(self) -> list[RetainedDefinition]: ...
 
     def due(
-        self, definition_id: str, cutoff: int, after: Position | None, limit: int
+        self, definition: RetainedDefinition, cutoff: int, after: Position | None, limit: int
     ) -> list[DueValue]:
-        """The live values of one definition set at or before ``cutoff`` (microseconds),
-        past ``after`` in ``DueValue.position`` order, at most ``limit``: one statement,
-        an index range scan."""
+        """The values of a live definition's generation set at or before ``cutoff``
+        (microseconds), past ``after`` in ``DueValue.position`` order, at most ``limit``:
+        one statement, a range scan of the clock's key."""
         ...
