@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import logging
 import threading
-
-from application.retention.sweeper import RetentionSweeper
+from typing import Protocol
 
 log = logging.getLogger("tidings.retention")
 
 
-def run_retention(sweeper: RetentionSweeper, stop: threading.Event, interval: float) -> None:
+class Sweeper(Protocol):
+    """What the thread runs (``application.retention.sweeper.RetentionSweeper``)."""
+
+    def run(self) -> object: ...
+
+
+def run_retention(sweeper: Sweeper, stop: threading.Event, interval: float) -> None:
     while not stop.wait(interval):
         try:
             sweeper.run()
