@@ -272,3 +272,17 @@ def tables(app: App) -> dict[str, list[tuple[Any, ...]]]:
                 for row in cur.fetchall()
             ]
     return found
+
+
+def test_a_system_field_retention_sweeps_every_tenants_values(
+    app: App, admin: User, operator: User, clock: MovingClock
+) -> None:
+    friend = User(id="f", tenant_id=admin.tenant_id + "-f", roles=frozenset({"TenantAdmin"}))
+    key = "sys" + admin.tenant_id.replace("-", "")
+    define_kept(app, operator, key, "email", keep_for="1m", action="anonymize")
+    for user in (admin, friend):
+        ok(set_value(app, user, "c1", key, "someone@example.com"))
+    clock.move(days=31)
+    assert sweep(app) == 2
+    for user in (admin, friend):
+        assert fields_of(app, user, "c1") == {key: "anonymized@invalid"}
