@@ -9,6 +9,13 @@ tenant's key, bound to the entity and the key, and ``digest`` a keyed digest of 
 value's ``digest_form`` for equality filters. Version 1 events carried the plaintext
 ``value``; the upcaster keeps it readable as ``plain:`` text in both fields (what a
 ``plain:`` cell holds was already in the stored event, so nothing is revealed by it).
+
+Retention: a live value remembers when it was last set; ``expire_value`` records a
+``CustomFieldValueExpired`` for it only if that set is at or before the cutoff it is
+given, so an expiry is recorded once (a second sweeper finds the value gone, or
+anonymized, which never expires again) and a value set again since is kept. ``delete``
+removes the value; ``anonymize`` replaces it by its type's anonymous form, sealed
+(``sealed``/``digest``), or removes it when the type has none.
 """
 
 from __future__ import annotations
@@ -74,6 +81,22 @@ class CustomFieldValueCleared(DomainEvent):
     generation: int
 
 
+@dataclass(frozen=True, kw_only=True)
+class CustomFieldValueExpired(DomainEvent):
+    TOPIC: ClassVar[str] = "tidings.fields.CustomFieldValueExpired"
+
+    tenant_id: str
+    entity_name: str
+    entity_id: str
+    field_key: str
+    definition_id: str
+    generation: int
+    action: str  # "delete" | "anonymize" (domain.retention.Action)
+    set_at: str  # ISO time of the set that expired
+    sealed: str | None  # the anonymous form, sealed; None: the value is removed
+    digest: str | None
+
+
 def entity_stream_id(tenant_id: str, entity_name: str, entity_id: str) -> UUID:
     return stream_id("entity", tenant_id, entity_name, entity_id)
 
@@ -85,6 +108,8 @@ class EntityCustomFields(Aggregate):
         # racing writer's value of a dead generation, stored after the live one, must not
         # hide the live value from a later clear.
         self.values: dict[tuple[str, str, int], Any] = {}
+        # The same key -> when its value was set; None once anonymized (never expires).
+        self.set_at: dict[tuple[str, str, int], datetime | None] = {}
 
     def set_value(
         self,
@@ -138,11 +163,63 @@ class EntityCustomFields(Aggregate):
         )
         return True
 
+    def expire_value(
+        self,
+        *,
+        tenant_id: str,
+        entity_name: str,
+        entity_id: str,
+        field_key: str,
+        definition_id: UUID,
+        generation: int,
+        action: str,
+        cutoff: datetime,
+        anonymous: tuple[str, str] | None,
+        now: datetime,
+    ) -> bool:
+        """Expire a live value set at or before ``cutoff``; answer whether it was one.
+        ``anonymous``: the sealed anonymous form (token, digest) an ``anonymize`` leaves."""
+        set_at = self.set_at.get((field_key, str(definition_id), generation))
+        if set_at is None or set_at > cutoff:
+            return False
+        kept = anonymous if action == "anonymize" else None
+        self._trigger(
+            CustomFieldValueExpired,
+            now,
+            tenant_id=tenant_id,
+            entity_name=entity_name,
+            entity_id=entity_id,
+            field_key=field_key,
+            definition_id=str(definition_id),
+            generation=generation,
+            action=action,
+            set_at=set_at.isoformat(),
+            sealed=None if kept is None else kept[0],
+            digest=None if kept is None else kept[1],
+        )
+        return True
+
     def mutate(self, event: DomainEvent) -> None:
         if isinstance(event, CustomFieldValueSet):
-            self.values[event.field_key, event.definition_id, event.generation] = event.sealed
+            key = (event.field_key, event.definition_id, event.generation)
+            self.values[key] = event.sealed
+            self.set_at[key] = event.timestamp
         elif isinstance(event, CustomFieldValueCleared):
-            self.values.pop((event.field_key, event.definition_id, event.generation), None)
+            key = (event.field_key, event.definition_id, event.generation)
+            self.values.pop(key, None)
+            self.set_at.pop(key, None)
+        elif isinstance(event, CustomFieldValueExpired):
+            key = (event.field_key, event.definition_id, event.generation)
+            if event.sealed is None:
+                self.values.pop(key, None)
+                self.set_at.pop(key, None)
+            else:
+                self.values[key] = event.sealed
+                self.set_at[key] = None
 
 
-EVENTS: tuple[type[DomainEvent], ...] = (CustomFieldValueSet, CustomFieldValueCleared)
+EVENTS: tuple[type[DomainEvent], ...] = (
+    CustomFieldValueSet,
+    CustomFieldValueCleared,
+    CustomFieldValueExpired,
+)

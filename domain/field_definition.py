@@ -20,6 +20,7 @@ from domain.errors import DomainError
 from domain.events import Aggregate, DomainEvent
 from domain.field_types import FieldSpec, check_field_spec
 from domain.identity import stream_id
+from domain.retention import Retention
 
 Scope = Literal["tenant", "system"]
 
@@ -53,6 +54,7 @@ class FieldSettings:
     searchable: bool
     display_order: int
     label: str
+    retention: Retention | None = None
 
     def as_event_fields(self) -> dict[str, Any]:
         return {
@@ -62,6 +64,7 @@ class FieldSettings:
             "searchable": self.searchable,
             "display_order": self.display_order,
             "label": self.label,
+            "retention": None if self.retention is None else self.retention.to_json(),
         }
 
     @staticmethod
@@ -76,13 +79,14 @@ class FieldSettings:
             searchable=event.searchable,
             display_order=event.display_order,
             label=event.label,
+            retention=Retention.from_json(event.retention),
         )
 
 
 @dataclass(frozen=True, kw_only=True)
 class FieldDefinitionDefined(DomainEvent):
     TOPIC: ClassVar[str] = "tidings.fields.FieldDefinitionDefined"
-    CLASS_VERSION: ClassVar[int] = 2
+    CLASS_VERSION: ClassVar[int] = 3
 
     tenant_id: str
     entity_name: str
@@ -95,16 +99,22 @@ class FieldDefinitionDefined(DomainEvent):
     searchable: bool
     display_order: int
     label: str
+    retention: dict[str, Any] | None  # Retention.to_json(); None: kept for ever
 
     @staticmethod
     def upcast_v1(state: dict[str, Any]) -> dict[str, Any]:
         # v1 had neither display order nor label; they default to 0 and the key.
         return {**state, "display_order": 0, "label": state["field_key"]}
 
+    @staticmethod
+    def upcast_v2(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "retention": None}  # v2 had no retention: kept for ever
+
 
 @dataclass(frozen=True, kw_only=True)
 class FieldDefinitionUpdated(DomainEvent):
     TOPIC: ClassVar[str] = "tidings.fields.FieldDefinitionUpdated"
+    CLASS_VERSION: ClassVar[int] = 2
 
     tenant_id: str
     entity_name: str
@@ -116,6 +126,11 @@ class FieldDefinitionUpdated(DomainEvent):
     searchable: bool
     display_order: int
     label: str
+    retention: dict[str, Any] | None
+
+    @staticmethod
+    def upcast_v1(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "retention": None}  # v1 had no retention: kept for ever
 
 
 @dataclass(frozen=True, kw_only=True)

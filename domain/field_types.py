@@ -302,3 +302,27 @@ _VALIDATORS: dict[str, Callable[[FieldSpec, Any, int], Any]] = {
 def validate_value(spec: FieldSpec, value: Any, *, max_text_bytes: int = MAX_TEXT_BYTES) -> Any:
     """Return the canonical form of ``value`` for ``spec``, or raise ``Invalid``."""
     return _VALIDATORS[spec.type](spec, value, max_text_bytes)
+
+
+# --- anonymous forms ---------------------------------------------------------------
+
+ANONYMIZED_TEXT = "[anonymized]"
+ANONYMIZED_EMAIL = "anonymized@invalid"
+ANONYMIZED_URL = "https://anonymized.invalid/"
+
+
+def anonymous_value(spec: FieldSpec) -> Any | None:
+    """What an anonymized value of ``spec`` becomes; None: the value is cleared.
+
+    Text, email and url keep a marker that says a value was there (text only when the
+    marker fits ``maxLength``); numbers, dates, booleans, choices and money are cleared,
+    since any value of theirs would read as a real one."""
+    if spec.type == "text":
+        max_length = spec.options.get("maxLength")
+        fits = max_length is None or len(ANONYMIZED_TEXT) <= max_length
+        return ANONYMIZED_TEXT if fits else None
+    if spec.type == "email":
+        return ANONYMIZED_EMAIL
+    if spec.type == "url":
+        return ANONYMIZED_URL
+    return None

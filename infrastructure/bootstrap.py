@@ -9,12 +9,14 @@ from typing import Any
 from application import worker_defaults as defaults
 from application.app import App
 from application.context import Context, MailPorts, Policy
+from application.custom_fields.expiry import ValueSweep
 from application.leases import LeaseBackend
 from application.mail.activity import UserActivity
 from application.mail.budget import ProviderBudgets
 from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
+from application.retention.sweeper import RetentionSweeper
 from application.signals import SignalBus
 from domain.all_events import EVENT_CLASSES
 from infrastructure.blobs.filesystem import FilesystemBlobStore
@@ -55,8 +57,10 @@ from projections.feed_reader import FeedReader
 from projections.mail import MailProjection
 from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
+from projections.value_expiry_reader import ValueExpiryReader
 
 OAUTH_LOCK_PREFIX = "tidings:oauth-refresh:"
+RETENTION_LOCK_PREFIX = "tidings:retention:"
 
 
 def open_database(url: DatabaseUrl) -> SqliteDatabase | PostgresDatabase:
@@ -317,3 +321,28 @@ def event_store(app: App) -> RecorderEventStore:
     if not isinstance(app.ctx.store, RecorderEventStore):
         raise TypeError("this App was not built by bootstrap()")
     return app.ctx.store
+
+
+def retention_sweeper(
+    app: App, settings: Settings, *, holder: str = "", lease: LeaseBackend | None = None
+) -> RetentionSweeper:
+    """The retention sweeper over the app's store and read models: one at a time under
+    a Redis lease across the fleet, else an in-process one (``lease``: the tests')."""
+    reader = app.ctx.custom_fields
+    if not isinstance(reader, CustomFieldsReader):
+        raise TypeError("this App was not built by bootstrap()")
+    if lease is None:
+        # Renewed after every batch: a ttl that outlives a slow batch several times.
+        ttl = 300.0
+        if settings.redis_url:
+            lease = RedisLease.from_url(
+                settings.redis_url, ttl, prefix=RETENTION_LOCK_PREFIX, holder=holder
+            )
+        else:
+            lease = InProcessLease(ttl, holder=holder)
+    return RetentionSweeper(
+        [ValueSweep(app.ctx, ValueExpiryReader(reader.db))],
+        app.ctx.clock,
+        lease,
+        batch_size=settings.retention_batch_size,
+    )

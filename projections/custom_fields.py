@@ -9,9 +9,14 @@ Tables (names via ``tables`` so a rebuild can build them under shadow names):
   digest}`` as the event carries them: the read model holds no plaintext, and equality
   filters compare digests (``application.custom_fields.sealing``).
 
-A value event lands only if its definition is active at the value's generation — a
-check inside the same statement as the write. A delete removes the key from every
-affected row with one set-based UPDATE (jsonb ``-`` / ``json_remove``).
+- ``value_clock``: when each live value was last set, for the retention sweeper
+  (``projections.value_clock``); a definition's ``retention`` is in its row
+  (``keep_for``, ``retention_action``; NULL: kept for ever).
+
+A value event (set, clear, expiry) lands only if its definition is active at the
+value's generation — a check inside the same statement as the write. A delete removes
+the key from every affected row with one set-based UPDATE (jsonb ``-`` /
+``json_remove``).
 
 This module writes them; ``projections.custom_fields_reader`` reads them.
 """
@@ -25,7 +30,11 @@ from typing import Any
 
 from application.ports import Dialect, Recorded, SqlCursor
 from application.users import SYSTEM_TENANT_ID
-from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
+from domain.custom_field_values import (
+    CustomFieldValueCleared,
+    CustomFieldValueExpired,
+    CustomFieldValueSet,
+)
 from domain.field_definition import (
     FieldDefinitionDefined,
     FieldDefinitionDeleted,
@@ -33,10 +42,15 @@ from domain.field_definition import (
     definition_id,
 )
 from projections.base import index_name, shadow_tables
+from projections.value_clock import ClockRun, ValueClockSql
 from projections.value_runs import ValueOp, ValueRunSql, write_run
 from projections.value_runs import path as _path
 
-TABLES = {"definitions": "cf_definitions", "entity_values": "cf_entity_values"}
+TABLES = {
+    "definitions": "cf_definitions",
+    "entity_values": "cf_entity_values",
+    "value_clock": "cf_value_clock",
+}
 
 
 def compact_json(value: Any) -> str:
@@ -63,14 +77,21 @@ def _body(event: FieldDefinitionDefined | FieldDefinitionUpdated, scope: str) ->
             "searchable": event.searchable,
             "displayOrder": event.display_order,
             "label": event.label,
+            **({} if event.retention is None else {"retention": event.retention}),
         }
     )
+
+
+def _retention(event: FieldDefinitionDefined | FieldDefinitionUpdated) -> tuple[Any, Any]:
+    """The (keep_for, retention_action) columns of a definition event."""
+    retention = event.retention
+    return (None, None) if retention is None else (retention["keepFor"], retention["action"])
 
 
 class _Sql:
     """The few statements whose spelling differs between the two dialects."""
 
-    def __init__(self, dialect: Dialect, definitions: str, values: str) -> None:
+    def __init__(self, dialect: Dialect, definitions: str, values: str, clock: str) -> None:
         pg = dialect == "postgresql"
         json_type = "JSONB" if pg else "TEXT"
         self.create = [
@@ -79,6 +100,7 @@ class _Sql:
             " definition_id TEXT NOT NULL, generation INTEGER NOT NULL,"
             " active INTEGER NOT NULL, searchable INTEGER NOT NULL,"
             " display_order INTEGER NOT NULL, body TEXT NOT NULL,"
+            " keep_for TEXT, retention_action TEXT,"
             " PRIMARY KEY (tenant_id, entity_name, field_key))",
             f"CREATE INDEX {index_name(definitions, 'id')} ON {definitions} (definition_id)",
             f"CREATE TABLE IF NOT EXISTS {values} ("
@@ -86,8 +108,10 @@ class _Sql:
             f" fields {json_type} NOT NULL,"
             " PRIMARY KEY (tenant_id, entity_name, entity_id))",
         ]
-        # Values are written in runs (``projections.value_runs``).
+        # Values are written in runs (``projections.value_runs``), with their set times.
         self.run = ValueRunSql(dialect, definitions, values)
+        self.clock = ValueClockSql(dialect, clock)
+        self.create += self.clock.create
         if pg:
             self.cascade = (
                 f"UPDATE {values} SET fields = fields - ?::text"
@@ -110,14 +134,40 @@ class _ValueWrites:
         self.cur = cur
         self.sql = sql
         self.ops: list[ValueOp] = []
+        self.clock = ClockRun()
 
     def flush(self) -> None:
         if self.ops:
             write_run(self.cur, self.sql.run, self.ops)
             self.ops = []
+        self.clock.flush(self.cur, self.sql.clock)
+
+    def add(
+        self, event: CustomFieldValueSet | CustomFieldValueCleared | CustomFieldValueExpired
+    ) -> None:
+        """A value event: its op on the values table and on the clock."""
+        cell = None
+        if isinstance(event, CustomFieldValueSet):
+            cell = _cell(event.sealed, event.digest)
+        elif isinstance(event, CustomFieldValueExpired) and event.sealed is not None:
+            cell = _cell(event.sealed, event.digest or "")
+        key = (
+            event.tenant_id,
+            event.entity_name,
+            event.entity_id,
+            event.field_key,
+            event.definition_id,
+            event.generation,
+        )
+        self.ops.append((*key[:4], cell, event.definition_id, event.generation))
+        if isinstance(event, CustomFieldValueSet):
+            self.clock.set(key, event.timestamp)
+        else:  # cleared, expired or anonymized: never swept again
+            self.clock.stop(key)
 
 
-VALUE_TOPICS = frozenset({CustomFieldValueSet.TOPIC, CustomFieldValueCleared.TOPIC})
+VALUE_EVENTS = (CustomFieldValueSet, CustomFieldValueCleared, CustomFieldValueExpired)
+VALUE_TOPICS = frozenset(cls.TOPIC for cls in VALUE_EVENTS)
 TOPICS = VALUE_TOPICS | {
     FieldDefinitionDefined.TOPIC,
     FieldDefinitionUpdated.TOPIC,
@@ -139,8 +189,9 @@ class CustomFieldsProjection:
 
     def sql(self, dialect: Dialect) -> _Sql:
         if dialect not in self._sql:
+            tables = self.tables
             self._sql[dialect] = _Sql(
-                dialect, self.tables["definitions"], self.tables["entity_values"]
+                dialect, tables["definitions"], tables["entity_values"], tables["value_clock"]
             )
         return self._sql[dialect]
 
@@ -154,41 +205,21 @@ class CustomFieldsProjection:
         writes = _ValueWrites(cur, sql)
         for recorded in batch:
             event = recorded.event
-            if not isinstance(event, CustomFieldValueSet | CustomFieldValueCleared):
-                writes.flush()  # a definition event comes after every earlier value
-            if isinstance(event, CustomFieldValueSet):
-                writes.ops.append(
-                    (
-                        event.tenant_id,
-                        event.entity_name,
-                        event.entity_id,
-                        event.field_key,
-                        _cell(event.sealed, event.digest),
-                        event.definition_id,
-                        event.generation,
-                    )
-                )
-            elif isinstance(event, CustomFieldValueCleared):
-                writes.ops.append(
-                    (
-                        event.tenant_id,
-                        event.entity_name,
-                        event.entity_id,
-                        event.field_key,
-                        None,
-                        event.definition_id,
-                        event.generation,
-                    )
-                )
-            elif isinstance(event, FieldDefinitionDefined):
+            if isinstance(event, VALUE_EVENTS):
+                writes.add(event)
+                continue
+            writes.flush()  # a definition event comes after every earlier value
+            if isinstance(event, FieldDefinitionDefined):
                 cur.execute(
                     f"INSERT INTO {definitions} (tenant_id, entity_name, field_key,"
-                    " definition_id, generation, active, searchable, display_order, body)"
-                    " VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?)"
+                    " definition_id, generation, active, searchable, display_order, body,"
+                    " keep_for, retention_action) VALUES (?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (tenant_id, entity_name, field_key) DO UPDATE SET"
                     " generation = excluded.generation, active = 1,"
                     " searchable = excluded.searchable,"
-                    " display_order = excluded.display_order, body = excluded.body",
+                    " display_order = excluded.display_order, body = excluded.body,"
+                    " keep_for = excluded.keep_for,"
+                    " retention_action = excluded.retention_action",
                     (
                         event.tenant_id,
                         event.entity_name,
@@ -198,18 +229,21 @@ class CustomFieldsProjection:
                         int(event.searchable),
                         event.display_order,
                         _body(event, event.scope),
+                        *_retention(event),
                     ),
                 )
             elif isinstance(event, FieldDefinitionUpdated):
                 scope = "system" if event.tenant_id == SYSTEM_TENANT_ID else "tenant"
                 cur.execute(
-                    f"UPDATE {definitions} SET searchable = ?, display_order = ?, body = ?"
+                    f"UPDATE {definitions} SET searchable = ?, display_order = ?, body = ?,"
+                    " keep_for = ?, retention_action = ?"
                     " WHERE tenant_id = ? AND entity_name = ? AND field_key = ?"
                     " AND generation = ?",
                     (
                         int(event.searchable),
                         event.display_order,
                         _body(event, scope),
+                        *_retention(event),
                         event.tenant_id,
                         event.entity_name,
                         event.field_key,
@@ -243,3 +277,9 @@ class CustomFieldsProjection:
             )
             params += [event.entity_name, event.field_key]
         cur.execute(statement, params)
+        # The clock rows of the definition's values go with them (its every generation).
+        owner = event.tenant_id
+        cur.execute(
+            sql.clock.forget_definition,
+            (str(definition_id(owner, event.entity_name, event.field_key)),),
+        )

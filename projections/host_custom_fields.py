@@ -8,7 +8,8 @@ for another tenant is never touched, so one tenant's entity ids cannot reach ano
 rows). The column holds a JSON object key -> plaintext value (``jsonb`` on PostgreSQL,
 JSON text on SQLite) and belongs to the projection: the host reads it, never writes it.
 
-- ``set``/``clear`` land only when the value's definition is active at the value's
+- ``set``/``clear``/``expired`` (an anonymized value is set to its anonymous form, a
+  deleted one cleared) land only when the value's definition is active at the value's
   generation — the same rule as the built-in read model, checked in the statement —
   using a small definitions table the projection owns (``<name>_definitions``).
 - A definition's delete removes the key from every affected host row with one
@@ -33,7 +34,11 @@ from typing import Any
 from application.custom_fields.sealing import open_value
 from application.ports import Dialect, Recorded, SqlCursor
 from application.privacy import PiiCipher
-from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
+from domain.custom_field_values import (
+    CustomFieldValueCleared,
+    CustomFieldValueExpired,
+    CustomFieldValueSet,
+)
 from domain.field_definition import (
     FieldDefinitionDefined,
     FieldDefinitionDeleted,
@@ -54,6 +59,7 @@ class HostCustomFieldsColumn:
         for cls in (
             CustomFieldValueSet,
             CustomFieldValueCleared,
+            CustomFieldValueExpired,
             FieldDefinitionDefined,
             FieldDefinitionDeleted,
         )
@@ -141,6 +147,11 @@ class HostCustomFieldsColumn:
                 self._set(cur, pg, event)
             elif isinstance(event, CustomFieldValueCleared):
                 self._clear(cur, pg, event)
+            elif isinstance(event, CustomFieldValueExpired):
+                if event.sealed is None:
+                    self._clear(cur, pg, event)
+                else:
+                    self._set(cur, pg, event)
             elif isinstance(event, FieldDefinitionDefined):
                 self._define(cur, event)
             elif isinstance(event, FieldDefinitionDeleted):
@@ -154,9 +165,13 @@ class HostCustomFieldsColumn:
             " WHERE d.definition_id = ? AND d.generation = ? AND d.active = 1)"
         )
 
-    def _set(self, cur: SqlCursor, pg: bool, event: CustomFieldValueSet) -> None:
+    def _set(
+        self, cur: SqlCursor, pg: bool, event: CustomFieldValueSet | CustomFieldValueExpired
+    ) -> None:
         if self._cipher is None:
             raise RuntimeError(f"{self._name} was given no cipher (use bootstrap)")
+        if event.sealed is None:
+            raise TypeError("an expiry without a sealed value is a clear")
         value = open_value(
             self._cipher,
             event.sealed,
@@ -178,7 +193,9 @@ class HostCustomFieldsColumn:
             (key, value, event.tenant_id, event.entity_id, event.definition_id, event.generation),
         )
 
-    def _clear(self, cur: SqlCursor, pg: bool, event: CustomFieldValueCleared) -> None:
+    def _clear(
+        self, cur: SqlCursor, pg: bool, event: CustomFieldValueCleared | CustomFieldValueExpired
+    ) -> None:
         col = self.column
         update = f"{col} - ?::text" if pg else f"json_remove({col}, ?)"
         cur.execute(

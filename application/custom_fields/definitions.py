@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, StringConstraints
 from pydantic.alias_generators import to_camel
@@ -23,6 +23,7 @@ from domain.field_definition import (
     definition_id,
 )
 from domain.field_types import Invalid, check_field_spec
+from domain.retention import InvalidRetention, Retention
 
 KEY_PATTERN = r"^[a-zA-Z][a-zA-Z0-9_-]*$"
 Key = Annotated[str, StringConstraints(pattern=KEY_PATTERN, max_length=64)]
@@ -34,12 +35,28 @@ class FieldRef(Payload):
     field_key: Key
 
 
+class RetentionPayload(Payload):
+    keep_for: Annotated[str, StringConstraints(max_length=8)]  # "30d".."10y"
+    action: Literal["delete", "anonymize"]
+
+
 class DefinitionPayload(FieldRef):
     field: dict[str, Any]
     required: bool = False
     searchable: bool = False
     display_order: Annotated[int, Field(ge=-1_000_000, le=1_000_000)] = 0
     label: Annotated[str, StringConstraints(max_length=200)] | None = None
+    retention: RetentionPayload | None = None  # None: values are kept for ever
+
+
+def retention_from(payload: RetentionPayload | None) -> Retention | dict[str, str] | None:
+    """The retention of a payload, or its error (the bounds of ``keepFor``)."""
+    if payload is None:
+        return None
+    try:
+        return Retention(keep_for=payload.keep_for, action=payload.action)
+    except InvalidRetention as invalid:
+        return {"path": "retention.keepFor", "message": str(invalid)}
 
 
 def settings_from(payload: DefinitionPayload) -> FieldSettings | Result:
@@ -67,6 +84,10 @@ def settings_from(payload: DefinitionPayload) -> FieldSettings | Result:
             )
         else:
             write_roles = tuple(sorted(set(roles)))
+    retention = retention_from(payload.retention)
+    if isinstance(retention, dict):
+        errors.append(retention)
+        retention = None
     if not isinstance(field_type, str):
         errors.append({"path": "field.type", "message": "field type is required"})
         return invalid_payload(errors)
@@ -83,6 +104,7 @@ def settings_from(payload: DefinitionPayload) -> FieldSettings | Result:
         searchable=payload.searchable,
         display_order=payload.display_order,
         label=payload.label if payload.label is not None else payload.field_key,
+        retention=retention,
     )
 
 

@@ -13,7 +13,11 @@ from hashlib import sha1
 from typing import Any, NamedTuple
 from uuid import NAMESPACE_URL, uuid5
 
-from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
+from domain.custom_field_values import (
+    CustomFieldValueCleared,
+    CustomFieldValueExpired,
+    CustomFieldValueSet,
+)
 from domain.events import DomainEvent
 from domain.field_definition import (
     FieldDefinitionDefined,
@@ -52,6 +56,7 @@ TYPES = (
     "custom_field.deleted",
     "custom_field_value.set",
     "custom_field_value.cleared",
+    "custom_field_value.expired",
 )
 
 
@@ -162,6 +167,8 @@ def _definition(kind: str) -> Callable[[Any], Built]:
                 "displayOrder": e.display_order,
                 "label": e.label,
             }
+            if e.retention is not None:  # {keepFor, action}; absent: kept for ever
+                data["retention"] = e.retention
         return f"custom_field.{kind}", None, data, ()
 
     return build
@@ -178,6 +185,11 @@ def _value(kind: str) -> Callable[[Any], Built]:
         if isinstance(e, CustomFieldValueSet):
             data["value"] = {"s": e.sealed, "d": e.digest}  # a read-model cell, opened when served
             sealed = ("value",)
+        elif isinstance(e, CustomFieldValueExpired):
+            # What the value became: its anonymous form (sealed), or null (removed).
+            data["action"] = e.action
+            data["value"] = None if e.sealed is None else {"s": e.sealed, "d": e.digest}
+            sealed = () if e.sealed is None else ("value",)
         return f"custom_field_value.{kind}", None, data, sealed
 
     return build
@@ -199,6 +211,7 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     FieldDefinitionDeleted: _definition("deleted"),
     CustomFieldValueSet: _value("set"),
     CustomFieldValueCleared: _value("cleared"),
+    CustomFieldValueExpired: _value("expired"),
 }
 
 

@@ -46,7 +46,9 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
 def served_item(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
     """A read-model row as the tenant is served it (also the webhook body)."""
     data = dict(row["data"])
-    if row["type"] == "custom_field_value.set":
+    if row["type"] == "custom_field_value.set" or (
+        row["type"] == "custom_field_value.expired" and data.get("value") is not None
+    ):
         cells = {data["fieldKey"]: data["value"]}
         opened = opener(ctx, row["tenantId"], data["entityName"])(data["entityId"], cells)
         data["value"] = opened[data["fieldKey"]]

@@ -17,7 +17,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from infrastructure.cli import commands, events, projections, serve, tenants, worker
+from infrastructure.cli import commands, events, projections, retention, serve, tenants, worker
 from infrastructure.cli import mail as mail_cli
 from infrastructure.cli import webhooks as webhooks_cli
 from infrastructure.cli.output import configure_logging, error_line
@@ -84,6 +84,7 @@ def build() -> typer.Typer:
     app.command()(serve.serve)
     app.add_typer(worker.accounts_app)
     app.add_typer(tenants.app)
+    app.add_typer(retention.app)
     app.add_typer(webhooks_cli.app)
     app.add_typer(mail_cli.app)
     return app

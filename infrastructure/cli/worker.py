@@ -22,6 +22,7 @@ from rich.table import Table
 
 from application.app import App
 from application.mail.sync_outcome import SyncOutcome
+from infrastructure.bootstrap import retention_sweeper
 from infrastructure.bootstrap_workers import (
     build_supervisor,
     build_syncer,
@@ -43,6 +44,7 @@ from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
 from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
+from workers.retention import run_retention
 from workers.webhooks.metrics import WebhookMetrics
 
 log = logging.getLogger("tidings.worker")
@@ -115,6 +117,12 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
             threading.Thread(
                 target=dispatcher.run, args=(stop,), name="webhooks", daemon=True
             ).start()
+        threading.Thread(
+            target=run_retention,
+            args=(retention_sweeper(app, settings, holder=name), stop, settings.retention_interval),
+            name="retention",
+            daemon=True,
+        ).start()
         err().print(f"worker {name} running (Ctrl-C to stop)")
         supervisor.run(stop, on_turn=lambda: last_turn.__setitem__(0, time.monotonic()))
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from application import User
@@ -27,6 +28,7 @@ from infrastructure.cli.output import describe_error, event_progress, out
 from infrastructure.cli.projections import TaskProgress, status_table
 from infrastructure.cli.runtime import CliError, load_settings, location, opened_app
 from infrastructure.devkit.demo_mail import MailDemo
+from infrastructure.devkit.demo_retention import expire_by_retention
 from infrastructure.devkit.demo_webhooks import WebhookDemo
 
 ENTITY = "contact"
@@ -123,11 +125,12 @@ class Demo:
 
 
 def _show(value: Any) -> str:
+    """A value as a table cell: text, never markup (``[anonymized]`` is not a style)."""
     if isinstance(value, dict) and set(value) == {"amount", "currency"}:
-        return f"{value['amount']} {value['currency']}"
+        return escape(f"{value['amount']} {value['currency']}")
     if isinstance(value, list):
-        return ", ".join(map(str, value))
-    return json.dumps(value) if isinstance(value, bool) else str(value)
+        return escape(", ".join(map(str, value)))
+    return json.dumps(value) if isinstance(value, bool) else escape(str(value))
 
 
 def contacts_table(demo: Demo, title: str) -> Table:
@@ -300,6 +303,7 @@ STEPS: Sequence[Callable[[Demo], None]] = (
     define_fields,
     set_values,
     show_contacts,
+    expire_by_retention,
     delete_field,
     redefine_field,
     rebuild_and_compare,
@@ -329,6 +333,7 @@ def _with_mail(
         *webhook_steps,
         lambda _: mail.idle_arrival(),
         *delivered_steps,
+        expire_by_retention,
         delete_field,
         redefine_field,
         rebuild_and_compare,

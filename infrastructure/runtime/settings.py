@@ -169,6 +169,10 @@ class Settings(BaseSettings):
     webhook_per_host: Annotated[int, Field(ge=1, le=64)] = 2
     webhook_per_tenant: Annotated[int, Field(ge=1, le=512)] = 8
     webhook_limit_per_tenant: Annotated[int, Field(ge=0, le=10_000)] = 20
+    # Retention: how often a worker runs the sweeper (one at a time across the fleet),
+    # and how many expired items one batch takes (one statement, one append).
+    retention_interval: Annotated[float, Field(ge=1, le=86_400)] = 3600.0
+    retention_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 1000
     webhook_interval: Annotated[float, Field(gt=0, le=60)] = 0.2
     # Deprecated alias of ``webhook_per_host`` (the cap counted per webhook; it counts
     # per tenant's host now): read, warned about, and moved there by

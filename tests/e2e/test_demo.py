@@ -25,6 +25,7 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
         "Define custom fields",
         "Hi, the quarterly report is attached.",
         "q3-résumé.csv",
+        "alice.note = '[anonymized]'",
         "tier (deleted)",
         "generation 2",
         "identical after the rebuild",

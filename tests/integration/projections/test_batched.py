@@ -170,7 +170,11 @@ def _write(app: App, users: dict[str, User], op: tuple[Any, ...], run: str) -> N
 def _models(suffix: str) -> list[Any]:
     return [
         CustomFieldsProjection(
-            {"definitions": f"bt_defs_{suffix}", "entity_values": f"bt_values_{suffix}"},
+            {
+                "definitions": f"bt_defs_{suffix}",
+                "entity_values": f"bt_values_{suffix}",
+                "value_clock": f"bt_clock_{suffix}",
+            },
             name=f"bt_cf_{suffix}",
         ),
         FeedProjection(
@@ -192,6 +196,11 @@ def _contents(db: SqlDatabase, suffix: str) -> dict[str, list[Any]]:
             (*row[:3], row[3] if isinstance(row[3], dict) else json.loads(row[3]))
             for row in cur.fetchall()
         ]
+        cur.execute(
+            f"SELECT * FROM bt_clock_{suffix}"
+            " ORDER BY tenant_id, entity_name, entity_id, field_key, definition_id, generation"
+        )
+        found["clock"] = [tuple(row) for row in cur.fetchall()]
         cur.execute(f"SELECT * FROM bt_items_{suffix} ORDER BY tenant_id, sequence")
         found["items"] = [tuple(row) for row in cur.fetchall()]
         cur.execute(f"SELECT * FROM bt_heads_{suffix} ORDER BY tenant_id")

@@ -255,7 +255,11 @@ def test_rebuild_while_writing_and_querying(make_app: Callable[..., App], admin:
     assert got == expected
 
     # the same as a fresh catch-up into brand-new tables
-    fresh_tables = {"definitions": "fresh_definitions", "entity_values": "fresh_values"}
+    fresh_tables = {
+        "definitions": "fresh_definitions",
+        "entity_values": "fresh_values",
+        "value_clock": "fresh_clock",
+    }
     fresh = ProjectionRunner(
         serving(app).db, serving(app).log, [CustomFieldsProjection(fresh_tables, name="fresh")]
     )

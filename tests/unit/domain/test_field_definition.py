@@ -74,6 +74,7 @@ def test_define_a_new_definition() -> None:
                 "searchable": False,
                 "display_order": 0,
                 "label": "Tier",
+                "retention": None,
             },
         )
     ]

@@ -136,6 +136,7 @@ def test_define_records_the_whole_payload(h: Harness) -> None:
             "searchable": True,
             "displayOrder": 7,
             "label": "Tier",
+            "retention": {"keepFor": "18m", "action": "anonymize"},
         },
         ADMIN,
     )
@@ -153,6 +154,7 @@ def test_define_records_the_whole_payload(h: Harness) -> None:
         "searchable": True,
         "display_order": 7,
         "label": "Tier",
+        "retention": {"keepFor": "18m", "action": "anonymize"},
     }
     assert defined.originator_id == definition_id(T1, "contact", "tier")
 

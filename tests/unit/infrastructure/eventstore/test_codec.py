@@ -11,7 +11,11 @@ import pytest
 
 from application.errors import UnreadableEvent
 from domain.all_events import EVENT_CLASSES
-from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
+from domain.custom_field_values import (
+    CustomFieldValueCleared,
+    CustomFieldValueExpired,
+    CustomFieldValueSet,
+)
 from domain.events import DomainEvent, topic_map
 from domain.field_definition import (
     FieldDefinitionDefined,
@@ -32,6 +36,7 @@ SETTINGS: dict[str, Any] = {
     "searchable": False,
     "display_order": -3,
     "label": "Tarif — žluťoučký",
+    "retention": {"keepFor": "18m", "action": "anonymize"},
 }
 
 
@@ -66,6 +71,28 @@ SAMPLES: list[DomainEvent] = [
     CustomFieldValueCleared(
         **envelope(5), **REF, entity_id="c-1", definition_id=str(uuid4()), generation=2
     ),
+    CustomFieldValueExpired(
+        **envelope(6),
+        **REF,
+        entity_id="c-1",
+        definition_id=str(uuid4()),
+        generation=2,
+        action="anonymize",
+        set_at=NOW.isoformat(),
+        sealed="pii2:t.t1:bm9uY2UgYW5kIGNpcGhlcnRleHQ=",
+        digest="cd" * 32,
+    ),
+    CustomFieldValueExpired(
+        **envelope(7),
+        **REF,
+        entity_id="c-2",
+        definition_id=str(uuid4()),
+        generation=1,
+        action="delete",
+        set_at=NOW.isoformat(),
+        sealed=None,
+        digest=None,
+    ),
 ]
 
 
@@ -96,7 +123,7 @@ def test_decode_accepts_a_string_stream_id(codec: EventCodec) -> None:
 
 def test_state_is_compact_json_with_the_class_version(codec: EventCodec) -> None:
     state = json.loads(codec.encode(SAMPLES[0]).state)
-    assert state["_v"] == 2
+    assert state["_v"] == 3
     assert state["timestamp"] == NOW.isoformat()
     assert state["label"] == "Tarif — žluťoučký"
     assert "originator_id" not in state and "originator_version" not in state
@@ -122,6 +149,7 @@ def test_topics_are_stable_strings_not_module_paths() -> None:
         "FieldSlotReleased": "tidings.fields.FieldSlotReleased",
         "CustomFieldValueSet": "tidings.fields.CustomFieldValueSet",
         "CustomFieldValueCleared": "tidings.fields.CustomFieldValueCleared",
+        "CustomFieldValueExpired": "tidings.fields.CustomFieldValueExpired",
     }
 
 

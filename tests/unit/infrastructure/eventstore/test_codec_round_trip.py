@@ -120,6 +120,7 @@ def value_event(value: Any) -> FieldDefinitionDefined:
         searchable=False,
         display_order=0,
         label="k",
+        retention=None,
     )
 
 
