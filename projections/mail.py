@@ -8,7 +8,9 @@
   one set-based DELETE, and messages recorded after their account's delete are passed
   over. A ``deferred`` message's row takes what its body brought (``MessageBodyFetched``:
   state, snippet, body ref, size) or becomes ``vanished`` (``MessageBodyVanished``); its
-  thread and counts were set when it was recorded and stay.
+  thread and counts were set when it was recorded and stay. ``flags`` (JSON, sorted),
+  ``unread`` and ``flagged`` (0/1) start from the flags at arrival
+  (``MessageIngested.extra``) and take each ``MessageFlagsChanged`` whole.
 - ``threads``: one row per (account, thread key) with count and latest time.
 
 This module writes them; ``projections.mail_reader`` reads them.
@@ -32,7 +34,13 @@ from domain.mail_account import (
     MailAccountReconnected,
     MailAccountUpdated,
 )
-from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
+from domain.message import (
+    MessageBodyFetched,
+    MessageBodyVanished,
+    MessageFlagsChanged,
+    MessageIngested,
+)
+from domain.message_flags import FLAGGED, SEEN
 from projections.base import index_name, shadow_tables
 
 TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
@@ -49,6 +57,7 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageIngested,
     MessageBodyFetched,
     MessageBodyVanished,
+    MessageFlagsChanged,
     MailAccountConnected,
     MailAccountUpdated,
     *_STATUS,
@@ -75,6 +84,15 @@ MESSAGE_COLUMNS = (
     "state",
 )
 
+
+# The flag columns (``FlagColumns``), written apart from the insert: an arrival's flags
+# and every change of them.
+FLAG_COLUMNS = ("flags", "unread", "flagged")
+_FLAG_DEFINITIONS = {
+    "flags": "TEXT NOT NULL DEFAULT '[]'",
+    "unread": "INTEGER NOT NULL DEFAULT 1",
+    "flagged": "INTEGER NOT NULL DEFAULT 0",
+}
 
 # PostgreSQL types of MESSAGE_COLUMNS, for the batch insert over arrays.
 _MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text")
@@ -123,6 +141,7 @@ class MailProjection:
             " (tenant_id, received_at, message_id)"
         )
         cur.execute(f"CREATE INDEX {index_name(messages, 'account')} ON {messages} (account_id)")
+        self._flag_columns(cur, dialect)
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {threads} (account_id TEXT NOT NULL,"
             " thread_key TEXT NOT NULL, tenant_id TEXT NOT NULL, subject TEXT NOT NULL,"
@@ -130,8 +149,29 @@ class MailProjection:
             " PRIMARY KEY (account_id, thread_key))"
         )
 
+    def _flag_columns(self, cur: SqlCursor, dialect: Dialect) -> None:
+        """``flags``, ``unread``, ``flagged`` and their indexes, where missing (idempotent:
+        ``create`` and ``upgrade`` both call it)."""
+        messages = self._tables["messages"]
+        if dialect == "postgresql":
+            for name, kind in _FLAG_DEFINITIONS.items():
+                cur.execute(f"ALTER TABLE {messages} ADD COLUMN IF NOT EXISTS {name} {kind}")
+        else:
+            cur.execute(f"PRAGMA table_info({messages})")
+            present = {row[1] for row in cur.fetchall()}
+            for name, kind in _FLAG_DEFINITIONS.items():
+                if name not in present:
+                    cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
+        for column in ("unread", "flagged"):
+            cur.execute(
+                f"CREATE INDEX IF NOT EXISTS {index_name(messages, column)} ON {messages}"
+                f" (account_id, {column})"
+            )
+
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """Tables created before ``last_mail_at`` was kept gain it (idempotent)."""
+        """Tables created before ``last_mail_at`` and the flag columns were kept gain
+        them (idempotent)."""
+        self._flag_columns(cur, dialect)
         accounts = self._tables["accounts"]
         if dialect == "postgresql":
             cur.execute(
@@ -152,9 +192,10 @@ class MailProjection:
                 continue
             if ingested:
                 self._insert_messages(cur, dialect, ingested)
+                self._arrival_flags(cur, ingested)
                 ingested = []
-            if isinstance(event, MessageBodyFetched | MessageBodyVanished):
-                self._complete(cur, event)
+            if isinstance(event, MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged):
+                self._later(cur, event)
             elif isinstance(event, MailAccountConnected):
                 cur.execute(
                     f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
@@ -191,6 +232,37 @@ class MailProjection:
                     )
         if ingested:
             self._insert_messages(cur, dialect, ingested)
+            self._arrival_flags(cur, ingested)
+
+    def _arrival_flags(self, cur: SqlCursor, events: Sequence[MessageIngested]) -> None:
+        """The flags a run of messages arrived with (most arrive with none: no write)."""
+        flagged = [
+            (str(e.originator_id), list(e.extra["flags"]))
+            for e in events
+            if isinstance(e.extra.get("flags"), list) and e.extra["flags"]
+        ]
+        if flagged:
+            self._set_flags(cur, flagged)
+
+    def _set_flags(self, cur: SqlCursor, rows: Sequence[tuple[str, list[str]]]) -> None:
+        """Each message's whole flag set (its row, when there is one)."""
+        cur.executemany(
+            f"UPDATE {self._tables['messages']} SET flags = ?, unread = ?, flagged = ?"
+            " WHERE message_id = ?",
+            [
+                (json.dumps(flags), int(SEEN not in flags), int(FLAGGED in flags), message_id)
+                for message_id, flags in rows
+            ],
+        )
+
+    def _later(
+        self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged
+    ) -> None:
+        """A message stream's later events: its body, or its flags."""
+        if isinstance(event, MessageFlagsChanged):
+            self._set_flags(cur, [(str(event.originator_id), event.flags)])
+        else:
+            self._complete(cur, event)
 
     def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
         """A deferred message's second event: what its body brought, or ``vanished``."""

@@ -23,6 +23,7 @@ from datetime import date
 from types import TracebackType
 from typing import Any, Self
 
+from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
 from application.mail.folder_listing import FolderListing
 from application.mail.ports import (
     BlobOwner,
@@ -36,6 +37,7 @@ from application.mail.ports import (
 )
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import FetchData
+from infrastructure.imap.flags import read_flags
 from infrastructure.imap.folders import list_folders
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM
 from infrastructure.imap.idle import IdleChannel
@@ -166,6 +168,12 @@ class ImapMailboxSession:
             self._pass = status
         self._idle.last_uid = None if batch.has_more else batch.new_cursor.last_uid
         return batch
+
+    def read_flags(self, cursor: FlagCursor | None, window: FlagWindow) -> FlagRead:
+        """INBOX's flags, read by a fresh EXAMINE's status (``flags.read_flags``)."""
+        self._idle.done()
+        self._pass = None
+        return read_flags(self._conn, self._caps, self.select_inbox(), cursor, window)
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST (``folders``); the selected mailbox stays."""

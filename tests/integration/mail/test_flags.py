@@ -1,0 +1,251 @@
+"""Flags mirrored by the poll (``FlagMirror`` after the arrivals), on SQLite and
+PostgreSQL, against the real Dovecot with CONDSTORE and started without CONDSTORE and
+QRESYNC (the window): read and flagged in another client, keywords, nothing changed,
+racing pollers, a rebuild, the feed; and hostile servers (``tests.support.hostile_imap``):
+thousands of keywords, kilobyte keywords, every message answered every time."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from imapclient import IMAPClient
+
+from application import User
+from application.app import App
+from application.mail.flag_state import INBOX
+from tests.integration.mail.conftest import MailApp, MakeMailApp
+from tests.integration.mail.helpers import connect, count_events, messages, raw_mail
+from tests.integration.mail.test_hostile_servers import connect_hostile
+from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.hostile_imap import HostileImapServer, HostileMessage, Script
+from tests.support.results import ok
+
+FLAGS_CHANGED = "tidings.mail.MessageFlagsChanged"
+SEEN, FLAGGED = "\\Seen", "\\Flagged"
+
+
+@pytest.fixture(scope="module")
+def plain_dovecot() -> Iterator[DovecotServer]:
+    """A Dovecot that offers neither CONDSTORE nor QRESYNC: flags by the window."""
+    with DovecotServer(hide_capabilities=("CONDSTORE", "QRESYNC")) as server:
+        yield server
+
+
+@pytest.fixture(params=["condstore", "window"])
+def server(request: pytest.FixtureRequest, dovecot: DovecotServer) -> DovecotServer:
+    if request.param == "condstore":
+        return dovecot
+    plain: DovecotServer = request.getfixturevalue("plain_dovecot")
+    return plain
+
+
+@pytest.fixture
+def box(server: DovecotServer) -> DovecotUser:
+    return server.add_user("f" + uuid.uuid4().hex[:12], secrets.token_urlsafe(12))
+
+
+class OtherClient:
+    """Another mail client of the same mailbox: it reads, flags and tags."""
+
+    def __init__(self, server: DovecotServer, box: DovecotUser) -> None:
+        self.client = IMAPClient(server.host, server.port, ssl=False, timeout=30)
+        self.client.login(box.name, box.password)
+        self.client.select_folder("INBOX")
+
+    def uid(self, subject: str) -> int:
+        [uid] = self.client.search(["SUBJECT", subject])
+        return int(uid)
+
+    def add(self, subject: str, *flags: str) -> None:
+        self.client.add_flags([self.uid(subject)], [f.encode() for f in flags])
+
+    def remove(self, subject: str, *flags: str) -> None:
+        self.client.remove_flags([self.uid(subject)], [f.encode() for f in flags])
+
+    def close(self) -> None:
+        self.client.logout()
+
+
+def by_subject(app: App, admin: User, account_id: str, **filters: Any) -> dict[str, Any]:
+    return {m["subject"]: m for m in messages(app, admin, accountId=account_id, **filters)}
+
+
+def seeded(mail: MailApp, admin: User, server: DovecotServer, box: DovecotUser) -> str:
+    """Three unread messages and one read on arrival, ingested by a first poll."""
+    server.deliver(box, [raw_mail(i, subject=f"m{i}") for i in range(3)])
+    server.deliver(box, [raw_mail(3, subject="m3")], seen=True)
+    account_id = connect(mail.app, admin, server, box)
+    outcome = mail.outcome(account_id, mail.poll())
+    assert (outcome.ingested, outcome.error_kind) == (4, None)
+    return account_id
+
+
+def test_flags_changed_elsewhere_are_mirrored_once_each(
+    mail: MailApp, admin: User, server: DovecotServer, box: DovecotUser
+) -> None:
+    app = mail.app
+    account_id = seeded(mail, admin, server, box)
+    listed = by_subject(app, admin, account_id)
+    assert (listed["m3"]["flags"], listed["m3"]["unread"]) == ([SEEN], False)
+    for i in range(3):  # \Recent, if the server said it, is not kept
+        assert (listed[f"m{i}"]["flags"], listed[f"m{i}"]["unread"]) == ([], True)
+        assert listed[f"m{i}"]["flagged"] is False
+    assert count_events(app, FLAGS_CHANGED) == 0
+
+    other = OtherClient(server, box)
+    try:
+        other.add("m0", SEEN)
+        other.add("m1", FLAGGED, "$Work")
+        mail.poll()
+        listed = by_subject(app, admin, account_id)
+        assert (listed["m0"]["flags"], listed["m0"]["unread"]) == ([SEEN], False)
+        assert listed["m1"]["flags"] == ["$Work", FLAGGED]
+        assert (listed["m1"]["unread"], listed["m1"]["flagged"]) == (True, True)
+        assert count_events(app, FLAGS_CHANGED) == 2
+        assert set(by_subject(app, admin, account_id, unread=True)) == {"m1", "m2"}
+        assert set(by_subject(app, admin, account_id, flagged=True)) == {"m1"}
+        assert set(by_subject(app, admin, account_id, unread=False, flagged=False)) == {
+            "m0",
+            "m3",
+        }
+        got = ok(app.query("get-message", {"messageId": listed["m1"]["messageId"]}, admin))
+        assert (got["flags"], got["unread"], got["flagged"]) == (["$Work", FLAGGED], True, True)
+
+        other.remove("m1", FLAGGED)
+        mail.poll()
+        listed = by_subject(app, admin, account_id)
+        assert (listed["m1"]["flags"], listed["m1"]["flagged"]) == (["$Work"], False)
+        assert count_events(app, FLAGS_CHANGED) == 3
+    finally:
+        other.close()
+
+    mail.poll()  # nothing changed: no event
+    assert count_events(app, FLAGS_CHANGED) == 3
+
+    feed = ok(app.feed.read(admin, after=0, limit=100))["items"]
+    changes = [i["data"] for i in feed if i["type"] == "message.flags_changed"]
+    # The first two came in one poll (in either order), the third in the next.
+    assert sorted((c["flags"], c["unread"], c["flagged"]) for c in changes[:2]) == [
+        (["$Work", FLAGGED], True, True),
+        ([SEEN], False, False),
+    ]
+    assert {c["messageId"] for c in changes} == {
+        listed["m0"]["messageId"],
+        listed["m1"]["messageId"],
+    }
+    assert changes[-1] == {
+        "messageId": listed["m1"]["messageId"],
+        "accountId": account_id,
+        "flags": ["$Work"],
+        "unread": True,
+        "flagged": False,
+    }
+
+
+def test_an_unchanged_inbox_with_condstore_costs_no_fetch(
+    mail: MailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    account_id = seeded(mail, admin, dovecot, mailbox)
+    mirror, account = mail.syncer.flags, mail.syncer.syncable(account_id)
+    assert mirror is not None and account is not None
+    with mail.syncer.open_session(account) as session:
+        got = mirror.mirror(session, account)
+    assert (got.mode, got.fetched, got.changed) == ("unchanged", 0, 0)
+
+
+def test_the_window_reads_flags_without_condstore(
+    mail: MailApp, admin: User, plain_dovecot: DovecotServer
+) -> None:
+    box = plain_dovecot.add_user("w" + uuid.uuid4().hex[:12], secrets.token_urlsafe(12))
+    account_id = seeded(mail, admin, plain_dovecot, box)
+    mirror, account = mail.syncer.flags, mail.syncer.syncable(account_id)
+    assert mirror is not None and account is not None
+    with mail.syncer.open_session(account) as session:
+        assert "CONDSTORE" not in session.capabilities
+        got = mirror.mirror(session, account)
+    assert (got.mode, got.fetched, got.changed) == ("window", 4, 0)
+
+
+def test_racing_pollers_append_one_event_per_change(
+    make_mail_app: MakeMailApp, admin: User, server: DovecotServer, box: DovecotUser
+) -> None:
+    first, second = make_mail_app(), make_mail_app()
+    account_id = seeded(first, admin, server, box)
+    other = OtherClient(server, box)
+    try:
+        other.add("m0", SEEN)
+        other.add("m2", FLAGGED, "Later")
+    finally:
+        other.close()
+    barrier = threading.Barrier(2)
+
+    def poll(app: MailApp) -> None:
+        barrier.wait()
+        app.poll()
+
+    threads = [threading.Thread(target=poll, args=(a,)) for a in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert count_events(first.app, FLAGS_CHANGED) == 2
+    first.poll()
+    second.poll()  # restarts read from the saved cursor: still nothing new
+    assert count_events(first.app, FLAGS_CHANGED) == 2
+    listed = by_subject(first.app, admin, account_id)
+    assert listed["m0"]["unread"] is False
+    assert listed["m2"]["flags"] == ["Later", FLAGGED]
+
+
+def test_a_rebuild_gives_the_same_rows(
+    mail: MailApp, admin: User, server: DovecotServer, box: DovecotUser
+) -> None:
+    app = mail.app
+    account_id = seeded(mail, admin, server, box)
+    other = OtherClient(server, box)
+    try:
+        other.add("m1", SEEN, FLAGGED)
+        other.remove("m3", SEEN)
+    finally:
+        other.close()
+    mail.poll()
+    before = by_subject(app, admin, account_id)
+    assert (before["m3"]["unread"], before["m1"]["flagged"]) == (True, True)
+    app.projections.rebuild()
+    assert by_subject(app, admin, account_id) == before
+
+
+def test_hostile_keywords_are_bounded_and_a_server_answering_everything_costs_no_events(
+    mail: MailApp, admin: User
+) -> None:
+    app = mail.app
+    thousands = b" ".join(b"k%04d" % i for i in range(3000))
+    script = Script(
+        [
+            HostileMessage(1, flags=b"\\Seen " + thousands),
+            HostileMessage(2, flags=b"x" * 1024 + b" \\Flagged y" + b"z" * 100),
+        ],
+        capabilities="IMAP4rev1 IDLE CONDSTORE ENABLE",
+        highestmodseq=10,
+    )
+    with HostileImapServer(script, lifetime=120) as hostile:
+        account_id = connect_hostile(app, admin, hostile, "keywords")
+        assert mail.outcome(account_id, mail.poll()).ingested == 2
+        for modseq in (11, 12, 13):  # it claims changes, then answers every message
+            script.highestmodseq = modseq
+            assert mail.outcome(account_id, mail.poll()).error_kind is None
+    assert count_events(app, FLAGS_CHANGED) == 0
+    rows = sorted(messages(app, admin, accountId=account_id), key=lambda m: m["sizeBytes"])
+    flags = {len(m["flags"]): m for m in rows}
+    assert set(flags) == {51, 1}  # 50 keywords and \Seen; \Flagged alone
+    assert flags[51]["unread"] is False and SEEN in flags[51]["flags"]
+    assert flags[1]["flags"] == [FLAGGED]
+    store = app.ctx.mail.flags
+    assert store is not None
+    cursor = store.cursor(account_id, INBOX)
+    assert cursor is not None and cursor.unreliable  # the window from now on
