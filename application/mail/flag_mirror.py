@@ -173,10 +173,12 @@ def _next_cursor(cursor: FlagCursor | None, read: FlagRead, held: bool) -> FlagC
     return FlagCursor(read.uidvalidity, modseq, read.sweep_from, unreliable)
 
 
-def remember_uids(ctx: Context, arrivals: Sequence[Arrival]) -> None:
-    """The UID map rows of the arrivals of a stored page (a step of ``MailIngestion.store``,
-    after its events and before its cursor): their flags as at arrival, as the events hold
-    them. Nothing without a flag store."""
+def remember_uids(ctx: Context, arrivals: Sequence[Arrival], stored: set[UUID]) -> None:
+    """The UID map rows of the arrivals of stored pages (a step of ``MailIngestion.store``,
+    after its events and before its cursor). A message ``stored`` now arrived with the
+    flags its event holds; one stored before (a UIDVALIDITY reset brought it again) holds
+    flags the map does not know (None: the next mirror compares with its stream). Nothing
+    without a flag store."""
     store = ctx.mail.flags
     if store is None or not arrivals:
         return
@@ -188,7 +190,7 @@ def remember_uids(ctx: Context, arrivals: Sequence[Arrival]) -> None:
                 a.cursor.uidvalidity,
                 a.fetched.uid,
                 a.stream,
-                a.message.flags,
+                a.message.flags if a.stream in stored else None,
             )
             for a in arrivals
         ]

@@ -79,7 +79,7 @@ class UidEntry:
     uidvalidity: int
     uid: int
     message_id: UUID
-    flags: tuple[str, ...]
+    flags: tuple[str, ...] | None  # None: not known (compare with the stream)
 
 
 class FlagStateStore(Protocol):

@@ -120,7 +120,7 @@ class MailIngestion:
             [e for events in prepared if events for e in events if known.is_new(e.originator_id)],
         )
         completed = metadata_first(self.ctx, arrivals, known, now)
-        remember_uids(self.ctx, arrivals)
+        remember_uids(self.ctx, arrivals, stored)
         self._save_cursors(pages, prepared, now)
         return [
             _stored(page, events, stored, completed)

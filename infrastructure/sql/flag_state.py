@@ -33,7 +33,7 @@ class SqlFlagState:
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {UIDS} (account_id TEXT NOT NULL,"
                 " folder TEXT NOT NULL, uid BIGINT NOT NULL, uidvalidity BIGINT NOT NULL,"
-                " message_id TEXT NOT NULL, flags TEXT NOT NULL,"
+                " message_id TEXT NOT NULL, flags TEXT,"
                 " PRIMARY KEY (account_id, folder, uid))"
             )
             cur.execute(
@@ -70,7 +70,7 @@ class SqlFlagState:
                         uidvalidity,
                         int(uid),
                         UUID(message_id),
-                        tuple(json.loads(flags)),
+                        None if flags is None else tuple(json.loads(flags)),
                     )
         return found
 
@@ -129,7 +129,7 @@ def _upsert(cur: SqlCursor, entries: Sequence[UidEntry]) -> None:
                 e.uid,
                 e.uidvalidity,
                 str(e.message_id),
-                json.dumps(list(e.flags)),
+                None if e.flags is None else json.dumps(list(e.flags)),
             )
             for e in entries
         ],

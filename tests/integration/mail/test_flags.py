@@ -249,3 +249,27 @@ def test_hostile_keywords_are_bounded_and_a_server_answering_everything_costs_no
     assert store is not None
     cursor = store.cursor(account_id, INBOX)
     assert cursor is not None and cursor.unreliable  # the window from now on
+
+
+def test_a_uidvalidity_reset_compares_the_streams_again(
+    mail: MailApp, admin: User, server: DovecotServer, box: DovecotUser
+) -> None:
+    """Messages brought again by a reset are duplicates: their flags are compared with
+    their streams, not taken as stored (a change made meanwhile is still mirrored)."""
+    app = mail.app
+    account_id = seeded(mail, admin, server, box)
+    other = OtherClient(server, box)
+    try:
+        other.add("m2", SEEN)
+    finally:
+        other.close()
+    before = app.ctx.mail.state.cursor(account_id)
+    assert before is not None
+    server.set_uidvalidity(box, before.uidvalidity + 777)
+    outcome = mail.outcome(account_id, mail.poll())
+    assert (outcome.ingested, outcome.duplicates, outcome.error_kind) == (0, 4, None)
+    listed = by_subject(app, admin, account_id)
+    assert listed["m2"]["unread"] is False
+    assert count_events(app, FLAGS_CHANGED) == 1
+    mail.poll()
+    assert count_events(app, FLAGS_CHANGED) == 1
