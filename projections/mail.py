@@ -150,23 +150,28 @@ class MailProjection:
         )
 
     def _flag_columns(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """``flags``, ``unread``, ``flagged`` and their indexes, where missing (idempotent:
-        ``create`` and ``upgrade`` both call it)."""
+        """``flags``, ``unread``, ``flagged`` where missing, each indexed per account as it
+        is added (index names are unique per creation, so an index is made only with its
+        column). Idempotent: ``create`` and ``upgrade`` both call it."""
         messages = self._tables["messages"]
         if dialect == "postgresql":
-            for name, kind in _FLAG_DEFINITIONS.items():
-                cur.execute(f"ALTER TABLE {messages} ADD COLUMN IF NOT EXISTS {name} {kind}")
+            cur.execute(
+                "SELECT column_name FROM information_schema.columns"
+                " WHERE table_schema = current_schema() AND table_name = ?",
+                (messages,),
+            )
+            present = {row[0] for row in cur.fetchall()}
         else:
             cur.execute(f"PRAGMA table_info({messages})")
             present = {row[1] for row in cur.fetchall()}
-            for name, kind in _FLAG_DEFINITIONS.items():
-                if name not in present:
-                    cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
-        for column in ("unread", "flagged"):
-            cur.execute(
-                f"CREATE INDEX IF NOT EXISTS {index_name(messages, column)} ON {messages}"
-                f" (account_id, {column})"
-            )
+        for name, kind in _FLAG_DEFINITIONS.items():
+            if name in present:
+                continue
+            cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
+            if name != "flags":
+                cur.execute(
+                    f"CREATE INDEX {index_name(messages, name)} ON {messages} (account_id, {name})"
+                )
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
         """Tables created before ``last_mail_at`` and the flag columns were kept gain

@@ -18,6 +18,7 @@ from imapclient import IMAPClient
 from application import User
 from application.app import App
 from application.mail.flag_state import INBOX
+from projections.mail_reader import MailReader
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import connect, count_events, messages, raw_mail
 from tests.integration.mail.test_hostile_servers import connect_hostile
@@ -273,3 +274,52 @@ def test_a_uidvalidity_reset_compares_the_streams_again(
     assert count_events(app, FLAGS_CHANGED) == 1
     mail.poll()
     assert count_events(app, FLAGS_CHANGED) == 1
+
+
+def flag_indexes(reader: MailReader) -> set[str]:
+    """The names of the per-account flag indexes of ``mail_messages``."""
+    with reader.db.reading() as cur:
+        if reader.db.dialect == "postgresql":
+            cur.execute(
+                "SELECT indexname FROM pg_indexes"
+                " WHERE schemaname = current_schema() AND tablename = 'mail_messages'"
+            )
+        else:
+            cur.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'mail_messages'")
+        names = {str(row[0]) for row in cur.fetchall()}
+    return {
+        n for n in names if n.startswith(("ix_mail_messages_unread_", "ix_mail_messages_flagged_"))
+    }
+
+
+def test_tables_made_before_the_flag_columns_gain_them(
+    make_mail_app: MakeMailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    first = make_mail_app()
+    account_id = seeded(first, admin, dovecot, mailbox)
+    first.app.projections.catch_up()
+    reader = first.app.ctx.mail.read_model
+    assert isinstance(reader, MailReader)
+    indexes = flag_indexes(reader)
+    assert len(indexes) == 2
+    with reader.db.transaction() as cur:
+        for index in indexes:
+            cur.execute(f"DROP INDEX {index}")
+        for column in ("flags", "unread", "flagged"):
+            cur.execute(f"ALTER TABLE mail_messages DROP COLUMN {column}")
+    first.app.close()
+
+    second = make_mail_app()  # bootstrap adds them back, with their indexes
+    listed = by_subject(second.app, admin, account_id)
+    assert all(
+        (m["flags"], m["unread"], m["flagged"]) == ([], True, False) for m in listed.values()
+    )
+    dovecot.deliver(mailbox, [raw_mail(9, subject="after")], seen=True)
+    second.poll()
+    listed = by_subject(second.app, admin, account_id, unread=False)
+    assert set(listed) == {"after"}  # rows from before keep the defaults until a change
+    reader = second.app.ctx.mail.read_model
+    assert isinstance(reader, MailReader)
+    assert len(flag_indexes(reader)) == 2
+    make_mail_app().app.close()  # a later start adds nothing
+    assert len(flag_indexes(reader)) == 2
