@@ -2,7 +2,9 @@
 ``CHANGEDSINCE`` where the server offers it and its answers are believed, every message
 once to set a baseline, else the bounded window. The capability is checked before the
 round trip; the rules are ``application.mail.flag_state``'s, the parsing
-``flag_response``'s.
+``flag_response``'s. ``UID FETCH`` by UID goes in spans of ``search_span`` UIDs
+(``uid_spans``), so one answer stays well under the response cap however large the
+mailbox (a hostile server's answer past the cap fails its own account only).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
 from application.mail.ports import MailboxStatus
 from infrastructure.imap.connection import Connection
-from infrastructure.imap.flag_response import parse_flag_lines, window_ranges
+from infrastructure.imap.flag_response import FlagEntry, parse_flag_lines, window_ranges
 
 
 def read_flags(
@@ -32,17 +34,15 @@ def read_flags(
         if known is not None and known == modseq:
             return FlagRead(status.uidvalidity, modseq, "unchanged", sweep_from=sweep_from)
         if known is not None and modseq is not None and known < modseq:
-            lines = conn.io(fetch_flag_lines, conn.client, "1:*", True, known)
-            read = parse_flag_lines(lines)
-            stale = any(e.modseq is not None and e.modseq <= known for e in read.entries.values())
-            flags = {uid: e.flags for uid, e in read.entries.items()}
+            entries = _by_uid(conn, status, known)
+            stale = any(e.modseq is not None and e.modseq <= known for e in entries.values())
+            flags = {uid: e.flags for uid, e in entries.items()}
             return FlagRead(status.uidvalidity, modseq, "changedsince", flags, sweep_from, stale)
     if condstore and not (same and cursor is not None and cursor.unreliable):
         # No baseline (or HIGHESTMODSEQ went down): every message once.
         if status.exists < 1:
             return FlagRead(status.uidvalidity, modseq, "full")
-        read = parse_flag_lines(conn.io(fetch_flag_lines, conn.client, "1:*", True, None))
-        flags = {uid: e.flags for uid, e in read.entries.items()}
+        flags = {uid: e.flags for uid, e in _by_uid(conn, status, None).items()}
         return FlagRead(status.uidvalidity, modseq, "full", flags)
     seqset, next_sweep = window_ranges(status.exists, sweep_from, window.newest, window.sweep)
     if seqset is None:
@@ -50,6 +50,25 @@ def read_flags(
     read = parse_flag_lines(conn.io(fetch_flag_lines, conn.client, seqset, False, None))
     flags = {uid: e.flags for uid, e in read.entries.items()}
     return FlagRead(status.uidvalidity, modseq, "window", flags, next_sweep)
+
+
+def _by_uid(
+    conn: Connection, status: MailboxStatus, changedsince: int | None
+) -> dict[int, FlagEntry]:
+    entries: dict[int, FlagEntry] = {}
+    for span in uid_spans(status.uidnext, conn.settings.search_span):
+        lines = conn.io(fetch_flag_lines, conn.client, span, True, changedsince)
+        entries.update(parse_flag_lines(lines).entries)
+    return entries
+
+
+def uid_spans(uidnext: int | None, span: int) -> list[str]:
+    """``1:*`` cut into spans of ``span`` UIDs below ``uidnext`` (the last one open-ended,
+    so a message that came meanwhile is read too)."""
+    if uidnext is None or span < 1 or uidnext <= span + 1:
+        return ["1:*"]
+    starts = range(1, uidnext, span)
+    return [f"{lo}:{lo + span - 1}" for lo in starts[:-1]] + [f"{starts[-1]}:*"]
 
 
 def fetch_flag_lines(client: Any, seqset: str, by_uid: bool, changedsince: int | None) -> list[Any]:
