@@ -8,14 +8,19 @@ One pass (``mirror``), on a logged-in session after the poll's arrivals:
     map's -> their streams loaded -> a ``MessageFlagsChanged`` for each stream whose stored
     set differs -> appended in one write -> the cursor and the map saved together.
 
-Exactly once: an event is appended at the version after the one read, so racing pollers
-collide in the store; the loser reloads, compares again and finds nothing to write. A
-restart re-reads from the saved cursor and compares the same way. A server that answers
-every message every time costs bytes and comparisons, never events.
+One pass at a time per folder: a pass claims (account, folder) in the flag state first
+(``FlagStateStore.claim``, a token with an expiry) and a racing poller that finds it
+claimed skips its flag step (``busy``), so two readings of different moments never
+race to write their views. Exactly once beneath that: an event is appended at the
+version after the one read, so writers collide in the store. The loser leaves the
+streams the winner wrote to the next poll (the winner's view may be the newer one),
+does not move its cursor's modseq past them, and writes the rest. A restart re-reads
+from the saved cursor and compares the same way. A server that answers every message
+every time costs bytes and comparisons, never events.
 
-A stream still ``deferred`` (its version 2 belongs to its body) is held: no event, the
-map keeps the old flags and the cursor's modseq does not move, so the change is read
-again on the next poll. UIDs not in the map (stored before it existed, or by another
+A stream still ``deferred`` (its version 2 belongs to its body) is held the same way: no
+event, the map keeps the old flags and the cursor's modseq does not move, so the change
+is read again on the next poll. UIDs not in the map (stored before it existed, or by another
 path) are counted as ``unmapped``.
 """
 
@@ -25,7 +30,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from application.context import Context
 from application.errors import ConcurrencyConflict
@@ -47,13 +52,16 @@ from domain.message_flags import FLAGGED, SEEN
 log = logging.getLogger("tidings.flags")
 
 ATTEMPTS = 5
+# How long one pass holds its folder's claim at most (a crashed holder's claim lapses):
+# well past the poll's deadline (120 s), so a live pass never loses it.
+CLAIM_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
 class FlagsMirrored:
     changed: int = 0  # events appended
     fetched: int = 0  # messages the server answered for
-    held: int = 0  # deferred streams waiting for their body
+    held: int = 0  # left for the next poll: deferred, or written by a racing poller
     unmapped: int = 0  # UIDs the map does not know
     dropped: int = 0  # flags left out by the bounds
     mode: str = "off"
@@ -62,16 +70,34 @@ class FlagsMirrored:
 class FlagMirror:
     """Thread-safe (no state of its own): the poll's pool threads share one."""
 
-    def __init__(self, ctx: Context, store: FlagStateStore, window: FlagWindow) -> None:
+    def __init__(
+        self,
+        ctx: Context,
+        store: FlagStateStore,
+        window: FlagWindow,
+        claim_seconds: float = CLAIM_SECONDS,
+    ) -> None:
         self.ctx = ctx
         self.store = store
         self.window = window
+        self.claim_seconds = claim_seconds
 
     def mirror(self, session: object, account: MailAccount, folder: str = INBOX) -> FlagsMirrored:
         """Mirror ``folder``'s flag changes (raises the session's ``MailProviderError``,
         ``StoreUnavailable``, ``ConcurrencyConflict`` after ``ATTEMPTS`` collisions)."""
         if not isinstance(session, FlagReader):
             return FlagsMirrored()
+        account_id, token = str(account.id), uuid4().hex
+        now = self.ctx.clock.now().timestamp()
+        if not self.store.claim(account_id, folder, token, now=now, until=now + self.claim_seconds):
+            log.info("flags.busy account_id=%s", account_id)
+            return FlagsMirrored(mode="busy")
+        try:
+            return self._mirror(session, account, folder)
+        finally:
+            self.store.release(account_id, folder, token)
+
+    def _mirror(self, session: FlagReader, account: MailAccount, folder: str) -> FlagsMirrored:
         account_id = str(account.id)
         cursor = self.store.cursor(account_id, folder)
         read = session.read_flags(cursor, self.window)
@@ -118,30 +144,32 @@ class FlagMirror:
         self, account: MailAccount, wanted: Mapping[UUID, tuple[str, ...]]
     ) -> tuple[int, set[UUID]]:
         """Append an event for each stream whose stored flags differ from ``wanted``: how
-        many were appended, and the streams held (deferred). A collision reloads and
-        compares again."""
+        many were appended, and the streams left for the next poll: held (deferred), or
+        written by someone else since this pass read them (a racing poller: its view may
+        be newer than ours, so ours is not written over it; the next poll reads again)."""
+        left: set[UUID] = set()
+        read_at: dict[UUID, int] = {}
+        if not wanted:
+            return 0, left
         for _ in range(ATTEMPTS):
-            streams = self.ctx.store.load_many(wanted) if wanted else {}
+            streams = self.ctx.store.load_many([i for i in wanted if i not in left])
             now = self.ctx.clock.now()
-            held = {i for i, events in streams.items() if awaiting_body(events)}
+            for i, stream in streams.items():
+                if awaiting_body(stream) or len(stream) != read_at.setdefault(i, len(stream)):
+                    left.add(i)
             events = [
                 _changed(account, i, stream, wanted[i], now)
                 for i, stream in streams.items()
-                if i not in held and _differs(stream, wanted[i])
+                if i not in left and stored_flags(stream) not in (None, wanted[i])
             ]
             if not events:
-                return 0, held
+                return 0, left
             try:
                 self.ctx.store.append(events)
             except ConcurrencyConflict:
                 continue
-            return len(events), held
+            return len(events), left
         raise ConcurrencyConflict("flag changes kept colliding; the next poll retries")
-
-
-def _differs(stream: list[DomainEvent], wanted: tuple[str, ...]) -> bool:
-    stored = stored_flags(stream)
-    return stored is not None and stored != wanted
 
 
 def _changed(

@@ -95,6 +95,15 @@ class FlagStateStore(Protocol):
 
     def cursor(self, account_id: str, folder: str) -> FlagCursor | None: ...
 
+    def claim(self, account_id: str, folder: str, token: str, *, now: float, until: float) -> bool:
+        """Claim the folder's flag pass for ``token`` until ``until`` (unix seconds): True
+        unless another token holds a claim unexpired at ``now``."""
+        ...
+
+    def release(self, account_id: str, folder: str, token: str) -> None:
+        """End ``token``'s claim (nothing when another holds it now)."""
+        ...
+
     def save(
         self, account_id: str, folder: str, cursor: FlagCursor, entries: Sequence[UidEntry]
     ) -> None:

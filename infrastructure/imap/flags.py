@@ -42,7 +42,8 @@ def read_flags(
         # No baseline (or HIGHESTMODSEQ went down): every message once.
         if status.exists < 1:
             return FlagRead(status.uidvalidity, modseq, "full")
-        flags = {uid: e.flags for uid, e in _by_uid(conn, status, None).items()}
+        entries = _by_uid(conn, status, None)
+        flags = {uid: e.flags for uid, e in entries.items()}
         return FlagRead(status.uidvalidity, modseq, "full", flags)
     seqset, next_sweep = window_ranges(status.exists, sweep_from, window.newest, window.sweep)
     if seqset is None:
@@ -72,10 +73,12 @@ def uid_spans(uidnext: int | None, span: int) -> list[str]:
 
 
 def fetch_flag_lines(client: Any, seqset: str, by_uid: bool, changedsince: int | None) -> list[Any]:
-    """``[UID] FETCH seqset (UID FLAGS) [(CHANGEDSINCE m)]``: imaplib's untagged FETCH data."""
+    """``UID FETCH seqset (UID FLAGS MODSEQ) [(CHANGEDSINCE m)]``, or ``FETCH seqset (UID
+    FLAGS)`` by sequence number (the window): imaplib's untagged FETCH data."""
     imap = client._imap
     imap.untagged_responses.pop("FETCH", None)  # earlier news is not this answer
-    args = ["FETCH", seqset, "(UID FLAGS)"]
+    # By UID is CONDSTORE's read: MODSEQ tells a believable answer from a stale one.
+    args = ["FETCH", seqset, "(UID FLAGS MODSEQ)" if by_uid else "(UID FLAGS)"]
     if changedsince is not None:
         args.append(f"(CHANGEDSINCE {changedsince})")
     tag = imap._command("UID", *args) if by_uid else imap._command(*args)

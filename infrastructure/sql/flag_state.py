@@ -15,6 +15,7 @@ from application.ports import SqlCursor, SqlDatabase
 
 UIDS = "mail_flag_uids"
 CURSORS = "mail_flag_cursors"
+CLAIMS = "mail_flag_claims"
 _IN_CHUNK = 500  # SQLite's bound parameters per statement stay far below its limit
 _UPSERT_UID = (
     f"INSERT INTO {UIDS} (account_id, folder, uid, uidvalidity, message_id, flags)"
@@ -41,6 +42,34 @@ class SqlFlagState:
                 " folder TEXT NOT NULL, uidvalidity BIGINT NOT NULL, modseq BIGINT,"
                 " sweep_from BIGINT NOT NULL, unreliable INTEGER NOT NULL,"
                 " PRIMARY KEY (account_id, folder))"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {CLAIMS} (account_id TEXT NOT NULL,"
+                " folder TEXT NOT NULL, token TEXT NOT NULL, until DOUBLE PRECISION NOT NULL,"
+                " PRIMARY KEY (account_id, folder))"
+            )
+
+    def claim(self, account_id: str, folder: str, token: str, *, now: float, until: float) -> bool:
+        """One statement: a new row, or an expired one taken over; then whose it is."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {CLAIMS} (account_id, folder, token, until) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (account_id, folder) DO UPDATE SET token = excluded.token,"
+                f" until = excluded.until WHERE {CLAIMS}.until < ?",
+                (account_id, folder, token, until, now),
+            )
+            cur.execute(
+                f"SELECT token FROM {CLAIMS} WHERE account_id = ? AND folder = ?",
+                (account_id, folder),
+            )
+            row = cur.fetchone()
+        return row is not None and row[0] == token
+
+    def release(self, account_id: str, folder: str, token: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"DELETE FROM {CLAIMS} WHERE account_id = ? AND folder = ? AND token = ?",
+                (account_id, folder, token),
             )
 
     def remember(self, entries: Sequence[UidEntry]) -> None:
@@ -117,6 +146,7 @@ class SqlFlagState:
         with self.db.transaction() as cur:
             cur.execute(f"DELETE FROM {UIDS} WHERE account_id = ?", (account_id,))
             cur.execute(f"DELETE FROM {CURSORS} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {CLAIMS} WHERE account_id = ?", (account_id,))
 
 
 def _upsert(cur: SqlCursor, entries: Sequence[UidEntry]) -> None:

@@ -269,7 +269,7 @@ class _Conversation:
             found = [m.uid for m in script.messages if m.uid in _uid_set(args, script)]
             found += list(script.extra_search_uids)
             self.send(b"* SEARCH" + b"".join(b" %d" % u for u in found) + b"\r\n")
-        elif verb in (b"UID FETCH", b"FETCH") and b"(UID FLAGS)" in args.upper():
+        elif verb in (b"UID FETCH", b"FETCH") and b"(UID FLAGS" in args.upper():
             self.flags(args, by_uid=verb == b"UID FETCH")
         elif verb == b"UID FETCH":
             self.dripping = self.dripping or script.drip_from == "fetch"

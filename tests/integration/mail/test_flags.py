@@ -323,3 +323,34 @@ def test_tables_made_before_the_flag_columns_gain_them(
     assert len(flag_indexes(reader)) == 2
     make_mail_app().app.close()  # a later start adds nothing
     assert len(flag_indexes(reader)) == 2
+
+
+def test_one_flag_pass_at_a_time_per_folder(
+    mail: MailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    """A pass that finds the folder claimed by another (live) pass skips its flag step;
+    a claim past its expiry (a crashed holder's) is taken over."""
+    app = mail.app
+    account_id = seeded(mail, admin, dovecot, mailbox)
+    other = OtherClient(dovecot, mailbox)
+    try:
+        other.add("m0", SEEN)
+    finally:
+        other.close()
+    store, mirror = app.ctx.mail.flags, mail.syncer.flags
+    account = mail.syncer.syncable(account_id)
+    assert store is not None and mirror is not None and account is not None
+    now = app.ctx.clock.now().timestamp()
+    assert store.claim(account_id, INBOX, "racer", now=now, until=now + 60)
+    with mail.syncer.open_session(account) as session:
+        assert mirror.mirror(session, account).mode == "busy"
+    assert count_events(app, FLAGS_CHANGED) == 0
+    store.release(account_id, INBOX, "someone else")  # not theirs to end
+    assert not store.claim(account_id, INBOX, "third", now=now, until=now + 60)
+
+    assert store.claim(account_id, INBOX, "third", now=now + 61, until=now + 120)  # lapsed
+    store.release(account_id, INBOX, "third")
+    with mail.syncer.open_session(account) as session:
+        assert mirror.mirror(session, account).changed == 1
+    assert count_events(app, FLAGS_CHANGED) == 1
+    assert store.claim(account_id, INBOX, "after", now=now, until=now + 60)  # released
