@@ -354,3 +354,18 @@ def test_one_flag_pass_at_a_time_per_folder(
         assert mirror.mirror(session, account).changed == 1
     assert count_events(app, FLAGS_CHANGED) == 1
     assert store.claim(account_id, INBOX, "after", now=now, until=now + 60)  # released
+
+
+def test_deleting_the_account_forgets_its_flag_state(
+    mail: MailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    app = mail.app
+    account_id = seeded(mail, admin, dovecot, mailbox)
+    store = app.ctx.mail.flags
+    assert store is not None
+    cursor = store.cursor(account_id, INBOX)
+    assert cursor is not None
+    assert len(store.known(account_id, INBOX, cursor.uidvalidity, range(1, 10))) == 4
+    ok(app.write("delete-mail-account", {"accountId": account_id}, admin))
+    assert store.cursor(account_id, INBOX) is None
+    assert store.known(account_id, INBOX, cursor.uidvalidity, range(1, 10)) == {}
