@@ -80,6 +80,7 @@ class ImapMailboxSession:
         # The EXAMINE status the next page of a pass reuses, and the last EXAMINE's.
         self._pass: MailboxStatus | None = None
         self._selected: MailboxStatus | None = None
+        self._selected_since_idle = False  # the last EXAMINE came after the last IDLE
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -111,6 +112,7 @@ class ImapMailboxSession:
 
     def _end_pass(self) -> None:
         self._pass = None  # a pass never spans an IDLE
+        self._selected_since_idle = False
 
     def idle_fileno(self) -> int:
         return self._idle.fileno()
@@ -131,6 +133,7 @@ class ImapMailboxSession:
 
     def select_inbox(self) -> MailboxStatus:
         self._selected = self._pager.select()
+        self._selected_since_idle = True
         return self._selected
 
     def fetch_since(
@@ -170,10 +173,24 @@ class ImapMailboxSession:
         return batch
 
     def read_flags(self, cursor: FlagCursor | None, window: FlagWindow) -> FlagRead:
-        """INBOX's flags, read by a fresh EXAMINE's status (``flags.read_flags``)."""
+        """INBOX's flags (``flags.read_flags``). With CONDSTORE the status of this
+        session's last EXAMINE is reused when no IDLE came since (a poll's arrivals just
+        took one), so an unchanged INBOX costs no command here at all: changes after that
+        EXAMINE have higher MODSEQs than the cursor it leaves, and the next poll reads
+        them. The window counts by sequence number, so it always EXAMINEs afresh."""
         self._idle.done()
         self._pass = None
-        return read_flags(self._conn, self._caps, self.select_inbox(), cursor, window)
+        status = self._selected
+        reusable = (
+            status is not None
+            and self._selected_since_idle
+            and status.highestmodseq is not None
+            and "CONDSTORE" in self._caps
+            and not (cursor is not None and cursor.unreliable)
+        )
+        if status is None or not reusable:
+            status = self.select_inbox()
+        return read_flags(self._conn, self._caps, status, cursor, window)
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST (``folders``); the selected mailbox stays."""

@@ -1,6 +1,7 @@
 """``ImapMailboxSession.read_flags`` against the real Dovecot: the baseline read in UID
-spans, CHANGEDSINCE with only what changed, an unchanged INBOX with no FETCH, the window
-when the cursor says CONDSTORE is not believed, and a UIDVALIDITY change."""
+spans, CHANGEDSINCE with only what changed, an unchanged INBOX with no FETCH (the last
+EXAMINE's status reused), the window when the cursor says CONDSTORE is not believed, and
+a UIDVALIDITY change."""
 
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ def test_read_flags_by_condstore_then_by_the_window(
         other.login(user.name, user.password)
         other.select_folder("INBOX")
         other.add_flags([2, 6], [b"\\Seen", b"$Work"])
+    # The last EXAMINE's status is reused (a poll's arrivals just took one): the change
+    # is the next EXAMINE's news, never lost, since the cursor stays at that status.
+    assert session.read_flags(cursor, WINDOW).mode == "unchanged"
+    session.select_inbox()
     changed = session.read_flags(cursor, WINDOW)
     assert (changed.mode, sorted(changed.flags), changed.stale_modseqs) == (
         "changedsince",

@@ -237,6 +237,11 @@ def test_hostile_keywords_are_bounded_and_a_server_answering_everything_costs_no
     with HostileImapServer(script, lifetime=120) as hostile:
         account_id = connect_hostile(app, admin, hostile, "keywords")
         assert mail.outcome(account_id, mail.poll()).ingested == 2
+        before = len(hostile.commands)
+        assert mail.outcome(account_id, mail.poll()).error_kind is None  # nothing changed
+        unchanged = [c.upper() for c in hostile.commands[before:]]
+        assert sum(b" EXAMINE " in c for c in unchanged) == 1  # the arrivals' alone
+        assert not [c for c in unchanged if b"FETCH" in c]  # no FETCH at all
         for modseq in (11, 12, 13):  # it claims changes, then answers every message
             script.highestmodseq = modseq
             assert mail.outcome(account_id, mail.poll()).error_kind is None
