@@ -40,8 +40,8 @@ from domain.message import (
     MessageFlagsChanged,
     MessageIngested,
 )
-from domain.message_flags import FLAGGED, SEEN
 from projections.base import index_name, shadow_tables
+from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
 
 TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
 
@@ -84,15 +84,6 @@ MESSAGE_COLUMNS = (
     "state",
 )
 
-
-# The flag columns (``FlagColumns``), written apart from the insert: an arrival's flags
-# and every change of them.
-FLAG_COLUMNS = ("flags", "unread", "flagged")
-_FLAG_DEFINITIONS = {
-    "flags": "TEXT NOT NULL DEFAULT '[]'",
-    "unread": "INTEGER NOT NULL DEFAULT 1",
-    "flagged": "INTEGER NOT NULL DEFAULT 0",
-}
 
 # PostgreSQL types of MESSAGE_COLUMNS, for the batch insert over arrays.
 _MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text")
@@ -141,7 +132,7 @@ class MailProjection:
             " (tenant_id, received_at, message_id)"
         )
         cur.execute(f"CREATE INDEX {index_name(messages, 'account')} ON {messages} (account_id)")
-        self._flag_columns(cur, dialect)
+        add_flag_columns(cur, dialect, self._tables["messages"])
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {threads} (account_id TEXT NOT NULL,"
             " thread_key TEXT NOT NULL, tenant_id TEXT NOT NULL, subject TEXT NOT NULL,"
@@ -149,34 +140,10 @@ class MailProjection:
             " PRIMARY KEY (account_id, thread_key))"
         )
 
-    def _flag_columns(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """``flags``, ``unread``, ``flagged`` where missing, each indexed per account as it
-        is added (index names are unique per creation, so an index is made only with its
-        column). Idempotent: ``create`` and ``upgrade`` both call it."""
-        messages = self._tables["messages"]
-        if dialect == "postgresql":
-            cur.execute(
-                "SELECT column_name FROM information_schema.columns"
-                " WHERE table_schema = current_schema() AND table_name = ?",
-                (messages,),
-            )
-            present = {row[0] for row in cur.fetchall()}
-        else:
-            cur.execute(f"PRAGMA table_info({messages})")
-            present = {row[1] for row in cur.fetchall()}
-        for name, kind in _FLAG_DEFINITIONS.items():
-            if name in present:
-                continue
-            cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
-            if name != "flags":
-                cur.execute(
-                    f"CREATE INDEX {index_name(messages, name)} ON {messages} (account_id, {name})"
-                )
-
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
         """Tables created before ``last_mail_at`` and the flag columns were kept gain
         them (idempotent)."""
-        self._flag_columns(cur, dialect)
+        add_flag_columns(cur, dialect, self._tables["messages"])
         accounts = self._tables["accounts"]
         if dialect == "postgresql":
             cur.execute(
@@ -197,7 +164,7 @@ class MailProjection:
                 continue
             if ingested:
                 self._insert_messages(cur, dialect, ingested)
-                self._arrival_flags(cur, ingested)
+                set_flags(cur, messages, arrival_flags(ingested))
                 ingested = []
             if isinstance(event, MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged):
                 self._later(cur, event)
@@ -237,35 +204,14 @@ class MailProjection:
                     )
         if ingested:
             self._insert_messages(cur, dialect, ingested)
-            self._arrival_flags(cur, ingested)
-
-    def _arrival_flags(self, cur: SqlCursor, events: Sequence[MessageIngested]) -> None:
-        """The flags a run of messages arrived with (most arrive with none: no write)."""
-        flagged = [
-            (str(e.originator_id), list(e.extra["flags"]))
-            for e in events
-            if isinstance(e.extra.get("flags"), list) and e.extra["flags"]
-        ]
-        if flagged:
-            self._set_flags(cur, flagged)
-
-    def _set_flags(self, cur: SqlCursor, rows: Sequence[tuple[str, list[str]]]) -> None:
-        """Each message's whole flag set (its row, when there is one)."""
-        cur.executemany(
-            f"UPDATE {self._tables['messages']} SET flags = ?, unread = ?, flagged = ?"
-            " WHERE message_id = ?",
-            [
-                (json.dumps(flags), int(SEEN not in flags), int(FLAGGED in flags), message_id)
-                for message_id, flags in rows
-            ],
-        )
+            set_flags(cur, messages, arrival_flags(ingested))
 
     def _later(
         self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged
     ) -> None:
         """A message stream's later events: its body, or its flags."""
         if isinstance(event, MessageFlagsChanged):
-            self._set_flags(cur, [(str(event.originator_id), event.flags)])
+            set_flags(cur, self._tables["messages"], [(str(event.originator_id), event.flags)])
         else:
             self._complete(cur, event)
 

@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from application.ports import SqlDatabase
-from projections.mail import FLAG_COLUMNS, MESSAGE_COLUMNS, TABLES
+from projections.mail import MESSAGE_COLUMNS, TABLES
+from projections.mail_flags import FLAG_COLUMNS
 
 
 def _account_row(row: Sequence[Any]) -> dict[str, Any]:
