@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -17,7 +17,9 @@ from imapclient import IMAPClient
 
 from application import User
 from application.app import App
-from application.mail.flag_state import INBOX
+from application.errors import StoreUnavailable
+from application.mail.flag_mirror import FlagMirror
+from application.mail.flag_state import INBOX, FlagCursor, FlagStateStore, FlagWindow, UidEntry
 from projections.mail_reader import MailReader
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import connect, count_events, messages, raw_mail
@@ -374,3 +376,65 @@ def test_deleting_the_account_forgets_its_flag_state(
     ok(app.write("delete-mail-account", {"accountId": account_id}, admin))
     assert store.cursor(account_id, INBOX) is None
     assert store.known(account_id, INBOX, cursor.uidvalidity, range(1, 10)) == {}
+
+
+class CrashingSave:
+    """The real flag state, whose next ``save`` dies: a crash after the pass appended its
+    events and before it saved its cursor and map."""
+
+    def __init__(self, inner: FlagStateStore) -> None:
+        self.inner, self.armed = inner, True
+
+    def remember(self, entries: Sequence[UidEntry]) -> None:
+        self.inner.remember(entries)
+
+    def known(
+        self, account_id: str, folder: str, uidvalidity: int, uids: Iterable[int]
+    ) -> dict[int, UidEntry]:
+        return self.inner.known(account_id, folder, uidvalidity, uids)
+
+    def cursor(self, account_id: str, folder: str) -> FlagCursor | None:
+        return self.inner.cursor(account_id, folder)
+
+    def claim(self, account_id: str, folder: str, token: str, *, now: float, until: float) -> bool:
+        return self.inner.claim(account_id, folder, token, now=now, until=until)
+
+    def release(self, account_id: str, folder: str, token: str) -> None:
+        self.inner.release(account_id, folder, token)
+
+    def save(
+        self, account_id: str, folder: str, cursor: FlagCursor, entries: Sequence[UidEntry]
+    ) -> None:
+        if self.armed:
+            self.armed = False
+            raise StoreUnavailable("the process died here")
+        self.inner.save(account_id, folder, cursor, entries)
+
+    def forget(self, account_id: str) -> None:
+        self.inner.forget(account_id)
+
+
+def test_a_crash_between_the_events_and_the_cursor_writes_nothing_twice(
+    mail: MailApp, admin: User, server: DovecotServer, box: DovecotUser
+) -> None:
+    app = mail.app
+    account_id = seeded(mail, admin, server, box)
+    other = OtherClient(server, box)
+    try:
+        other.add("m0", SEEN)
+        other.add("m1", FLAGGED)
+    finally:
+        other.close()
+    store, account = app.ctx.mail.flags, mail.syncer.syncable(account_id)
+    assert store is not None and account is not None
+    crashing = FlagMirror(app.ctx, CrashingSave(store), FlagWindow())
+    with mail.syncer.open_session(account) as session:
+        session.select_inbox()
+        with pytest.raises(StoreUnavailable):
+            crashing.mirror(session, account)
+    assert count_events(app, FLAGS_CHANGED) == 2
+    mail.poll()  # the restart: reads again from the old cursor, compares, writes nothing
+    mail.poll()
+    assert count_events(app, FLAGS_CHANGED) == 2
+    listed = by_subject(app, admin, account_id)
+    assert (listed["m0"]["unread"], listed["m1"]["flagged"]) == (False, True)
