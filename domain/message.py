@@ -11,7 +11,13 @@ account's daily download budget was spent, the body comes later). Personal field
 A ``deferred`` message's stream takes exactly one second event, at version 2 (so racing
 workers collide in the store and one survives): ``MessageBodyFetched`` (the body came;
 its state is one of the four final ones) or ``MessageBodyVanished`` (the server no
-longer has the message: state ``vanished``). No other stream has a version 2.
+longer has the message: state ``vanished``). No other stream has a version 2 that is
+not a ``MessageFlagsChanged``, and a flags event never takes version 2 of a stream still
+``deferred`` (the flag mirror holds it until the body came).
+
+``MessageFlagsChanged`` carries a message's whole flag set (bounded: ``message_flags``)
+each time it differs from the set stored before; ``MessageIngested.extra["flags"]`` is the
+set at arrival (absent in events recorded before flags were kept: no flags).
 """
 
 from __future__ import annotations
@@ -107,4 +113,43 @@ class MessageBodyVanished(DomainEvent):
     reason: str  # expunged | uidvalidity_changed
 
 
-EVENTS: tuple[type[DomainEvent], ...] = (MessageIngested, MessageBodyFetched, MessageBodyVanished)
+@dataclass(frozen=True, kw_only=True)
+class MessageFlagsChanged(DomainEvent):
+    """The message's flags as the server has them now: the whole set, not a delta, so
+    applying it twice or after a rebuild gives the same row."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MessageFlagsChanged"
+
+    tenant_id: str
+    account_id: str
+    flags: list[str]  # sorted, bounded (``domain.message_flags``)
+    unread: bool
+    flagged: bool
+
+
+def stored_flags(events: list[DomainEvent]) -> tuple[str, ...] | None:
+    """The flag set a message stream holds (None: not a message stream)."""
+    flags: tuple[str, ...] | None = None
+    for event in events:
+        if isinstance(event, MessageIngested):
+            flags = tuple(event.extra.get("flags", ()))
+        elif isinstance(event, MessageFlagsChanged):
+            flags = tuple(event.flags)
+    return flags
+
+
+def awaiting_body(events: list[DomainEvent]) -> bool:
+    """A ``deferred`` stream whose version 2 belongs to its body (``BODY_VERSION``)."""
+    return (
+        len(events) == 1
+        and isinstance(events[0], MessageIngested)
+        and (events[0].state == "deferred")
+    )
+
+
+EVENTS: tuple[type[DomainEvent], ...] = (
+    MessageIngested,
+    MessageBodyFetched,
+    MessageBodyVanished,
+    MessageFlagsChanged,
+)

@@ -46,6 +46,7 @@ from infrastructure.sql.database import (
 )
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
+from infrastructure.sql.flag_state import SqlFlagState
 from infrastructure.sql.key_usage import SqlKeyUsage
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from infrastructure.webhooks.store import SqlWebhookStore
@@ -162,6 +163,8 @@ def build_mail_ports(
     state.setup()
     deferred = SqlDeferredBodies(db)
     deferred.setup()
+    flag_state = SqlFlagState(db)
+    flag_state.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
@@ -196,6 +199,7 @@ def build_mail_ports(
         activity=activity,
         content=StreamingContentReader(),
         budgets=budgets,
+        flags=flag_state,
     )
 
 

@@ -13,6 +13,8 @@ from application.feed.read_feed import served_item
 from application.leases import LeaseBackend, WorkerRegistry
 from application.mail.account_sync import AccountSync, SyncSettings
 from application.mail.completion import BodyCompletion
+from application.mail.flag_mirror import FlagMirror
+from application.mail.flag_state import FlagWindow
 from application.mail.ingestion import MailIngestion
 from application.signals import SignalSubscriber
 from application.webhooks.delivery_ports import DeliveryQueue
@@ -57,7 +59,9 @@ def account_sync(ctx: Context, settings: Settings) -> AccountSync:
         ctx, EmailMimeParser(ctx.mail.blobs), parse_concurrency=settings.parse_concurrency
     )
     completion = BodyCompletion(ctx, ingestion.read_bodies)
-    return AccountSync(ctx, ingestion, completion, sync_settings(settings))
+    store = ctx.mail.flags
+    flags = FlagMirror(ctx, store, FlagWindow()) if store is not None else None
+    return AccountSync(ctx, ingestion, completion, sync_settings(settings), flags=flags)
 
 
 def sync_settings(settings: Settings) -> SyncSettings:

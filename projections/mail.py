@@ -8,7 +8,9 @@
   one set-based DELETE, and messages recorded after their account's delete are passed
   over. A ``deferred`` message's row takes what its body brought (``MessageBodyFetched``:
   state, snippet, body ref, size) or becomes ``vanished`` (``MessageBodyVanished``); its
-  thread and counts were set when it was recorded and stay.
+  thread and counts were set when it was recorded and stay. ``flags`` (JSON, sorted),
+  ``unread`` and ``flagged`` (0/1) start from the flags at arrival
+  (``MessageIngested.extra``) and take each ``MessageFlagsChanged`` whole.
 - ``threads``: one row per (account, thread key) with count and latest time.
 
 This module writes them; ``projections.mail_reader`` reads them.
@@ -32,8 +34,14 @@ from domain.mail_account import (
     MailAccountReconnected,
     MailAccountUpdated,
 )
-from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
+from domain.message import (
+    MessageBodyFetched,
+    MessageBodyVanished,
+    MessageFlagsChanged,
+    MessageIngested,
+)
 from projections.base import index_name, shadow_tables
+from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
 
 TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
 
@@ -49,6 +57,7 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageIngested,
     MessageBodyFetched,
     MessageBodyVanished,
+    MessageFlagsChanged,
     MailAccountConnected,
     MailAccountUpdated,
     *_STATUS,
@@ -123,6 +132,7 @@ class MailProjection:
             " (tenant_id, received_at, message_id)"
         )
         cur.execute(f"CREATE INDEX {index_name(messages, 'account')} ON {messages} (account_id)")
+        add_flag_columns(cur, dialect, self._tables["messages"])
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {threads} (account_id TEXT NOT NULL,"
             " thread_key TEXT NOT NULL, tenant_id TEXT NOT NULL, subject TEXT NOT NULL,"
@@ -131,7 +141,9 @@ class MailProjection:
         )
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """Tables created before ``last_mail_at`` was kept gain it (idempotent)."""
+        """Tables created before ``last_mail_at`` and the flag columns were kept gain
+        them (idempotent)."""
+        add_flag_columns(cur, dialect, self._tables["messages"])
         accounts = self._tables["accounts"]
         if dialect == "postgresql":
             cur.execute(
@@ -152,9 +164,10 @@ class MailProjection:
                 continue
             if ingested:
                 self._insert_messages(cur, dialect, ingested)
+                set_flags(cur, messages, arrival_flags(ingested))
                 ingested = []
-            if isinstance(event, MessageBodyFetched | MessageBodyVanished):
-                self._complete(cur, event)
+            if isinstance(event, MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged):
+                self._later(cur, event)
             elif isinstance(event, MailAccountConnected):
                 cur.execute(
                     f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
@@ -191,6 +204,16 @@ class MailProjection:
                     )
         if ingested:
             self._insert_messages(cur, dialect, ingested)
+            set_flags(cur, messages, arrival_flags(ingested))
+
+    def _later(
+        self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged
+    ) -> None:
+        """A message stream's later events: its body, or its flags."""
+        if isinstance(event, MessageFlagsChanged):
+            set_flags(cur, self._tables["messages"], [(str(event.originator_id), event.flags)])
+        else:
+            self._complete(cur, event)
 
     def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
         """A deferred message's second event: what its body brought, or ``vanished``."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from application.ports import SqlDatabase
 from projections.mail import MESSAGE_COLUMNS, TABLES
+from projections.mail_flags import FLAG_COLUMNS
 
 
 def _account_row(row: Sequence[Any]) -> dict[str, Any]:
@@ -49,7 +50,11 @@ _MESSAGE_KEYS = (
     "sizeBytes",
     "folder",
     "state",
+    "flags",
+    "unread",
+    "flagged",
 )
+_SELECT_MESSAGES = ", ".join((*MESSAGE_COLUMNS, *FLAG_COLUMNS))
 
 
 class MailReader:
@@ -95,15 +100,21 @@ class MailReader:
         state: str | None,
         limit: int,
         after: tuple[str, str] | None,
+        unread: bool | None = None,
+        flagged: bool | None = None,
     ) -> list[dict[str, Any]]:
         if account_ids is not None and not account_ids:
             return []
-        sql = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']} WHERE tenant_id = ?"
+        sql = f"SELECT {_SELECT_MESSAGES} FROM {self.t['messages']} WHERE tenant_id = ?"
         params: list[Any] = [tenant_id]
         for column, value in (("thread_key", thread_key), ("state", state)):
             if value is not None:
                 sql += f" AND {column} = ?"
                 params.append(value)
+        for column, wanted in (("unread", unread), ("flagged", flagged)):
+            if wanted is not None:
+                sql += f" AND {column} = ?"
+                params.append(int(wanted))
         return self._newest_first(
             sql,
             params,
@@ -142,8 +153,7 @@ class MailReader:
     def message(self, message_id: str) -> dict[str, Any] | None:
         with self.db.reading() as cur:
             cur.execute(
-                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']}"
-                " WHERE message_id = ?",
+                f"SELECT {_SELECT_MESSAGES} FROM {self.t['messages']} WHERE message_id = ?",
                 (message_id,),
             )
             row = cur.fetchone()

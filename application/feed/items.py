@@ -33,7 +33,12 @@ from domain.mail_account import (
     MailAccountReconnected,
     MailAccountUpdated,
 )
-from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
+from domain.message import (
+    MessageBodyFetched,
+    MessageBodyVanished,
+    MessageFlagsChanged,
+    MessageIngested,
+)
 
 _ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
 _NAMESPACE_BYTES = _ITEM_NAMESPACE.bytes
@@ -44,6 +49,7 @@ TYPES = (
     "message.received",
     "message.body_fetched",
     "message.body_vanished",
+    "message.flags_changed",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -129,6 +135,17 @@ def _body_vanished(e: MessageBodyVanished) -> Built:
     return "message.body_vanished", e.account_id, data, ()
 
 
+def _flags_changed(e: MessageFlagsChanged) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "flags": list(e.flags),
+        "unread": e.unread,
+        "flagged": e.flagged,
+    }
+    return "message.flags_changed", e.account_id, data, ()
+
+
 def _account(kind: str) -> Callable[[Any], Built]:
     def build(e: Any) -> Built:
         account_id = str(e.originator_id)
@@ -199,6 +216,7 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageIngested: _message,
     MessageBodyFetched: _body_fetched,
     MessageBodyVanished: _body_vanished,
+    MessageFlagsChanged: _flags_changed,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

@@ -11,6 +11,7 @@ The poll (``sync``), on a connection of its own:
         fetch a page after the cursor (first sync: backfill window by date)
         parse it and store it (``MailIngestion``: bodies, events, cursor, in that order)
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
+    -> INBOX's flag changes (``flag_mirror.FlagMirror``: CONDSTORE, or the window)
     -> deferred messages' bodies, while the download budget allows
        (``application.mail.completion``: metadata first, the body another day).
 
@@ -47,6 +48,7 @@ from application.context import Context
 from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
+from application.mail.flag_mirror import FlagMirror, FlagsMirrored
 from application.mail.ingestion import MailIngestion, Page, PageStored
 from application.mail.ports import (
     BlobOwner,
@@ -87,8 +89,11 @@ class AccountSync:
         completion: BodyCompletion,
         settings: SyncSettings,
         today: Callable[[], date] = date.today,
+        *,
+        flags: FlagMirror | None = None,
     ) -> None:
         self.ctx = ctx
+        self.flags = flags  # None: flags are not mirrored
         self.ingestion = ingestion
         self.completion = completion
         self.settings = settings
@@ -138,6 +143,7 @@ class AccountSync:
         try:
             with self.open_session(account, deadline) as session:
                 ingested, duplicates, found = self._pages(session, account, deadline, on_page)
+                flags = self._flags(session, account, deadline)
                 completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)
@@ -145,11 +151,12 @@ class AccountSync:
             log.info("sync.account_erased account_id=%s", account_id)
             return SyncOutcome(account_id, skipped=True)
         log.info(
-            "sync.ok account_id=%s ingested=%d duplicates=%d completed=%d",
+            "sync.ok account_id=%s ingested=%d duplicates=%d completed=%d flags_changed=%d",
             account_id,
             ingested,
             duplicates,
             completed,
+            flags.changed,
         )
         return SyncOutcome(
             account_id, ingested=ingested, duplicates=duplicates, completed=completed
@@ -179,6 +186,15 @@ class AccountSync:
                 on_page(len(page.messages))
             if not page.has_more:
                 return ingested, duplicates, completed
+
+    def _flags(
+        self, session: MailboxSession, account: MailAccount, deadline: float | None
+    ) -> FlagsMirrored:
+        """INBOX's flag changes, after its arrivals (``flag_mirror``)."""
+        if self.flags is None:
+            return FlagsMirrored()
+        _check(deadline)
+        return self.flags.mirror(session, account)
 
     def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
         """The deferred messages' bodies the budget allows now."""

@@ -33,4 +33,6 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     if result.is_success:
         ctx.mail.state.forget(account_id)
         ctx.mail.deferred.forget_account(account_id)
+        if ctx.mail.flags is not None:
+            ctx.mail.flags.forget(account_id)
     return result

@@ -41,6 +41,7 @@ class IncomingMessage:
     folder: str = "INBOX"
     provider_thread_id: str | None = None
     defects: tuple[str, ...] = field(default=())
+    flags: tuple[str, ...] = ()  # bounded and sorted (``domain.message_flags``)
 
 
 class PageRefused(ApplicationError):

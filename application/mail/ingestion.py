@@ -50,6 +50,7 @@ from application.mail.deferral import (
     stored_as_v2,
     twin_rows,
 )
+from application.mail.flag_mirror import remember_uids
 from application.mail.incoming import MAX_SIZE_BYTES, IncomingMessage, check_cursor
 from application.mail.message_event import prepare
 from application.mail.parsing import MimeParser, ParsedMessage, in_date_range
@@ -57,6 +58,7 @@ from application.mail.ports import BlobOwner, FetchBatch, FetchedMessage, Mailbo
 from application.privacy import KeyErased
 from domain.mail_account import MailAccount
 from domain.message import FINGERPRINT_V1, MessageIngested, MessageState, content_fingerprint
+from domain.message_flags import bounded_flags
 
 log = logging.getLogger("tidings.ingestion")
 
@@ -118,6 +120,7 @@ class MailIngestion:
             [e for events in prepared if events for e in events if known.is_new(e.originator_id)],
         )
         completed = metadata_first(self.ctx, arrivals, known, now)
+        remember_uids(self.ctx, arrivals, stored)
         self._save_cursors(pages, prepared, now)
         return [
             _stored(page, events, stored, completed)
@@ -265,6 +268,7 @@ class MailIngestion:
             snippet=parsed.snippet,
             body_ref=body_ref,
             defects=tuple(defects),
+            flags=bounded_flags(ref.flags).flags,
         )
 
     def read_bodies(

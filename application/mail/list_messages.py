@@ -1,4 +1,5 @@
-"""list-messages: newest first, paged; filters by account, thread and state."""
+"""list-messages: newest first, paged; filters by account, thread, state, unread and
+flagged."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ class Payload(Base):
     account_id: str | None = None
     thread_key: str | None = None
     state: MessageState | None = None
+    unread: bool | None = None
+    flagged: bool | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
     cursor: str | None = None
 
@@ -35,6 +38,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         account_ids=scope.account_ids,
         thread_key=payload.thread_key,
         state=payload.state,
+        unread=payload.unread,
+        flagged=payload.flagged,
         limit=payload.limit + 1,
         after=scope.after,
     )

@@ -57,7 +57,7 @@ def message_ingested(
         folder=message.folder,
         state=message.state,
         defects=list(message.defects),
-        extra={},
+        extra={"flags": list(message.flags)} if message.flags else {},
     )
 
 

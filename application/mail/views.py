@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from application.context import Context
@@ -55,4 +56,15 @@ def message_view(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
         "folder": row["folder"],
         "state": row["state"],
         "bodyRef": row["bodyRef"],
+        **flag_view(row),
+    }
+
+
+def flag_view(row: dict[str, Any]) -> dict[str, Any]:
+    """A message row's flags (stored JSON, 0/1) as the API gives them."""
+    flags = json.loads(row.get("flags") or "[]")
+    return {
+        "flags": flags,
+        "unread": bool(row.get("unread", 1)),
+        "flagged": bool(row.get("flagged", 0)),
     }

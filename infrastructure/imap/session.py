@@ -23,6 +23,7 @@ from datetime import date
 from types import TracebackType
 from typing import Any, Self
 
+from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
 from application.mail.folder_listing import FolderListing
 from application.mail.ports import (
     BlobOwner,
@@ -36,6 +37,7 @@ from application.mail.ports import (
 )
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import FetchData
+from infrastructure.imap.flags import read_flags
 from infrastructure.imap.folders import list_folders
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM
 from infrastructure.imap.idle import IdleChannel
@@ -78,6 +80,7 @@ class ImapMailboxSession:
         # The EXAMINE status the next page of a pass reuses, and the last EXAMINE's.
         self._pass: MailboxStatus | None = None
         self._selected: MailboxStatus | None = None
+        self._selected_since_idle = False  # the last EXAMINE came after the last IDLE
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -109,6 +112,7 @@ class ImapMailboxSession:
 
     def _end_pass(self) -> None:
         self._pass = None  # a pass never spans an IDLE
+        self._selected_since_idle = False
 
     def idle_fileno(self) -> int:
         return self._idle.fileno()
@@ -129,6 +133,7 @@ class ImapMailboxSession:
 
     def select_inbox(self) -> MailboxStatus:
         self._selected = self._pager.select()
+        self._selected_since_idle = True
         return self._selected
 
     def fetch_since(
@@ -166,6 +171,26 @@ class ImapMailboxSession:
             self._pass = status
         self._idle.last_uid = None if batch.has_more else batch.new_cursor.last_uid
         return batch
+
+    def read_flags(self, cursor: FlagCursor | None, window: FlagWindow) -> FlagRead:
+        """INBOX's flags (``flags.read_flags``). With CONDSTORE the status of this
+        session's last EXAMINE is reused when no IDLE came since (a poll's arrivals just
+        took one), so an unchanged INBOX costs no command here at all: changes after that
+        EXAMINE have higher MODSEQs than the cursor it leaves, and the next poll reads
+        them. The window counts by sequence number, so it always EXAMINEs afresh."""
+        self._idle.done()
+        self._pass = None
+        status = self._selected
+        reusable = (
+            status is not None
+            and self._selected_since_idle
+            and status.highestmodseq is not None
+            and "CONDSTORE" in self._caps
+            and not (cursor is not None and cursor.unreliable)
+        )
+        if status is None or not reusable:
+            status = self.select_inbox()
+        return read_flags(self._conn, self._caps, status, cursor, window)
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST (``folders``); the selected mailbox stays."""

@@ -51,6 +51,10 @@ class HostileMessage:
     leave the client waiting for the rest."""
     garbage: bytes | None = None
     """Sent instead of this message's metadata FETCH response (a whole line)."""
+    flags: bytes = b""
+    """FLAGS exactly as sent, between the parentheses (thousands of keywords, say)."""
+    modseq: int = 1
+    """MODSEQ as sent with its flags (a CONDSTORE server's)."""
 
     def __post_init__(self) -> None:
         if not self.body:
@@ -78,6 +82,9 @@ class Script:
     """Sent with LIST's answer as ``* STATUS <line>`` (LIST-STATUS)."""
     refuse_list_return: bool = False
     """Answer BAD to a LIST with ``RETURN`` (whatever the capabilities said)."""
+    highestmodseq: int | None = None
+    """HIGHESTMODSEQ sent with EXAMINE (put CONDSTORE in ``capabilities`` too). A flag
+    FETCH is answered with every message it names, ``CHANGEDSINCE`` or not."""
 
 
 def bad_charset_message(uid: int) -> HostileMessage:
@@ -256,10 +263,14 @@ class _Conversation:
                 b"* %d EXISTS\r\n* OK [UIDVALIDITY %s] ok\r\n* OK [UIDNEXT %s] ok\r\n"
                 % (len(uids), script.uidvalidity.encode(), uidnext.encode())
             )
+            if script.highestmodseq is not None:
+                self.send(b"* OK [HIGHESTMODSEQ %d] ok\r\n" % script.highestmodseq)
         elif verb == b"UID SEARCH":
             found = [m.uid for m in script.messages if m.uid in _uid_set(args, script)]
             found += list(script.extra_search_uids)
             self.send(b"* SEARCH" + b"".join(b" %d" % u for u in found) + b"\r\n")
+        elif verb in (b"UID FETCH", b"FETCH") and b"(UID FLAGS" in args.upper():
+            self.flags(args, by_uid=verb == b"UID FETCH")
         elif verb == b"UID FETCH":
             self.dripping = self.dripping or script.drip_from == "fetch"
             self.fetch(args)
@@ -309,6 +320,22 @@ class _Conversation:
                 self.send_literal(announced, msg.body, msg.literal_sent)
                 self.send(b")\r\n")
 
+    def flags(self, args: bytes, *, by_uid: bool) -> None:
+        """A flag FETCH: every message the set names (by UID or by position), each with
+        its FLAGS and MODSEQ, whatever CHANGEDSINCE asked."""
+        wanted_set = args.partition(b" ")[0]
+        if by_uid:
+            wanted = _uid_set(wanted_set, self.script)
+        else:
+            positions = _positions(wanted_set, len(self.script.messages))
+            wanted = {self.script.messages[p - 1].uid for p in positions}
+        for seq, msg in enumerate(self.script.messages, 1):
+            if msg.uid in wanted:
+                self.send(
+                    b"* %d FETCH (UID %d FLAGS (%s) MODSEQ (%d))\r\n"
+                    % (seq, msg.uid, msg.flags, msg.modseq)
+                )
+
     def metadata(self, seq: int, msg: HostileMessage) -> None:
         if msg.garbage is not None:
             self.send(msg.garbage + b"\r\n")
@@ -323,9 +350,9 @@ class _Conversation:
         size = msg.size if msg.size is not None else str(len(msg.body))
         announced = msg.header_literal if msg.header_literal is not None else len(fields)
         self.send(
-            b"* %d FETCH (UID %d RFC822.SIZE %s INTERNALDATE %s FLAGS () "
+            b"* %d FETCH (UID %d RFC822.SIZE %s INTERNALDATE %s FLAGS (%s) "
             b"BODY[HEADER.FIELDS (MESSAGE-ID DATE)] {%d}\r\n"
-            % (seq, msg.uid, size.encode(), msg.internaldate.encode(), announced)
+            % (seq, msg.uid, size.encode(), msg.internaldate.encode(), msg.flags, announced)
         )
         self.send_literal(announced, fields, msg.literal_sent if msg.header_literal else None)
         self.send(b")\r\n")
@@ -341,4 +368,14 @@ def _uid_set(text: bytes, script: Script) -> set[int]:
             hi = lo if m[2] is None else (top if m[2] == b"*" else int(m[2]))
             lo, hi = min(lo, hi), max(lo, hi)
             found.update(msg.uid for msg in script.messages if lo <= msg.uid <= hi)
+    return found
+
+
+def _positions(text: bytes, count: int) -> set[int]:
+    """The sequence numbers (1..count) a sequence set names."""
+    found: set[int] = set()
+    for m in _SEQUENCE.finditer(text):
+        lo = count if m[1] == b"*" else int(m[1])
+        hi = lo if m[2] is None else (count if m[2] == b"*" else int(m[2]))
+        found.update(range(max(1, min(lo, hi)), min(count, max(lo, hi)) + 1))
     return found

@@ -258,6 +258,22 @@ def test_the_openapi_document_is_valid_and_names_every_use_case(server: Server) 
     assert connect["additionalProperties"] is False
 
 
+def test_list_messages_filters_by_unread_and_flagged_over_http(
+    server: Server, local_app: App
+) -> None:
+    document = httpx.get(f"{server.url}/openapi.json").json()
+    listing = document["components"]["schemas"]["list-messages"]["properties"]
+    for name in ("unread", "flagged"):
+        assert {"type": "boolean"} in listing[name].get("anyOf", [listing[name]])
+    key = create_key(local_app, admin_of(_tenant()), "TenantAdmin")
+    with server.client(key) as http:
+        answer = http.post("/v1/queries/list-messages", json={"unread": True, "flagged": False})
+        assert answer.status_code == 200
+        assert answer.json()["items"] == []
+        refused = http.post("/v1/queries/list-messages", json={"unread": "yes please"})
+        assert refused.status_code == 400
+
+
 def test_operations_endpoints(server: Server, local_app: App) -> None:
     assert httpx.get(f"{server.url}/healthz").json() == {"ok": True}
     assert httpx.get(f"{server.url}/readyz").status_code == 200

@@ -1,0 +1,166 @@
+"""Implements ``FlagStateStore`` on the read-model database: the UID map
+(``mail_flag_uids``: one row per (account, folder, UID), the message id and the flags last
+stored, valid under its UIDVALIDITY only) and the flag cursors (``mail_flag_cursors``: one
+row per (account, folder)). Operational state, like ``mailbox_state``: a cache of the
+message streams, never their truth."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from uuid import UUID
+
+from application.mail.flag_state import FlagCursor, UidEntry
+from application.ports import SqlCursor, SqlDatabase
+
+UIDS = "mail_flag_uids"
+CURSORS = "mail_flag_cursors"
+CLAIMS = "mail_flag_claims"
+_IN_CHUNK = 500  # SQLite's bound parameters per statement stay far below its limit
+_UPSERT_UID = (
+    f"INSERT INTO {UIDS} (account_id, folder, uid, uidvalidity, message_id, flags)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, folder, uid) DO UPDATE SET"
+    " uidvalidity = excluded.uidvalidity, message_id = excluded.message_id,"
+    " flags = excluded.flags"
+)
+
+
+class SqlFlagState:
+    def __init__(self, db: SqlDatabase) -> None:
+        self.db = db
+
+    def setup(self) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {UIDS} (account_id TEXT NOT NULL,"
+                " folder TEXT NOT NULL, uid BIGINT NOT NULL, uidvalidity BIGINT NOT NULL,"
+                " message_id TEXT NOT NULL, flags TEXT,"
+                " PRIMARY KEY (account_id, folder, uid))"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {CURSORS} (account_id TEXT NOT NULL,"
+                " folder TEXT NOT NULL, uidvalidity BIGINT NOT NULL, modseq BIGINT,"
+                " sweep_from BIGINT NOT NULL, unreliable INTEGER NOT NULL,"
+                " PRIMARY KEY (account_id, folder))"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {CLAIMS} (account_id TEXT NOT NULL,"
+                " folder TEXT NOT NULL, token TEXT NOT NULL, until DOUBLE PRECISION NOT NULL,"
+                " PRIMARY KEY (account_id, folder))"
+            )
+
+    def claim(self, account_id: str, folder: str, token: str, *, now: float, until: float) -> bool:
+        """One statement: a new row, or an expired one taken over; then whose it is."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {CLAIMS} (account_id, folder, token, until) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (account_id, folder) DO UPDATE SET token = excluded.token,"
+                f" until = excluded.until WHERE {CLAIMS}.until < ?",
+                (account_id, folder, token, until, now),
+            )
+            cur.execute(
+                f"SELECT token FROM {CLAIMS} WHERE account_id = ? AND folder = ?",
+                (account_id, folder),
+            )
+            row = cur.fetchone()
+        return row is not None and row[0] == token
+
+    def release(self, account_id: str, folder: str, token: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"DELETE FROM {CLAIMS} WHERE account_id = ? AND folder = ? AND token = ?",
+                (account_id, folder, token),
+            )
+
+    def remember(self, entries: Sequence[UidEntry]) -> None:
+        if not entries:
+            return
+        with self.db.transaction() as cur:
+            _upsert(cur, entries)
+
+    def known(
+        self, account_id: str, folder: str, uidvalidity: int, uids: Iterable[int]
+    ) -> dict[int, UidEntry]:
+        wanted = sorted(set(uids))
+        found: dict[int, UidEntry] = {}
+        with self.db.reading() as cur:
+            for start in range(0, len(wanted), _IN_CHUNK):
+                chunk = wanted[start : start + _IN_CHUNK]
+                marks = ", ".join("?" * len(chunk))
+                cur.execute(
+                    f"SELECT uid, message_id, flags FROM {UIDS} WHERE account_id = ?"
+                    f" AND folder = ? AND uidvalidity = ? AND uid IN ({marks})",
+                    (account_id, folder, uidvalidity, *chunk),
+                )
+                for uid, message_id, flags in cur.fetchall():
+                    found[int(uid)] = UidEntry(
+                        account_id,
+                        folder,
+                        uidvalidity,
+                        int(uid),
+                        UUID(message_id),
+                        None if flags is None else tuple(json.loads(flags)),
+                    )
+        return found
+
+    def cursor(self, account_id: str, folder: str) -> FlagCursor | None:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT uidvalidity, modseq, sweep_from, unreliable FROM {CURSORS}"
+                " WHERE account_id = ? AND folder = ?",
+                (account_id, folder),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        uidvalidity, modseq, sweep_from, unreliable = row
+        return FlagCursor(
+            int(uidvalidity),
+            None if modseq is None else int(modseq),
+            int(sweep_from),
+            bool(unreliable),
+        )
+
+    def save(
+        self, account_id: str, folder: str, cursor: FlagCursor, entries: Sequence[UidEntry]
+    ) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {CURSORS} (account_id, folder, uidvalidity, modseq, sweep_from,"
+                " unreliable) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, folder)"
+                " DO UPDATE SET uidvalidity = excluded.uidvalidity, modseq = excluded.modseq,"
+                " sweep_from = excluded.sweep_from, unreliable = excluded.unreliable",
+                (
+                    account_id,
+                    folder,
+                    cursor.uidvalidity,
+                    cursor.modseq,
+                    cursor.sweep_from,
+                    int(cursor.unreliable),
+                ),
+            )
+            if entries:
+                _upsert(cur, entries)
+
+    def forget(self, account_id: str) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(f"DELETE FROM {UIDS} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {CURSORS} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {CLAIMS} WHERE account_id = ?", (account_id,))
+
+
+def _upsert(cur: SqlCursor, entries: Sequence[UidEntry]) -> None:
+    cur.executemany(
+        _UPSERT_UID,
+        [
+            (
+                e.account_id,
+                e.folder,
+                e.uid,
+                e.uidvalidity,
+                str(e.message_id),
+                None if e.flags is None else json.dumps(list(e.flags)),
+            )
+            for e in entries
+        ],
+    )
