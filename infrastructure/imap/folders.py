@@ -126,12 +126,17 @@ def list_arguments(capabilities: frozenset[str]) -> tuple[bytes, ...]:
         items = ["MESSAGES", "UIDNEXT", "UIDVALIDITY"]
         if "CONDSTORE" in capabilities:
             items.append("HIGHESTMODSEQ")
-        if "OBJECTID" in capabilities:
-            items.append("MAILBOXID")
         options.append(f"STATUS ({' '.join(items)})")
     if not options:
         return args
     return (*args, b"RETURN", f"({' '.join(options)})".encode())
+
+
+def mailbox_id_arguments(capabilities: frozenset[str]) -> tuple[bytes, ...] | None:
+    """The arguments of the LIST that asks the folders' MAILBOXIDs, if the server has them."""
+    if not {"LIST-STATUS", "OBJECTID"} <= capabilities:
+        return None
+    return (b'""', b'"*"', b"RETURN", b"(STATUS (UIDVALIDITY MAILBOXID))")
 
 
 def build_listing(
@@ -140,6 +145,7 @@ def build_listing(
     capabilities: frozenset[str],
     *,
     max_folders: int = DEFAULT_MAX_FOLDERS,
+    id_status_data: Sequence[Any] = (),
 ) -> FolderListing:
     """imaplib's untagged LIST and STATUS data made into a bounded ``FolderListing``."""
     dropped: Counter[str] = Counter()
@@ -157,6 +163,7 @@ def build_listing(
     folders, duplicates = _unique(folders)
     dropped["duplicate_name"] += duplicates
     _attach_status(folders, status_data)
+    _attach_mailbox_ids(folders, id_status_data)
     special_use = "SPECIAL-USE" in capabilities
     folders, unroled = _assign_roles(folders, guess_names=not special_use)
     kept = _cap(folders, max_folders)
@@ -216,12 +223,26 @@ def _attach_status(folders: list[Folder], data: Sequence[Any]) -> None:
             uidvalidity=lr.status_number(items.get("UIDVALIDITY"), low=1, high=lr.UINT32_MAX),
             highestmodseq=lr.status_number(items.get("HIGHESTMODSEQ"), low=0, high=lr.MODSEQ_MAX),
         )
-        mailbox_id = items.get("MAILBOXID")
-        folders[index] = replace(
-            folders[index],
-            status=status,
-            mailbox_id=mailbox_id if isinstance(mailbox_id, str) else None,
-        )
+        folders[index] = replace(folders[index], status=status)
+
+
+def _attach_mailbox_ids(folders: list[Folder], data: Sequence[Any]) -> None:
+    by_name = {folder.name: i for i, folder in enumerate(folders)}
+    for tokens in lr.responses(data):
+        entry = lr.status_entry(tokens) if tokens is not None else None
+        if entry is None:
+            continue
+        name = lr.decode_name(entry.name)
+        index = by_name.get("INBOX" if name and name.upper() == "INBOX" else name or "")
+        if index is None or folders[index].mailbox_id is not None:
+            continue
+        mailbox_id = entry.items.get("MAILBOXID")
+        status = folders[index].status
+        uidvalidity = lr.status_number(entry.items.get("UIDVALIDITY"), low=1, high=lr.UINT32_MAX)
+        if not isinstance(mailbox_id, str) or status is None or uidvalidity is None:
+            continue
+        if status.uidvalidity == uidvalidity:
+            folders[index] = replace(folders[index], mailbox_id=mailbox_id)
 
 
 def _assign_roles(folders: list[Folder], *, guess_names: bool) -> tuple[list[Folder], int]:
@@ -296,9 +317,28 @@ def _cap(folders: list[Folder], max_folders: int) -> list[Folder]:
 def list_folders(
     conn: Connection, capabilities: frozenset[str], *, max_folders: int
 ) -> FolderListing:
-    """One LIST round trip on a logged-in connection, made into a ``FolderListing``."""
-    list_data, status_data = conn.io(_list, conn.client, list_arguments(capabilities))
-    return build_listing(list_data, status_data, capabilities, max_folders=max_folders)
+    """One LIST round trip (two with MAILBOXID) on a logged-in connection, made into a
+    ``FolderListing``."""
+    list_data, status_data, id_data = conn.io(_lists, conn.client, capabilities)
+    return build_listing(
+        list_data, status_data, capabilities, max_folders=max_folders, id_status_data=id_data
+    )
+
+
+def _lists(client: Any, capabilities: frozenset[str]) -> tuple[list[Any], list[Any], list[Any]]:
+    """Both LISTs, in one operation (one deadline)."""
+    list_data, status_data = _list(client, list_arguments(capabilities))
+    id_args = mailbox_id_arguments(capabilities)
+    return list_data, status_data, _list_ids(client, id_args) if id_args else []
+
+
+def _list_ids(client: Any, args: tuple[bytes, ...]) -> list[Any]:
+    try:
+        return wire.list_lines(client, args)[1]
+    except IMAPClientAbortError:
+        raise
+    except IMAPClientError:
+        return []
 
 
 def _list(client: Any, args: tuple[bytes, ...]) -> tuple[list[Any], list[Any]]:

@@ -12,6 +12,7 @@ from infrastructure.imap.folders import (
     MAX_NAME_BYTES,
     build_listing,
     list_arguments,
+    mailbox_id_arguments,
 )
 
 DOVECOT = frozenset({"IMAP4REV1", "LIST-EXTENDED", "LIST-STATUS", "SPECIAL-USE", "CONDSTORE"})
@@ -35,9 +36,18 @@ def test_the_command_asks_for_what_the_server_offers_and_no_more() -> None:
         b"RETURN",
         b"(SPECIAL-USE STATUS (MESSAGES UIDNEXT UIDVALIDITY HIGHESTMODSEQ))",
     )
+    # MAILBOXID has a LIST of its own (Cyrus 3.6 garbles it beside the counters).
     assert list_arguments(frozenset({"LIST-STATUS", "OBJECTID"}))[-1] == (
-        b"(STATUS (MESSAGES UIDNEXT UIDVALIDITY MAILBOXID))"
+        b"(STATUS (MESSAGES UIDNEXT UIDVALIDITY))"
     )
+    assert mailbox_id_arguments(frozenset({"LIST-STATUS", "OBJECTID"})) == (
+        b'""',
+        b'"*"',
+        b"RETURN",
+        b"(STATUS (UIDVALIDITY MAILBOXID))",
+    )
+    assert mailbox_id_arguments(frozenset({"OBJECTID"})) is None
+    assert mailbox_id_arguments(DOVECOT) is None
     assert list_arguments(frozenset({"LIST-EXTENDED"})) == (b'""', b'"*"')
 
 
@@ -192,11 +202,27 @@ def test_status_for_unknown_names_or_bad_values_is_ignored() -> None:
     assert inbox is not None and inbox.status == FolderStatus(uidvalidity=7)
 
 
-def test_mailbox_ids_come_from_list_status() -> None:
+def test_mailbox_ids_come_from_their_own_list_status_where_the_uidvalidity_agrees() -> None:
     caps = frozenset({"LIST-STATUS", "OBJECTID"})
     result = listing(
-        [b'() "/" INBOX', b'() "/" Work'],
+        [b'() "/" INBOX', b'() "/" Work', b'() "/" Made-again', b'() "/" Garbled'],
         caps,
-        status=[b"Work (UIDVALIDITY 3 MAILBOXID (Fwork-1))", b"INBOX (MAILBOXID (F-in))"],
+        status=[
+            b"Work (UIDVALIDITY 3 MAILBOXID (ignored))",
+            b"INBOX (UIDVALIDITY 1)",
+            b"Made-again (UIDVALIDITY 5)",
+            b"Garbled (UIDVALIDITY 6)",
+        ],
+        id_status_data=[
+            b"Work (UIDVALIDITY 3 MAILBOXID (Fwork-1))",
+            b"INBOX (UIDVALIDITY 1 MAILBOXID (F-in))",
+            b"Made-again (UIDVALIDITY 8 MAILBOXID (F-new))",  # deleted and made between
+            b"Garbled (UIDVALIDITY 6 MAILBOXID (\xf04\x85\xc0\xcfU))",  # Cyrus 3.6's bytes
+        ],
     )
-    assert {f.name: f.mailbox_id for f in result.folders} == {"INBOX": "F-in", "Work": "Fwork-1"}
+    assert {f.name: f.mailbox_id for f in result.folders} == {
+        "INBOX": "F-in",
+        "Work": "Fwork-1",
+        "Made-again": None,
+        "Garbled": None,
+    }
