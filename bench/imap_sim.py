@@ -6,9 +6,15 @@ It speaks the part of IMAP4rev1 the workers use: the greeting with its capabilit
 CAPABILITY, LOGIN, SELECT/EXAMINE, UID SEARCH (``UID`` sets, ``SINCE``, ``ALL``), UID
 FETCH (``UID RFC822.SIZE INTERNALDATE FLAGS``, ``BODY.PEEK[HEADER.FIELDS (...)]``,
 ``BODY.PEEK[]`` and ``BODY.PEEK[]<offset.length>``), IDLE/DONE with ``* N EXISTS``
-pushed on new mail, NOOP, CHECK, LOGOUT; pipelined commands are answered in order.
-Each user has one in-memory INBOX; mail is added by ``deliver`` (the bench's APPEND),
-never by the protocol. Anything else is answered ``BAD``.
+pushed on new mail, LIST ``"" "*"``, NOOP, CHECK, LOGOUT; pipelined commands are
+answered in order. Each user has one in-memory INBOX; mail is added by ``deliver`` (the
+bench's APPEND), never by the protocol. Anything else is answered ``BAD``.
+
+``ImapSimulator(gmail=True)`` is Gmail (``bench/imap_sim_gmail.py``): X-GM-EXT-1 and
+SPECIAL-USE announced, the ``[Gmail]/...`` folders with ``\\All``, ``\\Sent``,
+``\\Trash`` and ``\\Junk``, a folder per user label, one message in every folder of its
+labels with one X-GM-MSGID; FETCH answers X-GM-MSGID, X-GM-THRID and X-GM-LABELS, and
+``UID STORE n +X-GM-LABELS (...)`` / ``-X-GM-LABELS`` moves labels (copies follow).
 
 The server keeps its own view of the sessions, so the benchmark can see what the
 workers do from the other side: logins per user, the users with a session in IDLE, and
@@ -35,19 +41,36 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from email.utils import format_datetime
 from pathlib import Path
 from typing import Any
 
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.imap_sim_gmail import (
+    ALL_MAIL,
+    GmailFolders,
+    Identity,
+    folder_of,
+    in_folder,
+    parse_labels,
+    render_labels,
+)
+from bench.imap_sim_gmail import list_lines as gmail_list_lines
+
 CAPABILITIES = b"IMAP4rev1 IDLE LITERAL+"
+GMAIL_CAPABILITIES = b"IMAP4rev1 IDLE LITERAL+ SPECIAL-USE X-GM-EXT-1"
 MAX_LINE = 64 * 1024  # a client line longer than this closes the connection
 UIDVALIDITY = 1
 _ATOM_OR_QUOTED = re.compile(rb'"((?:[^"\\]|\\.)*)"|(\S+)')
 _PARTIAL = re.compile(rb"BODY\.PEEK\[\]<(\d+)\.(\d+)>")
 _HEADER_FIELDS = re.compile(rb"BODY\.PEEK\[HEADER\.FIELDS \(([^)]*)\)\]")
+_STORE_LABELS = re.compile(rb"(\d+) ([+-])X-GM-LABELS(?:\.SILENT)? (\(.*\))\Z", re.IGNORECASE)
+_GMAIL_ITEMS = frozenset({b"X-GM-MSGID", b"X-GM-THRID", b"X-GM-LABELS"})
 _MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
 
 
@@ -78,6 +101,7 @@ class Message:
     uid: int
     raw: bytes
     arrived: datetime
+    identity: Identity | None = None  # Gmail's: shared by the message's copies
 
     def internaldate(self) -> bytes:
         d = self.arrived
@@ -97,13 +121,28 @@ class Message:
 class Mailbox:
     user: str
     password: str
-    messages: list[Message] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)  # INBOX
     idlers: set[Session] = field(default_factory=set)
     logins: int = 0
+    folders: dict[str, list[Message]] = field(default_factory=dict)
+    last_uids: dict[str, int] = field(default_factory=dict)  # a UID is never reused
+    gmail: GmailFolders | None = None
+
+    def __post_init__(self) -> None:
+        self.folders["INBOX"] = self.messages
 
     @property
     def uidnext(self) -> int:
-        return self.messages[-1].uid + 1 if self.messages else 1
+        return self.last_uids.get("INBOX", 0) + 1
+
+    def add(self, folder: str, raw: bytes, arrived: datetime, identity: Identity | None) -> int:
+        uid = self.last_uids.get(folder, 0) + 1
+        self.last_uids[folder] = uid
+        self.folders.setdefault(folder, []).append(Message(uid, raw, arrived, identity))
+        return uid
+
+    def selectable(self, folder: str) -> bool:
+        return folder == "INBOX" or (self.gmail is not None and self.gmail.selectable(folder))
 
 
 @dataclass
@@ -138,7 +177,9 @@ class ImapSimulator:
     """The mailboxes and the counters; ``Session`` objects speak the protocol. Touched
     only from the event loop's thread (``deliver`` and friends: through ``call``)."""
 
-    def __init__(self, users: int = 0) -> None:
+    def __init__(self, users: int = 0, *, gmail: bool = False) -> None:
+        self.gmail = gmail
+        self.capabilities = GMAIL_CAPABILITIES if gmail else CAPABILITIES
         self.mailboxes: dict[str, Mailbox] = {}
         self.stats = Stats()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -148,17 +189,53 @@ class ImapSimulator:
     def add_users(self, count: int, start: int = 0) -> None:
         for i in range(start, start + count):
             name = user_name(i)
-            self.mailboxes.setdefault(name, Mailbox(name, password_of(name)))
+            if name not in self.mailboxes:
+                self.mailboxes[name] = box = Mailbox(name, password_of(name))
+                if self.gmail:
+                    box.gmail = GmailFolders(self._copier(box))
 
-    def deliver(self, user: str, raw: bytes) -> int:
-        """Add a message to the user's INBOX and push EXISTS to its sessions in IDLE;
-        its UID."""
+    def _copier(self, box: Mailbox) -> Callable[[str, Identity], None]:
+        """A new copy (the folder's next UID) of a message already in some folder."""
+
+        def copy(folder: str, identity: Identity) -> None:
+            original = next(m for ms in box.folders.values() for m in ms if m.identity is identity)
+            box.add(folder, original.raw, original.arrived, identity)
+
+        return copy
+
+    def deliver(self, user: str, raw: bytes, labels: set[bytes] | None = None) -> int:
+        """Add a message to the user's INBOX (on Gmail: to the folders of ``labels``,
+        ``\\Inbox`` by default, and All Mail) and push EXISTS to its sessions in IDLE;
+        its UID in INBOX (on Gmail without ``\\Inbox``: in All Mail)."""
         box = self.mailboxes[user]
-        message = Message(box.uidnext, raw, datetime.now(UTC).replace(microsecond=0))
-        box.messages.append(message)
+        arrived = datetime.now(UTC).replace(microsecond=0)
+        if box.gmail is None:
+            uid = box.add("INBOX", raw, arrived, None)
+        else:
+            identity = box.gmail.new_identity(labels if labels is not None else {b"\\Inbox"})
+            folders = [ALL_MAIL, *(folder_of(label) for label in identity.labels)]
+            uids = {
+                f: box.add(f, raw, arrived, identity) for f in folders if in_folder(identity, f)
+            }
+            uid = uids.get("INBOX") or uids.get(ALL_MAIL) or 0
         for session in box.idlers:
             session.announce()
-        return message.uid
+        return uid
+
+    def relabel(self, box: Mailbox, identity: Identity, add: list[bytes], rem: list[bytes]) -> None:
+        """Gmail: change a message's labels; its copies enter and leave folders."""
+        assert box.gmail is not None
+        box.gmail.relabel(
+            identity,
+            add,
+            rem,
+            lambda f: any(m.identity is identity for m in box.folders.get(f, [])),
+        )
+        for folder, messages in box.folders.items():
+            if not in_folder(identity, folder):
+                messages[:] = [m for m in messages if m.identity is not identity]
+        for session in box.idlers:
+            session.announce()
 
     def deliver_all(self, users: list[str] | None = None) -> int:
         names = list(self.mailboxes) if users is None else users
@@ -215,7 +292,16 @@ class Session(asyncio.Protocol):
     """One client connection: a line buffer, the login and the selected mailbox, and
     the IDLE it is in (its tag)."""
 
-    __slots__ = ("box", "buffer", "idle_tag", "known", "selected", "server", "transport")
+    __slots__ = (
+        "box",
+        "buffer",
+        "folder",
+        "idle_tag",
+        "known",
+        "selected",
+        "server",
+        "transport",
+    )
 
     def __init__(self, server: ImapSimulator) -> None:
         self.server = server
@@ -223,6 +309,7 @@ class Session(asyncio.Protocol):
         self.buffer = b""
         self.box: Mailbox | None = None
         self.selected = False
+        self.folder = "INBOX"  # the selected one, when ``selected``
         self.idle_tag: bytes | None = None
         self.known = 0  # the message count this session was told (EXISTS)
 
@@ -233,7 +320,7 @@ class Session(asyncio.Protocol):
         self.transport = transport
         self.server.stats.connections += 1
         self.server.stats.accepted += 1
-        self.send(b"* OK [CAPABILITY " + CAPABILITIES + b"] imap-sim ready\r\n")
+        self.send(b"* OK [CAPABILITY " + self.server.capabilities + b"] imap-sim ready\r\n")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.stats.connections -= 1
@@ -259,7 +346,7 @@ class Session(asyncio.Protocol):
     def announce(self) -> None:
         """Tell an idling session of mail it does not know yet."""
         assert self.box is not None
-        count = len(self.box.messages)
+        count = len(self.view)
         if count > self.known:
             self.known = count
             self.send(b"* %d EXISTS\r\n" % count)
@@ -302,7 +389,7 @@ class Session(asyncio.Protocol):
         self.send(tag + b" OK " + text + b"\r\n")
 
     def cmd_capability(self, tag: bytes, args: bytes) -> None:
-        self.send(b"* CAPABILITY " + CAPABILITIES + b"\r\n")
+        self.send(b"* CAPABILITY " + self.server.capabilities + b"\r\n")
         self.ok(tag)
 
     def cmd_noop(self, tag: bytes, args: bytes) -> None:
@@ -332,29 +419,80 @@ class Session(asyncio.Protocol):
         self.box = box
         box.logins += 1
         self.server.stats.logins += 1
-        self.send(tag + b" OK [CAPABILITY " + CAPABILITIES + b"] Logged in\r\n")
+        self.send(tag + b" OK [CAPABILITY " + self.server.capabilities + b"] Logged in\r\n")
 
     def cmd_select(self, tag: bytes, args: bytes, readonly: bool = False) -> None:
         if self.box is None:
             self.bad(tag, b"not logged in")
             return
-        if args.strip().strip(b'"').upper() != b"INBOX":
+        name = args.strip().strip(b'"').decode(errors="replace")
+        name = "INBOX" if name.upper() == "INBOX" else name
+        if not self.box.selectable(name):
             self.send(tag + b" NO [NONEXISTENT] Mailbox doesn't exist\r\n")
             return
         box = self.box
-        self.selected = True
-        self.known = len(box.messages)
+        self.selected, self.folder = True, name
+        self.known = len(self.view)
+        uidnext = box.last_uids.get(name, 0) + 1
         self.send(
             b"* FLAGS (\\Answered \\Flagged \\Deleted \\Seen \\Draft)\r\n"
             b"* OK [PERMANENTFLAGS ()] Read-only mailbox.\r\n"
             b"* %d EXISTS\r\n* 0 RECENT\r\n"
             b"* OK [UIDVALIDITY %d] UIDs valid\r\n"
-            b"* OK [UIDNEXT %d] Predicted next UID\r\n" % (self.known, UIDVALIDITY, box.uidnext)
+            b"* OK [UIDNEXT %d] Predicted next UID\r\n" % (self.known, UIDVALIDITY, uidnext)
         )
         self.ok(tag, b"[READ-ONLY] Examine completed" if readonly else b"[READ-WRITE] Select")
 
     def cmd_examine(self, tag: bytes, args: bytes) -> None:
         self.cmd_select(tag, args, readonly=True)
+
+    @property
+    def view(self) -> list[Message]:
+        """The selected folder's messages (INBOX before a SELECT)."""
+        assert self.box is not None
+        return self.box.folders.get(self.folder, [])
+
+    def cmd_list(self, tag: bytes, args: bytes) -> None:
+        if self.box is None:
+            self.bad(tag, b"not logged in")
+            return
+        if args.strip() != b'"" "*"':
+            self.bad(tag, b'only LIST "" "*"')
+            return
+        gmail = self.box.gmail
+        lines = (
+            [b'(\\HasNoChildren) "/" INBOX']
+            if gmail is None
+            else gmail_list_lines(gmail.user_labels)
+        )
+        self.send(b"".join(b"* LIST " + line + b"\r\n" for line in lines))
+        self.ok(tag)
+
+    def cmd_uid_store(self, tag: bytes, args: bytes) -> None:
+        """Gmail's label moves only: ``UID STORE n +X-GM-LABELS (...)`` or ``-X-GM-LABELS``."""
+        box = self.box
+        match = _STORE_LABELS.match(args.strip())
+        labels = parse_labels(match[3]) if match else None
+        if not self.selected or box is None or box.gmail is None or match is None:
+            self.bad(tag, b"only UID STORE n +X-GM-LABELS (...) on Gmail")
+            return
+        if labels is None:
+            self.bad(tag, b"bad label list")
+            return
+        uid = int(match[1])
+        found = [m for m in self.view if m.uid == uid and m.identity is not None]
+        if found and found[0].identity is not None:
+            identity = found[0].identity
+            add, remove = (labels, []) if match[2] == b"+" else ([], labels)
+            self.server.relabel(box, identity, add, remove)
+            if not match[0].upper().count(b".SILENT"):
+                seq = next((i for i, m in enumerate(self.view, 1) if m.uid == uid), 0)
+                if seq:
+                    self.send(
+                        b"* %d FETCH (UID %d X-GM-LABELS %s)\r\n"
+                        % (seq, uid, render_labels(identity.labels))
+                    )
+        self.ok(tag)
 
     def cmd_check(self, tag: bytes, args: bytes) -> None:
         self.ok(tag)
@@ -372,7 +510,7 @@ class Session(asyncio.Protocol):
         if not self.selected or self.box is None:
             self.bad(tag, b"no mailbox selected")
             return
-        messages = self.box.messages
+        messages = self.view
         words = args.split()
         found = list(messages)
         i = 0
@@ -381,7 +519,7 @@ class Session(asyncio.Protocol):
             if key == b"ALL":
                 i += 1
             elif key == b"UID" and i + 1 < len(words):
-                wanted = uid_set(words[i + 1], self.box)
+                wanted = uid_set(words[i + 1], self.view)
                 found = [m for m in found if m.uid in wanted]
                 i += 2
             elif key == b"SINCE" and i + 1 < len(words):
@@ -406,11 +544,11 @@ class Session(asyncio.Protocol):
         if wanted_items is None:
             self.bad(tag, b"unsupported fetch item")
             return
-        wanted = uid_set(set_text, self.box)
+        wanted = uid_set(set_text, self.view)
         self.send(
             b"".join(
                 wanted_items.render(seq, message)
-                for seq, message in enumerate(self.box.messages, 1)
+                for seq, message in enumerate(self.view, 1)
                 if message.uid in wanted
             )
         )
@@ -421,7 +559,7 @@ class Session(asyncio.Protocol):
 class FetchItems:
     """The items of a UID FETCH this server answers."""
 
-    simple: frozenset[bytes]  # UID RFC822.SIZE INTERNALDATE FLAGS
+    simple: frozenset[bytes]  # UID RFC822.SIZE INTERNALDATE FLAGS, Gmail's X-GM-*
     header_fields: tuple[bytes, ...] | None  # BODY.PEEK[HEADER.FIELDS (...)]
     partial: tuple[int, int] | None  # BODY.PEEK[]<offset.length>
     whole: bool  # BODY.PEEK[]
@@ -436,7 +574,7 @@ class FetchItems:
         rest = _PARTIAL.sub(b"", _HEADER_FIELDS.sub(b"", upper)).split()
         whole = b"BODY.PEEK[]" in rest
         simple = frozenset(item for item in rest if item != b"BODY.PEEK[]")
-        if not simple <= {b"UID", b"RFC822.SIZE", b"INTERNALDATE", b"FLAGS"}:
+        if not simple <= {b"UID", b"RFC822.SIZE", b"INTERNALDATE", b"FLAGS", *_GMAIL_ITEMS}:
             return None
         return cls(
             simple,
@@ -453,6 +591,13 @@ class FetchItems:
             parts.append(b"INTERNALDATE " + message.internaldate())
         if b"FLAGS" in self.simple:
             parts.append(b"FLAGS ()")
+        gm = message.identity
+        if gm is not None and b"X-GM-MSGID" in self.simple:
+            parts.append(b"X-GM-MSGID %d" % gm.msgid)
+        if gm is not None and b"X-GM-THRID" in self.simple:
+            parts.append(b"X-GM-THRID %d" % gm.thrid)
+        if gm is not None and b"X-GM-LABELS" in self.simple:
+            parts.append(b"X-GM-LABELS " + render_labels(gm.labels))
         if self.header_fields is not None:
             value = message.header_fields(list(self.header_fields))
             key = b"BODY[HEADER.FIELDS (" + b" ".join(self.header_fields) + b")]"
@@ -477,13 +622,15 @@ _COMMANDS = {
     b"IDLE": Session.cmd_idle,
     b"UID SEARCH": Session.cmd_uid_search,
     b"UID FETCH": Session.cmd_uid_fetch,
+    b"UID STORE": Session.cmd_uid_store,
+    b"LIST": Session.cmd_list,
 }
 
 
-def uid_set(text: bytes, box: Mailbox) -> set[int]:
-    """The UIDs of ``box`` a UID set names (``1:5,7``, ``3:*``; ``*`` is the largest UID,
+def uid_set(text: bytes, messages: list[Message]) -> set[int]:
+    """The UIDs of ``messages`` a UID set names (``1:5,7``, ``3:*``; ``*`` is the largest UID,
     so ``n:*`` past it still names the last message, as RFC 3501 says)."""
-    top = box.messages[-1].uid if box.messages else 0
+    top = messages[-1].uid if messages else 0
     ranges: list[tuple[int, int]] = []
     for part in text.split(b","):
         lo_text, _, hi_text = part.partition(b":")
@@ -493,7 +640,7 @@ def uid_set(text: bytes, box: Mailbox) -> set[int]:
         except ValueError:
             return set()
         ranges.append((min(lo, hi), max(lo, hi)))
-    return {m.uid for m in box.messages if any(lo <= m.uid <= hi for lo, hi in ranges)}
+    return {m.uid for m in messages if any(lo <= m.uid <= hi for lo, hi in ranges)}
 
 
 def parse_date(text: bytes) -> date | None:
@@ -524,18 +671,18 @@ class Running:
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
 
-    def deliver(self, user: str, raw: bytes) -> int:
+    def deliver(self, user: str, raw: bytes, labels: set[bytes] | None = None) -> int:
         async def run() -> int:
-            return self.sim.deliver(user, raw)
+            return self.sim.deliver(user, raw, labels)
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
 
 
 @contextlib.contextmanager
-def running_simulator(users: int = 10) -> Iterator[Running]:
+def running_simulator(users: int = 10, *, gmail: bool = False) -> Iterator[Running]:
     """A simulator with ``users`` users on 127.0.0.1 (a free port), on a daemon thread;
-    stopped on leaving the block."""
-    sim = ImapSimulator(users)
+    stopped on leaving the block. ``gmail``: Gmail's folders and X-GM-EXT-1."""
+    sim = ImapSimulator(users, gmail=gmail)
     loop = asyncio.new_event_loop()
     started = threading.Event()
     holder: dict[str, asyncio.Server] = {}

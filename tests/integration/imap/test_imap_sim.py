@@ -13,7 +13,9 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
+from imapclient import IMAPClient
 
+from application.mail.folders import FolderSelection, folders_to_sync
 from application.mail.ports import Credentials, ImapEndpoint, MailboxAuthError, OpenOptions
 from bench.imap_sim import Running, password_of, running_simulator, sample_mail, user_name
 from infrastructure.blobs.filesystem import FilesystemBlobStore
@@ -141,3 +143,117 @@ def test_garbage_and_an_overlong_line_do_not_break_the_server(sim: Running) -> N
         assert reader.readline().startswith(b"b1 OK")
         lines = [reader.readline() for _ in range(7)]
         assert lines[-1].startswith(b"b2 OK [READ-ONLY]"), lines
+
+
+@pytest.fixture
+def gmail() -> Iterator[Running]:
+    with running_simulator(users=1, gmail=True) as running:
+        yield running
+
+
+def gm_client(sim: Running) -> IMAPClient:
+    client = IMAPClient(sim.host, sim.port, ssl=False, timeout=10)
+    client.login(user_name(0), password_of(user_name(0)))
+    return client
+
+
+def test_gmail_folders_pick_all_mail_junk_trash_and_inbox(gmail: Running, tmp_path: Path) -> None:
+    user = user_name(0)
+    gmail.deliver(user, sample_mail(user, 1), {b"\\Inbox", b"Work"})
+    session = open_session(gmail, tmp_path, user)
+    try:
+        assert "X-GM-EXT-1" in session.capabilities
+        listing = session.list_folders()
+    finally:
+        session.close()
+    roles = {f.name: (f.role, f.role_source, f.selectable) for f in listing.folders}
+    assert roles == {
+        "INBOX": ("inbox", "server", True),
+        "[Gmail]": (None, None, False),
+        "[Gmail]/All Mail": ("all", "server", True),
+        "[Gmail]/Sent Mail": ("sent", "server", True),
+        "[Gmail]/Trash": ("trash", "server", True),
+        "[Gmail]/Spam": ("junk", "server", True),
+        "Work": (None, None, True),
+    }
+    chosen = folders_to_sync(listing.folders, FolderSelection("special")).folders
+    assert [f.name for f in chosen] == [
+        "INBOX",
+        "[Gmail]/All Mail",
+        "[Gmail]/Trash",
+        "[Gmail]/Spam",
+    ]
+    assert gmail.call({"op": "stats"})["badCommands"] == 0
+
+
+def test_one_message_in_several_labels_has_one_x_gm_msgid(gmail: Running, tmp_path: Path) -> None:
+    user = user_name(0)
+    gmail.deliver(user, sample_mail(user, 0), {b"\\Sent"})  # only in Sent and All Mail
+    uid = gmail.deliver(user, sample_mail(user, 1), {b"\\Inbox", b"Work"})
+    fallbacks = fallback_count()
+    session = open_session(gmail, tmp_path, user)
+    try:
+        [message] = session.fetch_since(None, backfill_since=WINDOW, limit=10).messages
+    finally:
+        session.close()
+    assert message.ref.uid == uid == 1
+    assert fallback_count() == fallbacks
+    with gm_client(gmail) as client:
+        seen: dict[str, dict[int, int]] = {}
+        for folder in ("INBOX", "Work", "[Gmail]/All Mail", "[Gmail]/Sent Mail"):
+            client.select_folder(folder, readonly=True)
+            answer = client.fetch(client.search("ALL"), ["X-GM-MSGID", "X-GM-THRID"])
+            seen[folder] = {u: item[b"X-GM-MSGID"] for u, item in answer.items()}
+            assert all(item[b"X-GM-THRID"] for item in answer.values())
+        msgid = seen["INBOX"][1]
+        assert message.provider_message_id == f"gm:{msgid}"  # the identity is X-GM-MSGID
+        assert seen["Work"] == {1: msgid}
+        assert (
+            sorted(seen["[Gmail]/All Mail"]) == [1, 2]
+            and msgid in seen["[Gmail]/All Mail"].values()
+        )
+        assert msgid not in seen["[Gmail]/Sent Mail"].values()
+
+        # Labels move: to Trash it leaves All Mail (and keeps its X-GM-MSGID).
+        client.select_folder("INBOX")
+        client.add_gmail_labels([1], ["\\Trash"])
+        client.remove_gmail_labels([1], ["\\Inbox"])
+        assert client.search("ALL") == []
+        client.select_folder("[Gmail]/Trash", readonly=True)
+        [(trash_uid, item)] = client.fetch(
+            client.search("ALL"), ["X-GM-MSGID", "X-GM-LABELS"]
+        ).items()
+        assert item[b"X-GM-MSGID"] == msgid
+        assert set(item[b"X-GM-LABELS"]) == {b"\\Trash", b"Work"}
+        client.select_folder("[Gmail]/All Mail", readonly=True)
+        answer = client.fetch(client.search("ALL"), ["X-GM-MSGID"])
+        assert msgid not in [i[b"X-GM-MSGID"] for i in answer.values()]
+        # Back from Trash: a new copy in All Mail under a new UID (never reused).
+        client.select_folder("[Gmail]/Trash")
+        client.remove_gmail_labels([trash_uid], ["\\Trash"])
+        client.select_folder("[Gmail]/All Mail", readonly=True)
+        answer = client.fetch(client.search("ALL"), ["X-GM-MSGID"])
+        assert {u: i[b"X-GM-MSGID"] for u, i in answer.items()}[3] == msgid
+
+
+def test_gmail_refuses_hostile_label_stores(gmail: Running) -> None:
+    user = user_name(0)
+    gmail.deliver(user, sample_mail(user, 1))
+    with socket.create_connection((gmail.host, gmail.port), timeout=5) as sock:
+        reader = sock.makefile("rb")
+        reader.readline()
+        sock.sendall(f'a LOGIN {user} "{password_of(user)}"\r\nb SELECT INBOX\r\n'.encode())
+        while not reader.readline().startswith(b"b OK"):
+            pass
+        many = b"(" + b" ".join(b"l%d" % i for i in range(500)) + b")"
+        for store in (
+            b"c UID STORE 1 +X-GM-LABELS " + many + b"\r\n",  # past the label cap
+            b'c UID STORE 1 +X-GM-LABELS ("' + b"x" * 300 + b'")\r\n',  # a label too long
+            b"c UID STORE 1 +X-GM-LABELS Work\r\n",  # not a list
+            b"c UID STORE 1 +FLAGS (\\Seen)\r\n",  # not a label move
+        ):
+            sock.sendall(store)
+            assert reader.readline().startswith(b"c BAD"), store
+    with gm_client(gmail) as client:
+        client.select_folder("INBOX", readonly=True)
+        assert client.get_gmail_labels([1]) == {1: ["\\Inbox"]}
