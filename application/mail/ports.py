@@ -312,7 +312,8 @@ class FolderDiscovery(Protocol):
 
     def list_folders(self) -> FolderListing:
         """One LIST (with SPECIAL-USE and LIST-STATUS where offered, checked before the
-        round trip): INBOX and the other folders, bounded in count and shape."""
+        round trip; a second for MAILBOXIDs with OBJECTID): INBOX and the other folders,
+        bounded in count and shape."""
         ...
 
 

@@ -1,5 +1,5 @@
 """Folder discovery: which LIST to send, and its answer made into ``FolderListing``. Pure
-but for ``list_folders`` (one round trip through the session's ``Connection``).
+but for ``list_folders`` (one operation through the session's ``Connection``).
 
 The command is chosen from the capabilities before the round trip:
 

@@ -193,7 +193,8 @@ class ImapMailboxSession:
         return read_flags(self._conn, self._caps, status, cursor, window)
 
     def list_folders(self) -> FolderListing:
-        """The account's folders by one LIST (``folders``); the selected mailbox stays."""
+        """The account's folders by one LIST, two with OBJECTID (``folders``); the selected
+        mailbox stays."""
         self._idle.done()
         return list_folders(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
 

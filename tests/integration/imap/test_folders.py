@@ -239,6 +239,27 @@ def test_a_server_that_refuses_the_return_it_announced_gets_a_plain_list(tmp_pat
     assert lists[1].endswith(b'LIST "" "*"')
 
 
+def test_a_server_that_refuses_the_mailbox_id_list_gives_folders_without_ids(
+    tmp_path: Path,
+) -> None:
+    script = Script(
+        capabilities="IMAP4rev1 LIST-EXTENDED LIST-STATUS OBJECTID SPECIAL-USE",
+        list_lines=[b'() "/" INBOX', b'(\\Sent) "/" Sent'],
+        refuse_list_return=True,
+    )
+    with HostileImapServer(script, lifetime=30) as server:
+        session = _open(server.host, server.port, "user", "pw", tmp_path)
+        try:
+            listing = discover(session)
+            assert session.select_inbox().uidvalidity == 7
+        finally:
+            session.close()
+        lists = [c for c in server.commands if b" LIST " in c]
+    assert [(f.role, f.mailbox_id) for f in listing.folders] == [("inbox", None), ("sent", None)]
+    assert lists[1].endswith(b'LIST "" "*"')  # the first, plain, after its RETURN was refused
+    assert lists[2].endswith(b"RETURN (STATUS (UIDVALIDITY MAILBOXID))")  # refused: no ids
+
+
 def _open(
     host: str, port: int, username: str, password: str, tmp_path: Path, *, max_folders: int = 1000
 ) -> ImapMailboxSession:
