@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
@@ -139,6 +140,11 @@ DAEMON {{
 """
 
 
+def _cleanup(proc: subprocess.Popen[bytes], directory: Path) -> None:
+    terminate_group(proc)
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 class CyrusServer:
     def __init__(self, *, root: Path | None = None) -> None:
         self.root = root
@@ -146,6 +152,7 @@ class CyrusServer:
         self.port = 0
         self.dir: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize[..., CyrusServer] | None = None
 
     def start(self) -> None:
         root = self.root or cyrus_root()
@@ -183,6 +190,8 @@ class CyrusServer:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
+        # A test process that dies without stop() must not leave Cyrus serving.
+        self._finalizer = weakref.finalize(self, _cleanup, self._proc, d)
         deadline = time.monotonic() + _READY_TIMEOUT
         while not greets(self.host, self.port):
             if self._proc.poll() is not None or time.monotonic() > deadline:
@@ -191,11 +200,9 @@ class CyrusServer:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        terminate_group(self._proc)
-        self._proc = None
-        if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
-            self.dir = None
+        if self._finalizer is not None:
+            self._finalizer()
+        self._finalizer, self._proc, self.dir = None, None, None
 
     def __enter__(self) -> Self:
         self.start()
