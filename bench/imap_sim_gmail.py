@@ -29,6 +29,9 @@ SYSTEM_FOLDERS: dict[str, tuple[bytes, bytes | None]] = {
 OUT_OF_ALL_MAIL = frozenset({b"\\Trash", b"\\Spam"})
 MAX_LABELS = 100  # per message; a STORE past it is refused
 _LABEL = re.compile(rb'"((?:[^"\\]|\\.)*)"|([^\s()"]+)')
+# Printable ASCII, 1-255 bytes, no quote or backslash but a system label's leading one:
+# a label becomes a folder name in LIST answers, written between quotes.
+_PLAIN_LABEL = re.compile(rb"\\?[\x20\x21\x23-\x5b\x5d-\x7e]{1,254}\Z")
 FIRST_MSGID = 1_700_000_000_000_000_000  # Gmail's ids are 64-bit; above 2^53 on purpose
 
 
@@ -61,7 +64,7 @@ def parse_labels(text: bytes) -> list[bytes] | None:
         m[1].replace(b'\\"', b'"').replace(b"\\\\", b"\\") if m[1] is not None else m[2]
         for m in _LABEL.finditer(text[1:-1])
     ]
-    if len(labels) > MAX_LABELS or any(not 0 < len(label) <= 255 for label in labels):
+    if len(labels) > MAX_LABELS or not all(_PLAIN_LABEL.match(label) for label in labels):
         return None
     return labels
 

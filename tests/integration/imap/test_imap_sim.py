@@ -249,6 +249,8 @@ def test_gmail_refuses_hostile_label_stores(gmail: Running) -> None:
         for store in (
             b"c UID STORE 1 +X-GM-LABELS " + many + b"\r\n",  # past the label cap
             b'c UID STORE 1 +X-GM-LABELS ("' + b"x" * 300 + b'")\r\n',  # a label too long
+            b'c UID STORE 1 +X-GM-LABELS ("a\\"b")\r\n',  # a quote would break LIST
+            b"c UID STORE 1 +X-GM-LABELS (\x01ctl)\r\n",  # a control character
             b"c UID STORE 1 +X-GM-LABELS Work\r\n",  # not a list
             b"c UID STORE 1 +FLAGS (\\Seen)\r\n",  # not a label move
         ):
