@@ -14,6 +14,7 @@ from application.feed.ports import FeedReadModel
 from application.mail.activity import UserActivity
 from application.mail.content import ContentReader
 from application.mail.deferred import DeferredBodies
+from application.mail.folder_state import FolderStateStore
 from application.mail.ports import BlobStore, DownloadBudgets, MailProvider
 from application.mail.read_model import MailReadModel
 from application.mail.state import MailboxStateStore
@@ -40,6 +41,7 @@ class MailPorts:
     activity: UserActivity
     content: ContentReader | None = None  # None: get-message gives no text/html/attachments
     budgets: DownloadBudgets | None = None  # None: no account's bodies are ever deferred
+    folders: FolderStateStore | None = None  # None: only INBOX is synced
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,9 @@ class MailAccountUpdated(DomainEvent):
     TOPIC: ClassVar[str] = "tidings.mail.MailAccountUpdated"
 
     tenant_id: str
-    changes: dict[str, Any]  # display_name / imap / trusted_authserv_id / secret_rotated
+    # display_name / imap / trusted_authserv_id / secret_rotated / folders ("special",
+    # "all" or a list of names: the ``folders`` setting, checked by the application)
+    changes: dict[str, Any]
     reason: str | None
 
 
@@ -115,6 +117,8 @@ class MailAccount(Aggregate):
         self.status: Status | None = None
         self.trusted_authserv_id: str | None = None
         self.imap: dict[str, Any] = {}
+        self.address = ""  # ciphertext: whose From makes a message outbound
+        self.folders: str | list[str] = "special"  # which folders are synced
 
     @property
     def exists(self) -> bool:
@@ -171,6 +175,14 @@ class MailAccount(Aggregate):
         self._require_exists()
         self._trigger(MailAccountDeleted, now, tenant_id=self.tenant_id)
 
+    def _updated(self, changes: dict[str, Any]) -> None:
+        if "trusted_authserv_id" in changes:
+            self.trusted_authserv_id = changes["trusted_authserv_id"]
+        if "imap" in changes:
+            self.imap = dict(changes["imap"])
+        if "folders" in changes:
+            self.folders = changes["folders"]
+
     def mutate(self, event: DomainEvent) -> None:
         if isinstance(event, MailAccountConnected):
             self.tenant_id = event.tenant_id
@@ -179,12 +191,10 @@ class MailAccount(Aggregate):
             self.auth_method = "xoauth2" if event.auth_method == "xoauth2" else "password"
             self.trusted_authserv_id = event.trusted_authserv_id
             self.imap = dict(event.imap)
+            self.address = event.address
             self.status = "active"
         elif isinstance(event, MailAccountUpdated):
-            if "trusted_authserv_id" in event.changes:
-                self.trusted_authserv_id = event.changes["trusted_authserv_id"]
-            if "imap" in event.changes:
-                self.imap = dict(event.changes["imap"])
+            self._updated(event.changes)
         elif isinstance(event, MailAccountAuthFailed):
             self.status = "auth_error"
         elif isinstance(event, MailAccountReauthRequired):

@@ -44,6 +44,7 @@ from infrastructure.sql.database import (
 )
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
+from infrastructure.sql.folder_state import SqlFolderState
 from infrastructure.sql.key_usage import SqlKeyUsage
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from infrastructure.webhooks.store import SqlWebhookStore
@@ -156,6 +157,8 @@ def build_mail_ports(
     blobs = FilesystemBlobStore(settings.blob_dir, account_key=keys.account_key)
     state = SqlMailboxState(db)
     state.setup()
+    folders = SqlFolderState(db)
+    folders.setup()
     deferred = SqlDeferredBodies(db)
     deferred.setup()
     secrets = SqlSecretStore(db, keys)
@@ -192,6 +195,7 @@ def build_mail_ports(
         activity=activity,
         content=StreamingContentReader(),
         budgets=budgets,
+        folders=folders,
     )
 
 

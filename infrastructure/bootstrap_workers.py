@@ -13,6 +13,7 @@ from application.feed.read_feed import served_item
 from application.leases import LeaseBackend, WorkerRegistry
 from application.mail.account_sync import AccountSync, SyncSettings
 from application.mail.completion import BodyCompletion
+from application.mail.folder_sync import FolderSync, FolderSyncSettings
 from application.mail.ingestion import MailIngestion
 from application.signals import SignalSubscriber
 from application.webhooks.delivery_ports import DeliveryQueue
@@ -57,7 +58,15 @@ def account_sync(ctx: Context, settings: Settings) -> AccountSync:
         ctx, EmailMimeParser(ctx.mail.blobs), parse_concurrency=settings.parse_concurrency
     )
     completion = BodyCompletion(ctx, ingestion.read_bodies)
-    return AccountSync(ctx, ingestion, completion, sync_settings(settings))
+    folders = None
+    if ctx.mail.folders is not None:
+        folder_settings = FolderSyncSettings(
+            list_interval=settings.folder_list_interval,
+            backfill_window_days=settings.backfill_window_days,
+            max_messages_per_poll=settings.max_messages_per_poll,
+        )
+        folders = FolderSync(ctx, ingestion, ctx.mail.folders, folder_settings)
+    return AccountSync(ctx, ingestion, completion, sync_settings(settings), folders=folders)
 
 
 def sync_settings(settings: Settings) -> SyncSettings:

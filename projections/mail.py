@@ -73,11 +73,16 @@ MESSAGE_COLUMNS = (
     "size_bytes",
     "folder",
     "state",
+    "folders",
+    "direction",
 )
 
 
 # PostgreSQL types of MESSAGE_COLUMNS, for the batch insert over arrays.
-_MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text")
+_MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text", "text", "text")
+# Columns tables created before them gain (``upgrade``); NULL in old rows reads as the
+# message's one ``folder`` and ``inbound``, what a rebuild writes for those events.
+_ADDED_MESSAGE_COLUMNS = {"folders": "TEXT", "direction": "TEXT"}
 
 
 class MailProjection:
@@ -116,7 +121,12 @@ class MailProjection:
             " message_id_header TEXT NOT NULL, refs TEXT NOT NULL, sender TEXT NOT NULL,"
             " to_addrs TEXT NOT NULL, cc_addrs TEXT NOT NULL, subject TEXT NOT NULL,"
             " snippet TEXT NOT NULL, received_at TEXT NOT NULL, body_ref TEXT,"
-            " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL)"
+            " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL,"
+            " folders TEXT, direction TEXT)"
+        )
+        cur.execute(
+            f"CREATE INDEX {index_name(messages, 'folder')} ON {messages}"
+            " (tenant_id, folder, received_at)"
         )
         cur.execute(
             f"CREATE INDEX {index_name(messages, 'recent')} ON {messages}"
@@ -131,16 +141,38 @@ class MailProjection:
         )
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """Tables created before ``last_mail_at`` was kept gain it (idempotent)."""
+        """Tables created before ``last_mail_at`` was kept gain it, and messages tables
+        created before ``folders`` and ``direction`` gain those (idempotent)."""
         accounts = self._tables["accounts"]
         if dialect == "postgresql":
             cur.execute(
                 f"ALTER TABLE {accounts} ADD COLUMN IF NOT EXISTS last_mail_at DOUBLE PRECISION"
             )
+        else:
+            cur.execute(f"PRAGMA table_info({accounts})")
+            if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
+                cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        self._upgrade_messages(cur, dialect)
+
+    def _upgrade_messages(self, cur: SqlCursor, dialect: Dialect) -> None:
+        messages = self._tables["messages"]
+        if dialect == "postgresql":
+            for name, kind in _ADDED_MESSAGE_COLUMNS.items():
+                cur.execute(f"ALTER TABLE {messages} ADD COLUMN IF NOT EXISTS {name} {kind}")
+            cur.execute(
+                f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
+                " (tenant_id, folder, received_at)"
+            )
             return
-        cur.execute(f"PRAGMA table_info({accounts})")
-        if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
-            cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        cur.execute(f"PRAGMA table_info({messages})")
+        present = {row[1] for row in cur.fetchall()}
+        for name, kind in _ADDED_MESSAGE_COLUMNS.items():
+            if name not in present:
+                cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
+        cur.execute(
+            f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
+            " (tenant_id, folder, received_at)"
+        )
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
@@ -255,6 +287,8 @@ class MailProjection:
                 e.size_bytes,
                 e.folder,
                 e.state,
+                json.dumps([e.folder], ensure_ascii=False),
+                direction_of(e),
             )
             for message_id, e in fresh.items()
         ]
@@ -367,6 +401,11 @@ class MailProjection:
 
 
 NO_MAIL = float("-inf")
+
+
+def direction_of(event: MessageIngested) -> str:
+    """The event's ``direction``; ``inbound`` for events recorded before it was kept."""
+    return "outbound" if event.extra.get("direction") == "outbound" else "inbound"
 
 
 def _arrived(event: MessageIngested) -> float:

@@ -49,6 +49,8 @@ _MESSAGE_KEYS = (
     "sizeBytes",
     "folder",
     "state",
+    "folders",
+    "direction",
 )
 
 
@@ -95,12 +97,20 @@ class MailReader:
         state: str | None,
         limit: int,
         after: tuple[str, str] | None,
+        folder: str | None = None,
+        direction: str | None = None,
     ) -> list[dict[str, Any]]:
         if account_ids is not None and not account_ids:
             return []
         sql = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']} WHERE tenant_id = ?"
         params: list[Any] = [tenant_id]
-        for column, value in (("thread_key", thread_key), ("state", state)):
+        if direction == "inbound":  # rows from before ``direction`` was kept are inbound
+            sql += " AND (direction = 'inbound' OR direction IS NULL)"
+        elif direction is not None:
+            sql += " AND direction = ?"
+            params.append(direction)
+        filters = (("thread_key", thread_key), ("state", state), ("folder", folder))
+        for column, value in filters:
             if value is not None:
                 sql += f" AND {column} = ?"
                 params.append(value)

@@ -11,6 +11,7 @@ The poll (``sync``), on a connection of its own:
         fetch a page after the cursor (first sync: backfill window by date)
         parse it and store it (``MailIngestion``: bodies, events, cursor, in that order)
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
+    -> the other synced folders, each after its own cursor (``folder_sync.FolderSync``)
     -> deferred messages' bodies, while the download budget allows
        (``application.mail.completion``: metadata first, the body another day).
 
@@ -47,6 +48,7 @@ from application.context import Context
 from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
+from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
 from application.mail.ports import (
     BlobOwner,
@@ -87,12 +89,15 @@ class AccountSync:
         completion: BodyCompletion,
         settings: SyncSettings,
         today: Callable[[], date] = date.today,
+        *,
+        folders: FolderSync | None = None,
     ) -> None:
         self.ctx = ctx
         self.ingestion = ingestion
         self.completion = completion
         self.settings = settings
         self.today = today
+        self.folders = folders  # None: INBOX only
 
     # --- the account and its session ------------------------------------------------------
 
@@ -138,6 +143,9 @@ class AccountSync:
         try:
             with self.open_session(account, deadline) as session:
                 ingested, duplicates, found = self._pages(session, account, deadline, on_page)
+                if self.folders is not None:
+                    more = self.folders.run(session, account, lambda: _check(deadline))
+                    ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
                 completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)

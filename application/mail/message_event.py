@@ -57,7 +57,7 @@ def message_ingested(
         folder=message.folder,
         state=message.state,
         defects=list(message.defects),
-        extra={},
+        extra={"direction": message.direction},
     )
 
 

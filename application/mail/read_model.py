@@ -25,6 +25,8 @@ class MailReadModel(Protocol):
         state: str | None,
         limit: int,
         after: tuple[str, str] | None,
+        folder: str | None = None,
+        direction: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def message(self, message_id: str) -> dict[str, Any] | None: ...
