@@ -14,6 +14,8 @@ import pytest
 from imapclient import IMAPClient
 
 from application import User
+from infrastructure.imap.folders import MAX_DEPTH
+from tests.integration.imap.test_folders import make_folder_on_disk
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import (
     RECENT,
@@ -344,3 +346,24 @@ def test_a_server_without_special_use_or_list_status_syncs_sent_by_name(
     assert listed["r"]["direction"] == "outbound" and listed["r"]["folders"] == ["Sent"]
     assert listed["r"]["threadKey"] == listed["q"]["threadKey"]
     assert set(folder_health(mail, admin, account_id)) == {"INBOX", "Sent"}
+
+
+def test_hostile_folder_names_on_the_server_are_left_out_and_the_rest_syncs(
+    make_mail_app: MakeMailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    mail = make_mail_app()
+    append(dovecot, mailbox, "Clients", raw_mail(1, subject="client"))
+    # Names IMAP's CREATE refuses, made on the server's disk: LIST shows them anyway.
+    make_folder_on_disk(mailbox, "ctl\x01name")
+    make_folder_on_disk(mailbox, "tab\tname")
+    make_folder_on_disk(mailbox, ".".join(["d"] * (MAX_DEPTH + 20)))  # 84 levels
+    account_id = connect(mail.app, admin, dovecot, mailbox, folders="all")
+
+    outcome = mail.outcome(account_id, mail.poll())
+    assert (outcome.ingested, outcome.error_kind) == (1, None)
+    names = set(folder_health(mail, admin, account_id))
+    assert "Clients" in names and "INBOX" in names
+    assert not any(ch in name for name in names for ch in "\x01\t")
+    assert not any(name.startswith("d.d") or name.startswith("d/d") for name in names)
+    [message] = messages(mail.app, admin, accountId=account_id)
+    assert message["folders"] == ["Clients"]
