@@ -31,6 +31,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
+from typing import Protocol
 
 from application import worker_defaults as defaults
 from application.context import Context
@@ -45,8 +46,13 @@ from application.mail.folders import (
     match_listing,
     parse_folder_setting,
 )
-from application.mail.ingestion import MailIngestion
-from application.mail.ports import FolderSession, MailboxCursorInvalid, MailboxSession
+from application.mail.ingestion import Page, PageStored
+from application.mail.ports import (
+    FetchBatch,
+    FolderSession,
+    MailboxCursorInvalid,
+    MailboxSession,
+)
 from application.mail.state import ErrorKind
 from application.mail.sync_outcome import SYNC_ERRORS, error_kind
 from domain.mail_account import MailAccount
@@ -59,6 +65,14 @@ class FolderSyncSettings:
     list_interval: float = defaults.FOLDER_LIST_INTERVAL
     backfill_window_days: int = defaults.BACKFILL_WINDOW_DAYS
     max_messages_per_poll: int = defaults.MAX_MESSAGES_PER_POLL
+
+
+class PageStore(Protocol):
+    """What the pass needs of ``MailIngestion``."""
+
+    def read_page(self, account: MailAccount, batch: FetchBatch) -> Page: ...
+
+    def store(self, pages: Sequence[Page]) -> list[PageStored]: ...
 
 
 @dataclass(frozen=True)
@@ -74,7 +88,7 @@ class FolderSync:
     def __init__(
         self,
         ctx: Context,
-        ingestion: MailIngestion,
+        ingestion: PageStore,
         store: FolderStateStore,
         settings: FolderSyncSettings,
         today: Callable[[], date] = date.today,
@@ -86,7 +100,10 @@ class FolderSync:
         self.today = today
 
     def run(
-        self, session: MailboxSession, account: MailAccount, check: Callable[[], None]
+        self,
+        session: MailboxSession | FolderSession,
+        account: MailAccount,
+        check: Callable[[], None],
     ) -> FolderPass:
         """The folder pass on ``session`` (nothing for a session without folders);
         ``check`` raises when the poll's deadline passed."""
