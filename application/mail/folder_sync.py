@@ -237,7 +237,9 @@ def _matched(
     for known, folder in changes.reset:
         rows.append(replace(_listed(by_known[known], folder, selection), cursor=None))
     for folder in changes.added:
-        new = FolderRow(account_id, folder_key(account_id, folder.mailbox_id), folder.name)
+        validity = folder.status.uidvalidity if folder.status else None
+        key = folder_key(account_id, folder.mailbox_id, folder.name, validity)
+        new = FolderRow(account_id, key, folder.name)
         rows.append(_listed(new, folder, selection))
     return rows
 

@@ -230,6 +230,11 @@ def test_racing_pollers_store_each_message_once(
     assert stored <= 15
     mail_after = mail_of(first, admin, account_id)
     assert len(mail_after) == 15 and len({m["messageId"] for m in mail_after}) == 15
+    # Both listed the new folders at once: one row each, with one key.
+    folders = accounts(first.app, admin)[account_id]["health"]["folders"]
+    assert sorted(f["name"] for f in folders) == sorted(
+        ["INBOX", "Sent", "Archive", "Drafts", "Junk", "Trash"]
+    )
 
 
 def mail_of(app: MailApp, admin: User, account_id: str) -> list[dict[str, Any]]:
