@@ -13,6 +13,7 @@ from application.feed.read_feed import served_item
 from application.leases import LeaseBackend, WorkerRegistry
 from application.mail.account_sync import AccountSync, SyncSettings
 from application.mail.completion import BodyCompletion
+from application.mail.folder_events import FolderEvents
 from application.mail.folder_sync import FolderSync, FolderSyncSettings
 from application.mail.ingestion import MailIngestion
 from application.signals import SignalSubscriber
@@ -65,7 +66,10 @@ def account_sync(ctx: Context, settings: Settings) -> AccountSync:
             backfill_window_days=settings.backfill_window_days,
             max_messages_per_poll=settings.max_messages_per_poll,
         )
-        folders = FolderSync(ctx, ingestion, ctx.mail.folders, folder_settings)
+        events = FolderEvents(ctx.store, ctx.clock)
+        folders = FolderSync(
+            ctx, ingestion, ctx.mail.folders, folder_settings, on_listed=events.record
+        )
     return AccountSync(ctx, ingestion, completion, sync_settings(settings), folders=folders)
 
 

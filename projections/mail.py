@@ -10,6 +10,8 @@
   state, snippet, body ref, size) or becomes ``vanished`` (``MessageBodyVanished``); its
   thread and counts were set when it was recorded and stay.
 - ``threads``: one row per (account, thread key) with count and latest time.
+- ``folders``: one row per synced folder of an account (key, name, role), from the
+  account's folder events; removed with the account.
 
 This module writes them; ``projections.mail_reader`` reads them.
 """
@@ -31,11 +33,20 @@ from domain.mail_account import (
     MailAccountReauthRequired,
     MailAccountReconnected,
     MailAccountUpdated,
+    MailFolderGone,
+    MailFolderListed,
+    MailFolderRenamed,
 )
 from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
 from projections.base import index_name, shadow_tables
+from projections.mail_folders import apply_folder, create_folders
 
-TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
+TABLES = {
+    "accounts": "mail_accounts",
+    "messages": "mail_messages",
+    "threads": "mail_threads",
+    "folders": "mail_account_folders",
+}
 
 _STATUS: dict[type[DomainEvent], str] = {
     MailAccountAuthFailed: "auth_error",
@@ -51,6 +62,9 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageBodyVanished,
     MailAccountConnected,
     MailAccountUpdated,
+    MailFolderListed,
+    MailFolderRenamed,
+    MailFolderGone,
     *_STATUS,
 )
 TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
@@ -139,6 +153,7 @@ class MailProjection:
             " message_count INTEGER NOT NULL, last_received_at TEXT NOT NULL,"
             " PRIMARY KEY (account_id, thread_key))"
         )
+        create_folders(cur, self._tables["folders"])
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
         """Tables created before ``last_mail_at`` was kept gain it, and messages tables
@@ -153,6 +168,7 @@ class MailProjection:
             if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
                 cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
         self._upgrade_messages(cur, dialect)
+        create_folders(cur, self._tables["folders"])
 
     def _upgrade_messages(self, cur: SqlCursor, dialect: Dialect) -> None:
         messages = self._tables["messages"]
@@ -175,7 +191,7 @@ class MailProjection:
         )
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
-        accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
+        accounts = self._tables["accounts"]
         ingested: list[MessageIngested] = []
         for recorded in batch:
             event = recorded.event
@@ -187,6 +203,8 @@ class MailProjection:
                 ingested = []
             if isinstance(event, MessageBodyFetched | MessageBodyVanished):
                 self._complete(cur, event)
+            elif isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
+                apply_folder(cur, self._tables, event)
             elif isinstance(event, MailAccountConnected):
                 cur.execute(
                     f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
@@ -209,20 +227,25 @@ class MailProjection:
             elif isinstance(event, MailAccountUpdated):
                 self._update(cur, accounts, str(event.originator_id), event.changes)
             elif type(event) in _STATUS:
-                account_id = str(event.originator_id)
-                cur.execute(
-                    f"UPDATE {accounts} SET status = ? WHERE account_id = ?",
-                    (_STATUS[type(event)], account_id),
-                )
-                if isinstance(event, MailAccountDeleted):
-                    cur.execute(f"DELETE FROM {messages} WHERE account_id = ?", (account_id,))
-                    cur.execute(f"DELETE FROM {threads} WHERE account_id = ?", (account_id,))
-                    cur.execute(
-                        f"UPDATE {accounts} SET message_count = 0 WHERE account_id = ?",
-                        (account_id,),
-                    )
+                self._status(cur, event)
         if ingested:
             self._insert_messages(cur, dialect, ingested)
+
+    def _status(self, cur: SqlCursor, event: DomainEvent) -> None:
+        """A status change; a delete also removes the account's rows everywhere."""
+        accounts, account_id = self._tables["accounts"], str(event.originator_id)
+        cur.execute(
+            f"UPDATE {accounts} SET status = ? WHERE account_id = ?",
+            (_STATUS[type(event)], account_id),
+        )
+        if isinstance(event, MailAccountDeleted):
+            for table in ("messages", "threads", "folders"):
+                cur.execute(
+                    f"DELETE FROM {self._tables[table]} WHERE account_id = ?", (account_id,)
+                )
+            cur.execute(
+                f"UPDATE {accounts} SET message_count = 0 WHERE account_id = ?", (account_id,)
+            )
 
     def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
         """A deferred message's second event: what its body brought, or ``vanished``."""

@@ -159,6 +159,22 @@ class MailReader:
             row = cur.fetchone()
         return None if row is None else dict(zip(_MESSAGE_KEYS, row, strict=True))
 
+    def account_folders(self, account_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Per account, its synced folders as its folder events named them, by name."""
+        if not account_ids:
+            return {}
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT account_id, name, role FROM {self.t['folders']}"
+                f" WHERE account_id IN ({', '.join('?' * len(account_ids))})",
+                list(account_ids),
+            )
+            rows = cur.fetchall()
+        found: dict[str, list[dict[str, Any]]] = {}
+        for account_id, name, role in sorted(rows, key=lambda r: (r[0], r[1] != "INBOX", r[1])):
+            found.setdefault(account_id, []).append({"name": name, "role": role})
+        return found
+
     def recent_mail(self, since: float) -> dict[str, float]:
         """Active accounts whose newest mail arrived at or after ``since`` (unix seconds)
         -> that time: one statement for all of them."""

@@ -8,8 +8,8 @@ watch path reads it there); its row here carries only its listing and health.
 Invariants:
 
 - ``folder_key`` is uuid5(account, MAILBOXID) where the server gives one, else uuid5 of
-  (account, name, UIDVALIDITY) when the folder is first seen (``folder_key``); a rename
-  found by MAILBOXID and a reset keep the key, a folder gone loses its row.
+  (account, name) when the folder is first seen (``folder_key``); a rename found by
+  MAILBOXID and a reset keep the key, a folder gone loses its row.
 - A folder's cursor is saved only after its page was ingested (a crash in between
   re-fetches the page, and dedup by message identity absorbs it); a UIDVALIDITY reset
   empties it.
@@ -29,16 +29,14 @@ from application.mail.state import ErrorKind
 FOLDER_KEY_NAMESPACE = uuid.UUID("5b0b7c8e-2f4c-4d0e-9a4a-3c7e1f0d6a11")
 
 
-def folder_key(
-    account_id: str, mailbox_id: str | None, name: str = "", uidvalidity: int | None = None
-) -> str:
+def folder_key(account_id: str, mailbox_id: str | None, name: str = "") -> str:
     """The key of a newly seen folder: uuid5 of its MAILBOXID where the server gives one,
-    else of its name and UIDVALIDITY (as listed), so racing workers that list the same new
-    folder make the same key (one row), and a folder deleted and made again under the
-    same name (a new UIDVALIDITY, as a rule) gets another."""
+    else of its name, so racing workers that list the same new folder make the same key
+    (one row, one ``MailFolderListed``). A folder deleted and made again under its name
+    is the same key with a new UIDVALIDITY: a reset, as the matching reads it anyway."""
     if mailbox_id:
         return uuid.uuid5(FOLDER_KEY_NAMESPACE, f"{account_id}\x00id\x00{mailbox_id}").hex
-    return uuid.uuid5(FOLDER_KEY_NAMESPACE, f"{account_id}\x00name\x00{name}\x00{uidvalidity}").hex
+    return uuid.uuid5(FOLDER_KEY_NAMESPACE, f"{account_id}\x00name\x00{name}").hex
 
 
 @dataclass(frozen=True, slots=True)

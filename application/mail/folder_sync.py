@@ -5,7 +5,8 @@ on the same session.
     folders from the sync state
     -> listed again when due (no folder known, one never listed, a listing older than
        ``list_interval``, or the ``folders`` setting changed): LIST, the setting's folders
-       matched to the known ones (``folders.match_listing``), saved in one write
+       matched to the known ones (``folders.match_listing``), saved in one write,
+       then recorded as the account's folder events (``folder_events``)
     -> per synced folder but INBOX, page by page after its cursor:
        read, stored (``MailIngestion``: the message's identity decides, so a message
        stored from INBOX or another folder is a duplicate, not a second
@@ -92,12 +93,15 @@ class FolderSync:
         store: FolderStateStore,
         settings: FolderSyncSettings,
         today: Callable[[], date] = date.today,
+        *,
+        on_listed: Callable[[str, Sequence[FolderRow]], None] | None = None,
     ) -> None:
         self.ctx = ctx
         self.ingestion = ingestion
         self.store = store
         self.settings = settings
         self.today = today
+        self.on_listed = on_listed  # the folders as events (``FolderEvents.record``)
 
     def run(
         self,
@@ -150,6 +154,8 @@ class FolderSync:
         kept = _matched(account_id, changes, by_known, selection)
         gone = [by_known[k].folder_key for k in changes.gone]
         self.store.save_listing(account_id, kept, gone, now)
+        if self.on_listed is not None:
+            self.on_listed(account_id, kept)
         log.info(
             "sync.folders_listed account_id=%s synced=%d added=%d renamed=%d reset=%d gone=%d"
             " missing=%d dropped=%d",
@@ -237,8 +243,7 @@ def _matched(
     for known, folder in changes.reset:
         rows.append(replace(_listed(by_known[known], folder, selection), cursor=None))
     for folder in changes.added:
-        validity = folder.status.uidvalidity if folder.status else None
-        key = folder_key(account_id, folder.mailbox_id, folder.name, validity)
+        key = folder_key(account_id, folder.mailbox_id, folder.name)
         new = FolderRow(account_id, key, folder.name)
         rows.append(_listed(new, folder, selection))
     return rows

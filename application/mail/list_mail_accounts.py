@@ -21,8 +21,14 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     ids = [row["accountId"] for row in rows]
     health = ctx.mail.state.health(ids)
     folders = ctx.mail.folders.health(ids) if ctx.mail.folders is not None else {}
+    named = ctx.mail.read_model.account_folders(ids)
     items = [
-        account_view(ctx, row, health.get(row["accountId"]), folders.get(row["accountId"], []))
+        {
+            **account_view(
+                ctx, row, health.get(row["accountId"]), folders.get(row["accountId"], [])
+            ),
+            "folders": named.get(row["accountId"], []),
+        }
         for row in rows
     ]
     return Result.ok({"items": items, "nextCursor": None})

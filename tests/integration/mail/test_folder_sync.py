@@ -31,6 +31,7 @@ from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.results import ok
 
 INGESTED = "tidings.mail.MessageIngested"
+LISTED = "tidings.mail.MailFolderListed"
 HIDDEN = ("CONDSTORE", "QRESYNC", "NOTIFY", "SPECIAL-USE", "LIST-STATUS")
 
 
@@ -81,6 +82,10 @@ def test_mail_in_archive_is_ingested_with_its_folder(
 
     health = folder_health(mail, admin, account_id)
     assert set(health) == {"INBOX", "Sent", "Archive", "Drafts", "Junk", "Trash"}
+    named = accounts(mail.app, admin)[account_id]["folders"]
+    assert named[0] == {"name": "INBOX", "role": "inbox"}
+    assert {"name": "Archive", "role": "archive"} in named and len(named) == 6
+    assert count_events(mail.app, LISTED) == 6
     assert health["Archive"]["role"] == "archive" and health["INBOX"]["role"] == "inbox"
     assert health["Archive"]["lastSyncAt"] is not None
     assert health["Archive"]["lastErrorKind"] is None
@@ -89,6 +94,7 @@ def test_mail_in_archive_is_ingested_with_its_folder(
     second = mail.outcome(account_id, mail.poll())
     assert (second.ingested, second.duplicates) == (1, 0)
     assert count_events(mail.app, INGESTED) == 4
+    assert count_events(mail.app, LISTED) == 6  # within the interval: not listed again
 
 
 def test_a_reply_saved_in_sent_joins_its_thread_as_outbound(
@@ -200,6 +206,12 @@ def test_a_renamed_folder_is_gone_and_new_and_its_mail_stays_one(
     health = folder_health(mail, admin, account_id)
     assert "Projects 2026" in health and "Projects" not in health
     assert count_events(mail.app, INGESTED) == 1
+    names = {f["name"] for f in accounts(mail.app, admin)[account_id]["folders"]}
+    assert "Projects 2026" in names and "Projects" not in names
+    assert count_events(mail.app, "tidings.mail.MailFolderGone") == 1
+    listed = count_events(mail.app, LISTED)
+    mail.outcome(account_id, mail.poll())  # listed again (interval 0): nothing changed
+    assert count_events(mail.app, LISTED) == listed
 
 
 def test_racing_pollers_store_each_message_once(
@@ -230,6 +242,7 @@ def test_racing_pollers_store_each_message_once(
     assert stored <= 15
     mail_after = mail_of(first, admin, account_id)
     assert len(mail_after) == 15 and len({m["messageId"] for m in mail_after}) == 15
+    assert count_events(first.app, LISTED) == 6  # the folders recorded once
     # Both listed the new folders at once: one row each, with one key.
     folders = accounts(first.app, admin)[account_id]["health"]["folders"]
     assert sorted(f["name"] for f in folders) == sorted(
@@ -274,8 +287,10 @@ def test_a_rebuild_gives_the_same_folders_and_directions(
         return listed, sent, threads(mail.app, admin, accountId=account_id)
 
     expected = answers()
+    folders_before = accounts(mail.app, admin)[account_id]["folders"]
     mail.app.projections.rebuild()
     assert answers() == expected
+    assert accounts(mail.app, admin)[account_id]["folders"] == folders_before
     assert {m["direction"] for m in expected[1]} == {"outbound"}
 
 
@@ -372,3 +387,31 @@ def test_hostile_folder_names_on_the_server_are_left_out_and_the_rest_syncs(
     assert not any(name.startswith("d.d") or name.startswith("d/d") for name in names)
     [message] = messages(mail.app, admin, accountId=account_id)
     assert message["folders"] == ["Clients"]
+
+
+def test_read_models_made_before_folders_and_direction_gain_them(
+    make_mail_app: MakeMailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    first = make_mail_app()
+    dovecot.deliver(mailbox, [raw_mail(1, subject="old row")], internal_date=RECENT)
+    account_id = connect(first.app, admin, dovecot, mailbox)
+    assert first.outcome(account_id, first.poll()).ingested == 1
+    first.app.projections.catch_up()
+    db: Any = first.app.ctx.mail.read_model
+    with db.db.transaction() as cur:  # the tables as an older version made them
+        cur.execute("ALTER TABLE mail_messages DROP COLUMN folders")
+        cur.execute("ALTER TABLE mail_messages DROP COLUMN direction")
+        cur.execute("DROP TABLE mail_account_folders")
+    first.app.close()
+
+    second = make_mail_app()  # bootstrap adds them back; old rows read as before
+    [old] = messages(second.app, admin, accountId=account_id)
+    assert (old["folders"], old["direction"]) == (["INBOX"], "inbound")
+    append(dovecot, mailbox, "Sent", raw_mail(2, subject="new row"))
+    assert second.outcome(account_id, second.poll()).ingested == 1
+    listed = by_subject(messages(second.app, admin, accountId=account_id))
+    assert (listed["new row"]["folders"], listed["new row"]["direction"]) == (["Sent"], "outbound")
+    # Folder events are as new as the table, so a real upgrade misses none; here the
+    # table was dropped under its events, and a rebuild brings them back.
+    second.app.projections.rebuild()
+    assert len(accounts(second.app, admin)[account_id]["folders"]) == 6
