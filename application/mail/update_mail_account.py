@@ -119,8 +119,10 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
             if refused := store_new_refresh_token(ctx, account, token):
                 return refused
         commit(ctx.store, account)
-        if moved:  # another mailbox: the old cursor means nothing there
+        if moved:  # another mailbox: the old cursors mean nothing there
             ctx.mail.state.save_cursor(account_id, None)
+            if ctx.mail.folders is not None:
+                ctx.mail.folders.forget(account_id)
         ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
         return Result.ok({"accountId": account_id})
 

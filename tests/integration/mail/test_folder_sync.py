@@ -415,3 +415,22 @@ def test_read_models_made_before_folders_and_direction_gain_them(
     # table was dropped under its events, and a rebuild brings them back.
     second.app.projections.rebuild()
     assert len(accounts(second.app, admin)[account_id]["folders"]) == 6
+
+
+def test_another_mailbox_starts_every_folder_afresh(
+    mail: MailApp, admin: User, dovecot: DovecotServer, new_mailbox: Any
+) -> None:
+    first, second = new_mailbox(), new_mailbox()
+    append(dovecot, first, "Archive", *(raw_mail(i, subject=f"first {i}") for i in range(3)))
+    append(dovecot, second, "Archive", *(raw_mail(i, subject=f"second {i}") for i in range(2)))
+    # Same UIDVALIDITY in both (Dovecot takes the clock's second): only the reset tells.
+    validity = dovecot.mailbox_status(first, "Archive")["uidvalidity"]
+    dovecot.set_uidvalidity(second, validity, "Archive")
+    account_id = connect(mail.app, admin, dovecot, first)
+    assert mail.outcome(account_id, mail.poll()).ingested == 3
+
+    imap = {"host": dovecot.host, "port": dovecot.port, "security": "none"}
+    update = {"accountId": account_id, "imap": {**imap, "username": second.name}}
+    ok(mail.app.write("update-mail-account", {**update, "secret": second.password}, admin))
+    outcome = mail.outcome(account_id, mail.poll())
+    assert (outcome.ingested, outcome.error_kind) == (2, None)
