@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -122,7 +122,10 @@ class RecordingIngestion:
 
 
 def make(
-    listing: Sequence[Folder], folders: str | list[str] = "special", interval: float = 900
+    listing: Sequence[Folder],
+    folders: str | list[str] = "special",
+    interval: float = 900,
+    on_listed: Callable[[str, Sequence[FolderRow]], None] | None = None,
 ) -> tuple[FolderSync, MemoryFolders, FakeSession, MailAccount, RecordingIngestion]:
     store, session, ingestion = MemoryFolders(), FakeSession(listing), RecordingIngestion()
     clock = SimpleNamespace(now=lambda: NOW)
@@ -135,6 +138,7 @@ def make(
         store,
         FolderSyncSettings(list_interval=interval),
         today=NOW.date,
+        on_listed=on_listed,
     )
     return sync, store, session, account, ingestion
 
@@ -201,6 +205,19 @@ def test_matching_keeps_keys_voids_a_reset_cursor_and_drops_what_is_gone() -> No
     fetched = dict(session.fetched)
     assert fetched["Sent Items"] == MailboxCursor(1, 5)  # the renamed folder goes on
     assert fetched["Archive"] is None  # the reset one starts again
+
+
+def test_each_saved_listing_is_handed_on_to_be_recorded_as_events() -> None:
+    recorded: list[tuple[str, list[str]]] = []
+
+    def record(account_id: str, rows: Sequence[FolderRow]) -> None:
+        recorded.append((account_id, sorted(r.name for r in rows)))
+
+    sync, _, session, account, _ = make(SPECIAL, interval=0, on_listed=record)
+    sync.run(session, account, never_late)
+    session.listing = FolderListing((folder("Sent", "sent"),))  # not believed: not handed on
+    sync.run(session, account, never_late)
+    assert recorded == [(str(account.id), ["Archive", "INBOX", "Sent"])]
 
 
 def test_a_listing_without_inbox_is_not_believed() -> None:
