@@ -3,10 +3,11 @@ holds thousands of idle sessions cheaply (one asyncio thread; one small protocol
 per connection), where Dovecot needs a process per session.
 
 It speaks the part of IMAP4rev1 the workers use: the greeting with its capabilities,
-CAPABILITY, LOGIN, SELECT/EXAMINE, UID SEARCH (``UID`` sets, ``SINCE``, ``ALL``), UID
-FETCH (``UID RFC822.SIZE INTERNALDATE FLAGS``, ``BODY.PEEK[HEADER.FIELDS (...)]``,
-``BODY.PEEK[]`` and ``BODY.PEEK[]<offset.length>``), IDLE/DONE with ``* N EXISTS``
-pushed on new mail, NOOP, CHECK, LOGOUT; pipelined commands are answered in order.
+CAPABILITY, LOGIN, SELECT/EXAMINE, LIST (INBOX only), UID SEARCH (``UID`` sets,
+``SINCE``, ``ALL``), UID FETCH (``UID RFC822.SIZE INTERNALDATE FLAGS``,
+``BODY.PEEK[HEADER.FIELDS (...)]``, ``BODY.PEEK[]`` and ``BODY.PEEK[]<offset.length>``),
+IDLE/DONE with ``* N EXISTS`` pushed on new mail, NOOP, CHECK, LOGOUT; pipelined
+commands are answered in order.
 Each user has one in-memory INBOX; mail is added by ``deliver`` (the bench's APPEND),
 never by the protocol. Anything else is answered ``BAD``.
 
@@ -356,6 +357,15 @@ class Session(asyncio.Protocol):
     def cmd_examine(self, tag: bytes, args: bytes) -> None:
         self.cmd_select(tag, args, readonly=True)
 
+    def cmd_list(self, tag: bytes, args: bytes) -> None:
+        """Every user has INBOX alone: the poll's folder pass lists it and syncs nothing
+        more (any pattern, any RETURN options)."""
+        if self.box is None:
+            self.bad(tag, b"not logged in")
+            return
+        self.send(b'* LIST (\\HasNoChildren) "/" INBOX\r\n')
+        self.ok(tag, b"List completed")
+
     def cmd_check(self, tag: bytes, args: bytes) -> None:
         self.ok(tag)
 
@@ -474,6 +484,7 @@ _COMMANDS = {
     b"SELECT": Session.cmd_select,
     b"EXAMINE": Session.cmd_examine,
     b"CHECK": Session.cmd_check,
+    b"LIST": Session.cmd_list,
     b"IDLE": Session.cmd_idle,
     b"UID SEARCH": Session.cmd_uid_search,
     b"UID FETCH": Session.cmd_uid_fetch,
