@@ -15,6 +15,7 @@ from application.mail.activity import UserActivity
 from application.mail.content import ContentReader
 from application.mail.deferred import DeferredBodies
 from application.mail.flag_state import FlagStateStore
+from application.mail.folder_state import FolderStateStore
 from application.mail.ports import BlobStore, DownloadBudgets, MailProvider
 from application.mail.read_model import MailReadModel
 from application.mail.state import MailboxStateStore
@@ -42,6 +43,7 @@ class MailPorts:
     content: ContentReader | None = None  # None: get-message gives no text/html/attachments
     budgets: DownloadBudgets | None = None  # None: no account's bodies are ever deferred
     flags: FlagStateStore | None = None  # None: flags are not mirrored
+    folders: FolderStateStore | None = None  # None: only INBOX is synced
 
 
 @dataclass(frozen=True)

@@ -3,18 +3,20 @@ holds thousands of idle sessions cheaply (one asyncio thread; one small protocol
 per connection), where Dovecot needs a process per session.
 
 It speaks the part of IMAP4rev1 the workers use: the greeting with its capabilities,
-CAPABILITY, LOGIN, SELECT/EXAMINE, UID SEARCH (``UID`` sets, ``SINCE``, ``ALL``), UID
-FETCH (``UID RFC822.SIZE INTERNALDATE FLAGS``, ``BODY.PEEK[HEADER.FIELDS (...)]``,
-``BODY.PEEK[]`` and ``BODY.PEEK[]<offset.length>``), IDLE/DONE with ``* N EXISTS``
-pushed on new mail, LIST ``"" "*"``, NOOP, CHECK, LOGOUT; pipelined commands are
-answered in order. Each user has one in-memory INBOX; mail is added by ``deliver`` (the
-bench's APPEND), never by the protocol. Anything else is answered ``BAD``.
+CAPABILITY, LOGIN, SELECT/EXAMINE, LIST (INBOX only; any pattern, any RETURN options),
+UID SEARCH (``UID`` sets, ``SINCE``, ``ALL``), UID FETCH (``UID RFC822.SIZE INTERNALDATE
+FLAGS``, ``BODY.PEEK[HEADER.FIELDS (...)]``, ``BODY.PEEK[]`` and
+``BODY.PEEK[]<offset.length>``), IDLE/DONE with ``* N EXISTS`` pushed on new mail, NOOP,
+CHECK, LOGOUT; pipelined commands are answered in order. Each user has one in-memory
+INBOX; mail is added by ``deliver`` (the bench's APPEND), never by the protocol. Anything
+else is answered ``BAD``.
 
 ``ImapSimulator(gmail=True)`` is Gmail (``bench/imap_sim_gmail.py``): X-GM-EXT-1 and
-SPECIAL-USE announced, the ``[Gmail]/...`` folders with ``\\All``, ``\\Sent``,
-``\\Trash`` and ``\\Junk``, a folder per user label, one message in every folder of its
-labels with one X-GM-MSGID; FETCH answers X-GM-MSGID, X-GM-THRID and X-GM-LABELS, and
-``UID STORE n +X-GM-LABELS (...)`` / ``-X-GM-LABELS`` moves labels (copies follow).
+SPECIAL-USE announced, LIST answers the ``[Gmail]/...`` folders with ``\\All``,
+``\\Sent``, ``\\Trash`` and ``\\Junk`` and a folder per user label, one message is in
+every folder of its labels with one X-GM-MSGID; FETCH answers X-GM-MSGID, X-GM-THRID and
+X-GM-LABELS, and ``UID STORE n +X-GM-LABELS (...)`` / ``-X-GM-LABELS`` moves labels
+(copies follow).
 
 The server keeps its own view of the sessions, so the benchmark can see what the
 workers do from the other side: logins per user, the users with a session in IDLE, and
@@ -453,11 +455,10 @@ class Session(asyncio.Protocol):
         return self.box.folders.get(self.folder, [])
 
     def cmd_list(self, tag: bytes, args: bytes) -> None:
+        """INBOX alone (Gmail: its folders): the poll's folder pass lists them (any
+        pattern, any RETURN options: answered as a plain LIST)."""
         if self.box is None:
             self.bad(tag, b"not logged in")
-            return
-        if args.strip() != b'"" "*"':
-            self.bad(tag, b'only LIST "" "*"')
             return
         gmail = self.box.gmail
         lines = (
@@ -466,7 +467,7 @@ class Session(asyncio.Protocol):
             else gmail_list_lines(gmail.user_labels)
         )
         self.send(b"".join(b"* LIST " + line + b"\r\n" for line in lines))
-        self.ok(tag)
+        self.ok(tag, b"List completed")
 
     def cmd_uid_store(self, tag: bytes, args: bytes) -> None:
         """Gmail's label moves only: ``UID STORE n +X-GM-LABELS (...)`` or ``-X-GM-LABELS``."""
@@ -619,11 +620,11 @@ _COMMANDS = {
     b"SELECT": Session.cmd_select,
     b"EXAMINE": Session.cmd_examine,
     b"CHECK": Session.cmd_check,
+    b"LIST": Session.cmd_list,
     b"IDLE": Session.cmd_idle,
     b"UID SEARCH": Session.cmd_uid_search,
     b"UID FETCH": Session.cmd_uid_fetch,
     b"UID STORE": Session.cmd_uid_store,
-    b"LIST": Session.cmd_list,
 }
 
 

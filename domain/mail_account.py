@@ -12,6 +12,12 @@ State machine (``status``):
 grant); ids, cursor and messages stay, and a reconnect with a new refresh token resumes
 the account where it was.
 
+Synced folders (``synced_folders``, key -> name and role) change only by
+``record_folders``, which compares with what the stream holds: ``MailFolderListed`` (new,
+or a new role), ``MailFolderRenamed`` (same key, new name), ``MailFolderGone``; a listing
+equal to the known folders records nothing, so racing workers and restarts stay exactly
+once.
+
 Disconnecting twice is not an error (the second is a no-op); reconnecting an active
 account is a no-op. Personal data (address, display name, username) reaches this
 module already encrypted: events hold ciphertext tokens only, never the secret.
@@ -19,6 +25,7 @@ module already encrypted: events hold ciphertext tokens only, never the secret.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar, Literal
@@ -62,7 +69,9 @@ class MailAccountUpdated(DomainEvent):
     TOPIC: ClassVar[str] = "tidings.mail.MailAccountUpdated"
 
     tenant_id: str
-    changes: dict[str, Any]  # display_name / imap / trusted_authserv_id / secret_rotated
+    # display_name / imap / trusted_authserv_id / secret_rotated / folders ("special",
+    # "all" or a list of names: the ``folders`` setting, checked by the application)
+    changes: dict[str, Any]
     reason: str | None
 
 
@@ -105,6 +114,46 @@ class MailAccountDeleted(DomainEvent):
     tenant_id: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class MailFolderListed(DomainEvent):
+    """A synced folder seen for the first time, or its role changed (names and roles are
+    the server's text, bounded by the listing: at most 1,024 characters, no control
+    characters)."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MailFolderListed"
+
+    tenant_id: str
+    folder_key: str
+    name: str
+    role: str | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailFolderRenamed(DomainEvent):
+    """A synced folder under a new name, the same folder (its MAILBOXID)."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MailFolderRenamed"
+
+    tenant_id: str
+    folder_key: str
+    name: str
+    old_name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MailFolderGone(DomainEvent):
+    """A folder no longer synced: deleted on the server, or no longer chosen."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MailFolderGone"
+
+    tenant_id: str
+    folder_key: str
+    name: str
+
+
+FolderEvent = MailFolderListed | MailFolderRenamed | MailFolderGone
+
+
 class MailAccount(Aggregate):
     def __init__(self, aggregate_id: UUID) -> None:
         super().__init__(aggregate_id)
@@ -115,6 +164,9 @@ class MailAccount(Aggregate):
         self.status: Status | None = None
         self.trusted_authserv_id: str | None = None
         self.imap: dict[str, Any] = {}
+        self.address = ""  # ciphertext: whose From makes a message outbound
+        self.folders: str | list[str] = "special"  # which folders are synced
+        self.synced_folders: dict[str, tuple[str, str | None]] = {}  # key -> (name, role)
 
     @property
     def exists(self) -> bool:
@@ -171,20 +223,68 @@ class MailAccount(Aggregate):
         self._require_exists()
         self._trigger(MailAccountDeleted, now, tenant_id=self.tenant_id)
 
+    def record_folders(
+        self, listed: Mapping[str, tuple[str, str | None]], *, now: datetime
+    ) -> bool:
+        """Make the synced folders ``listed`` (key -> (name, role)): an event for each
+        difference, none when equal (racing workers that listed the same compare equal
+        after a reload). Answers whether anything was recorded."""
+        self._require_exists()
+        known, tenant = self.synced_folders, self.tenant_id
+        changed = False
+        for key in sorted(set(known) - set(listed)):
+            self._trigger(MailFolderGone, now, tenant_id=tenant, folder_key=key, name=known[key][0])
+            changed = True
+        for key, (name, role) in sorted(listed.items()):
+            old = known.get(key)
+            if old is not None and old[0] != name:
+                self._trigger(
+                    MailFolderRenamed,
+                    now,
+                    tenant_id=tenant,
+                    folder_key=key,
+                    name=name,
+                    old_name=old[0],
+                )
+                changed = True
+            if old is None or old[1] != role:
+                self._trigger(
+                    MailFolderListed, now, tenant_id=tenant, folder_key=key, name=name, role=role
+                )
+                changed = True
+        return changed
+
+    def _folder_changed(self, event: FolderEvent) -> None:
+        if isinstance(event, MailFolderGone):
+            self.synced_folders.pop(event.folder_key, None)
+        elif isinstance(event, MailFolderRenamed):
+            role = self.synced_folders.get(event.folder_key, (event.name, None))[1]
+            self.synced_folders[event.folder_key] = (event.name, role)
+        else:
+            self.synced_folders[event.folder_key] = (event.name, event.role)
+
+    def _updated(self, changes: dict[str, Any]) -> None:
+        if "trusted_authserv_id" in changes:
+            self.trusted_authserv_id = changes["trusted_authserv_id"]
+        if "imap" in changes:
+            self.imap = dict(changes["imap"])
+        if "folders" in changes:
+            self.folders = changes["folders"]
+
     def mutate(self, event: DomainEvent) -> None:
-        if isinstance(event, MailAccountConnected):
+        if isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
+            self._folder_changed(event)
+        elif isinstance(event, MailAccountConnected):
             self.tenant_id = event.tenant_id
             self.owner_user_id = event.owner_user_id
             self.scope = event.scope
             self.auth_method = "xoauth2" if event.auth_method == "xoauth2" else "password"
             self.trusted_authserv_id = event.trusted_authserv_id
             self.imap = dict(event.imap)
+            self.address = event.address
             self.status = "active"
         elif isinstance(event, MailAccountUpdated):
-            if "trusted_authserv_id" in event.changes:
-                self.trusted_authserv_id = event.changes["trusted_authserv_id"]
-            if "imap" in event.changes:
-                self.imap = dict(event.changes["imap"])
+            self._updated(event.changes)
         elif isinstance(event, MailAccountAuthFailed):
             self.status = "auth_error"
         elif isinstance(event, MailAccountReauthRequired):
@@ -205,4 +305,7 @@ EVENTS: tuple[type[DomainEvent], ...] = (
     MailAccountReconnected,
     MailAccountDeleted,
     MailAccountReauthRequired,
+    MailFolderListed,
+    MailFolderRenamed,
+    MailFolderGone,
 )

@@ -40,6 +40,7 @@ MESSAGE_STATES: tuple[MessageState, ...] = (
     "deferred",
     "vanished",
 )
+Direction = Literal["inbound", "outbound"]
 BODY_VERSION = 2  # the version of a deferred message's second event
 
 
@@ -85,6 +86,8 @@ class MessageIngested(DomainEvent):
     state: MessageState
     defects: list[str]
     extra: dict[str, Any]
+    """``direction``: ``inbound`` | ``outbound``, decided by the application (From is
+    sealed here); events recorded before it have none and read as ``inbound``."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -47,6 +47,7 @@ from infrastructure.sql.database import (
 from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from infrastructure.sql.flag_state import SqlFlagState
+from infrastructure.sql.folder_state import SqlFolderState
 from infrastructure.sql.key_usage import SqlKeyUsage
 from infrastructure.sql.mailbox_state import SqlMailboxState
 from infrastructure.webhooks.store import SqlWebhookStore
@@ -161,6 +162,8 @@ def build_mail_ports(
     blobs = FilesystemBlobStore(settings.blob_dir, account_key=keys.account_key)
     state = SqlMailboxState(db)
     state.setup()
+    folders = SqlFolderState(db)
+    folders.setup()
     deferred = SqlDeferredBodies(db)
     deferred.setup()
     flag_state = SqlFlagState(db)
@@ -200,6 +203,7 @@ def build_mail_ports(
         content=StreamingContentReader(),
         budgets=budgets,
         flags=flag_state,
+        folders=folders,
     )
 
 

@@ -15,6 +15,8 @@ from application.mail.account_sync import AccountSync, SyncSettings
 from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror
 from application.mail.flag_state import FlagWindow
+from application.mail.folder_events import FolderEvents
+from application.mail.folder_sync import FolderSync, FolderSyncSettings
 from application.mail.ingestion import MailIngestion
 from application.signals import SignalSubscriber
 from application.webhooks.delivery_ports import DeliveryQueue
@@ -61,7 +63,20 @@ def account_sync(ctx: Context, settings: Settings) -> AccountSync:
     completion = BodyCompletion(ctx, ingestion.read_bodies)
     store = ctx.mail.flags
     flags = FlagMirror(ctx, store, FlagWindow()) if store is not None else None
-    return AccountSync(ctx, ingestion, completion, sync_settings(settings), flags=flags)
+    folders = None
+    if ctx.mail.folders is not None:
+        folder_settings = FolderSyncSettings(
+            list_interval=settings.folder_list_interval,
+            backfill_window_days=settings.backfill_window_days,
+            max_messages_per_poll=settings.max_messages_per_poll,
+        )
+        events = FolderEvents(ctx.store, ctx.clock)
+        folders = FolderSync(
+            ctx, ingestion, ctx.mail.folders, folder_settings, on_listed=events.record
+        )
+    return AccountSync(
+        ctx, ingestion, completion, sync_settings(settings), flags=flags, folders=folders
+    )
 
 
 def sync_settings(settings: Settings) -> SyncSettings:

@@ -12,6 +12,8 @@
   ``unread`` and ``flagged`` (0/1) start from the flags at arrival
   (``MessageIngested.extra``) and take each ``MessageFlagsChanged`` whole.
 - ``threads``: one row per (account, thread key) with count and latest time.
+- ``folders``: one row per synced folder of an account (key, name, role), from the
+  account's folder events; removed with the account.
 
 This module writes them; ``projections.mail_reader`` reads them.
 """
@@ -33,6 +35,9 @@ from domain.mail_account import (
     MailAccountReauthRequired,
     MailAccountReconnected,
     MailAccountUpdated,
+    MailFolderGone,
+    MailFolderListed,
+    MailFolderRenamed,
 )
 from domain.message import (
     MessageBodyFetched,
@@ -42,8 +47,14 @@ from domain.message import (
 )
 from projections.base import index_name, shadow_tables
 from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
+from projections.mail_folders import apply_folder, create_folders
 
-TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
+TABLES = {
+    "accounts": "mail_accounts",
+    "messages": "mail_messages",
+    "threads": "mail_threads",
+    "folders": "mail_account_folders",
+}
 
 _STATUS: dict[type[DomainEvent], str] = {
     MailAccountAuthFailed: "auth_error",
@@ -60,6 +71,9 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageFlagsChanged,
     MailAccountConnected,
     MailAccountUpdated,
+    MailFolderListed,
+    MailFolderRenamed,
+    MailFolderGone,
     *_STATUS,
 )
 TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
@@ -82,11 +96,16 @@ MESSAGE_COLUMNS = (
     "size_bytes",
     "folder",
     "state",
+    "folders",
+    "direction",
 )
 
 
 # PostgreSQL types of MESSAGE_COLUMNS, for the batch insert over arrays.
-_MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text")
+_MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text", "text", "text")
+# Columns tables created before them gain (``upgrade``); NULL in old rows reads as the
+# message's one ``folder`` and ``inbound``, what a rebuild writes for those events.
+_ADDED_MESSAGE_COLUMNS = {"folders": "TEXT", "direction": "TEXT"}
 
 
 class MailProjection:
@@ -125,7 +144,12 @@ class MailProjection:
             " message_id_header TEXT NOT NULL, refs TEXT NOT NULL, sender TEXT NOT NULL,"
             " to_addrs TEXT NOT NULL, cc_addrs TEXT NOT NULL, subject TEXT NOT NULL,"
             " snippet TEXT NOT NULL, received_at TEXT NOT NULL, body_ref TEXT,"
-            " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL)"
+            " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL,"
+            " folders TEXT, direction TEXT)"
+        )
+        cur.execute(
+            f"CREATE INDEX {index_name(messages, 'folder')} ON {messages}"
+            " (tenant_id, folder, received_at)"
         )
         cur.execute(
             f"CREATE INDEX {index_name(messages, 'recent')} ON {messages}"
@@ -139,23 +163,47 @@ class MailProjection:
             " message_count INTEGER NOT NULL, last_received_at TEXT NOT NULL,"
             " PRIMARY KEY (account_id, thread_key))"
         )
+        create_folders(cur, self._tables["folders"])
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """Tables created before ``last_mail_at`` and the flag columns were kept gain
-        them (idempotent)."""
+        """Tables created before ``last_mail_at`` was kept gain it, and messages tables
+        created before the flag columns, ``folders`` and ``direction`` gain those
+        (idempotent)."""
         add_flag_columns(cur, dialect, self._tables["messages"])
         accounts = self._tables["accounts"]
         if dialect == "postgresql":
             cur.execute(
                 f"ALTER TABLE {accounts} ADD COLUMN IF NOT EXISTS last_mail_at DOUBLE PRECISION"
             )
+        else:
+            cur.execute(f"PRAGMA table_info({accounts})")
+            if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
+                cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        self._upgrade_messages(cur, dialect)
+        create_folders(cur, self._tables["folders"])
+
+    def _upgrade_messages(self, cur: SqlCursor, dialect: Dialect) -> None:
+        messages = self._tables["messages"]
+        if dialect == "postgresql":
+            for name, kind in _ADDED_MESSAGE_COLUMNS.items():
+                cur.execute(f"ALTER TABLE {messages} ADD COLUMN IF NOT EXISTS {name} {kind}")
+            cur.execute(
+                f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
+                " (tenant_id, folder, received_at)"
+            )
             return
-        cur.execute(f"PRAGMA table_info({accounts})")
-        if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
-            cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        cur.execute(f"PRAGMA table_info({messages})")
+        present = {row[1] for row in cur.fetchall()}
+        for name, kind in _ADDED_MESSAGE_COLUMNS.items():
+            if name not in present:
+                cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
+        cur.execute(
+            f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
+            " (tenant_id, folder, received_at)"
+        )
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
-        accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
+        accounts, messages = self._tables["accounts"], self._tables["messages"]
         ingested: list[MessageIngested] = []
         for recorded in batch:
             event = recorded.event
@@ -168,6 +216,8 @@ class MailProjection:
                 ingested = []
             if isinstance(event, MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged):
                 self._later(cur, event)
+            elif isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
+                apply_folder(cur, self._tables, event)
             elif isinstance(event, MailAccountConnected):
                 cur.execute(
                     f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
@@ -190,18 +240,7 @@ class MailProjection:
             elif isinstance(event, MailAccountUpdated):
                 self._update(cur, accounts, str(event.originator_id), event.changes)
             elif type(event) in _STATUS:
-                account_id = str(event.originator_id)
-                cur.execute(
-                    f"UPDATE {accounts} SET status = ? WHERE account_id = ?",
-                    (_STATUS[type(event)], account_id),
-                )
-                if isinstance(event, MailAccountDeleted):
-                    cur.execute(f"DELETE FROM {messages} WHERE account_id = ?", (account_id,))
-                    cur.execute(f"DELETE FROM {threads} WHERE account_id = ?", (account_id,))
-                    cur.execute(
-                        f"UPDATE {accounts} SET message_count = 0 WHERE account_id = ?",
-                        (account_id,),
-                    )
+                self._status(cur, event)
         if ingested:
             self._insert_messages(cur, dialect, ingested)
             set_flags(cur, messages, arrival_flags(ingested))
@@ -214,6 +253,22 @@ class MailProjection:
             set_flags(cur, self._tables["messages"], [(str(event.originator_id), event.flags)])
         else:
             self._complete(cur, event)
+
+    def _status(self, cur: SqlCursor, event: DomainEvent) -> None:
+        """A status change; a delete also removes the account's rows everywhere."""
+        accounts, account_id = self._tables["accounts"], str(event.originator_id)
+        cur.execute(
+            f"UPDATE {accounts} SET status = ? WHERE account_id = ?",
+            (_STATUS[type(event)], account_id),
+        )
+        if isinstance(event, MailAccountDeleted):
+            for table in ("messages", "threads", "folders"):
+                cur.execute(
+                    f"DELETE FROM {self._tables[table]} WHERE account_id = ?", (account_id,)
+                )
+            cur.execute(
+                f"UPDATE {accounts} SET message_count = 0 WHERE account_id = ?", (account_id,)
+            )
 
     def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
         """A deferred message's second event: what its body brought, or ``vanished``."""
@@ -278,6 +333,8 @@ class MailProjection:
                 e.size_bytes,
                 e.folder,
                 e.state,
+                json.dumps([e.folder], ensure_ascii=False),
+                direction_of(e),
             )
             for message_id, e in fresh.items()
         ]
@@ -390,6 +447,11 @@ class MailProjection:
 
 
 NO_MAIL = float("-inf")
+
+
+def direction_of(event: MessageIngested) -> str:
+    """The event's ``direction``; ``inbound`` for events recorded before it was kept."""
+    return "outbound" if event.extra.get("direction") == "outbound" else "inbound"
 
 
 def _arrived(event: MessageIngested) -> float:

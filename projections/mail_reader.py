@@ -50,6 +50,8 @@ _MESSAGE_KEYS = (
     "sizeBytes",
     "folder",
     "state",
+    "folders",
+    "direction",
     "flags",
     "unread",
     "flagged",
@@ -102,12 +104,20 @@ class MailReader:
         after: tuple[str, str] | None,
         unread: bool | None = None,
         flagged: bool | None = None,
+        folder: str | None = None,
+        direction: str | None = None,
     ) -> list[dict[str, Any]]:
         if account_ids is not None and not account_ids:
             return []
         sql = f"SELECT {_SELECT_MESSAGES} FROM {self.t['messages']} WHERE tenant_id = ?"
         params: list[Any] = [tenant_id]
-        for column, value in (("thread_key", thread_key), ("state", state)):
+        if direction == "inbound":  # rows from before ``direction`` was kept are inbound
+            sql += " AND (direction = 'inbound' OR direction IS NULL)"
+        elif direction is not None:
+            sql += " AND direction = ?"
+            params.append(direction)
+        filters = (("thread_key", thread_key), ("state", state), ("folder", folder))
+        for column, value in filters:
             if value is not None:
                 sql += f" AND {column} = ?"
                 params.append(value)
@@ -158,6 +168,22 @@ class MailReader:
             )
             row = cur.fetchone()
         return None if row is None else dict(zip(_MESSAGE_KEYS, row, strict=True))
+
+    def account_folders(self, account_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Per account, its synced folders as its folder events named them, by name."""
+        if not account_ids:
+            return {}
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT account_id, name, role FROM {self.t['folders']}"
+                f" WHERE account_id IN ({', '.join('?' * len(account_ids))})",
+                list(account_ids),
+            )
+            rows = cur.fetchall()
+        found: dict[str, list[dict[str, Any]]] = {}
+        for account_id, name, role in sorted(rows, key=lambda r: (r[0], r[1] != "INBOX", r[1])):
+            found.setdefault(account_id, []).append({"name": name, "role": role})
+        return found
 
     def recent_mail(self, since: float) -> dict[str, float]:
         """Active accounts whose newest mail arrived at or after ``since`` (unix seconds)

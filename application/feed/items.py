@@ -109,6 +109,8 @@ def _message(e: MessageIngested) -> Built:
         "receivedAt": e.received_at,
         "sizeBytes": e.size_bytes,
         "folder": e.folder,
+        "folders": [e.folder],
+        "direction": "outbound" if e.extra.get("direction") == "outbound" else "inbound",
         "state": e.state,
     }
     return "message.received", e.account_id, data, ("from", "to", "cc", "subject", "snippet")

@@ -12,6 +12,7 @@ The poll (``sync``), on a connection of its own:
         parse it and store it (``MailIngestion``: bodies, events, cursor, in that order)
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
     -> INBOX's flag changes (``flag_mirror.FlagMirror``: CONDSTORE, or the window)
+    -> the other synced folders, each after its own cursor (``folder_sync.FolderSync``)
     -> deferred messages' bodies, while the download budget allows
        (``application.mail.completion``: metadata first, the body another day).
 
@@ -49,6 +50,7 @@ from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror, FlagsMirrored
+from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
 from application.mail.ports import (
     BlobOwner,
@@ -91,6 +93,7 @@ class AccountSync:
         today: Callable[[], date] = date.today,
         *,
         flags: FlagMirror | None = None,
+        folders: FolderSync | None = None,
     ) -> None:
         self.ctx = ctx
         self.flags = flags  # None: flags are not mirrored
@@ -98,6 +101,7 @@ class AccountSync:
         self.completion = completion
         self.settings = settings
         self.today = today
+        self.folders = folders  # None: INBOX only
 
     # --- the account and its session ------------------------------------------------------
 
@@ -144,6 +148,9 @@ class AccountSync:
             with self.open_session(account, deadline) as session:
                 ingested, duplicates, found = self._pages(session, account, deadline, on_page)
                 flags = self._flags(session, account, deadline)
+                if self.folders is not None:
+                    more = self.folders.run(session, account, lambda: _check(deadline))
+                    ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
                 completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)

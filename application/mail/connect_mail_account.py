@@ -16,6 +16,13 @@ from pydantic import AfterValidator, Field, SecretStr, StringConstraints, model_
 
 from application.context import Context
 from application.destinations import ALLOW_SETTING, HostNotAllowed, HostUnresolved
+from application.mail.folders import (
+    MAX_NAME_CHARS,
+    MAX_SELECTED_NAMES,
+    FolderSettingInvalid,
+    folder_setting_value,
+    parse_folder_setting,
+)
 from application.mail.oauth import PRESETS, OAuthGrant
 from application.mail.ports import (
     Credentials,
@@ -72,6 +79,23 @@ class ImapSettings(Base):
 
 
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
+
+
+def _folder_setting(value: str | list[str]) -> str | list[str]:
+    try:
+        return folder_setting_value(parse_folder_setting(value))
+    except FolderSettingInvalid as error:
+        raise ValueError(str(error)) from None
+
+
+FolderName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+FolderSetting = Annotated[
+    Literal["special", "all"]
+    | Annotated[list[FolderName], Field(min_length=1, max_length=MAX_SELECTED_NAMES)],
+    AfterValidator(_folder_setting),
+]
+"""Which folders are synced: ``special`` (INBOX and the special-use folders), ``all``, or
+a list of names (INBOX always), each without control characters."""
 
 
 def _token_url(value: str) -> str:
@@ -133,6 +157,7 @@ class Payload(Base):
     oauth: OAuthSettings | None = None
     verify: bool = False
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
+    folders: FolderSetting | None = None
 
     @model_validator(mode="after")
     def _credentials(self) -> Payload:
@@ -251,6 +276,8 @@ def _connect(payload: Payload, user: User, ctx: Context, account_id: str, secret
         },
         trusted_authserv_id=payload.trusted_authserv_id,
     )
+    if payload.folders is not None and payload.folders != "special":
+        account.update(changes={"folders": payload.folders}, reason=None, now=ctx.clock.now())
     ctx.mail.secrets.put(tenant, account_id, secret)
     commit(ctx.store, account)
     return Result.ok({"accountId": account_id})

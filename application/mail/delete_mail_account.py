@@ -32,6 +32,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     result = change(ctx, user, account_id, decide)
     if result.is_success:
         ctx.mail.state.forget(account_id)
+        if ctx.mail.folders is not None:
+            ctx.mail.folders.forget(account_id)
         ctx.mail.deferred.forget_account(account_id)
         if ctx.mail.flags is not None:
             ctx.mail.flags.forget(account_id)

@@ -58,6 +58,11 @@ class FolderSelection:
     names: tuple[str, ...] = ()
 
 
+def folder_setting_value(selection: FolderSelection) -> str | list[str]:
+    """The setting as an account's event stores it (``parse_folder_setting`` reads it)."""
+    return list(selection.names) if selection.mode == "names" else selection.mode
+
+
 def parse_folder_setting(value: object) -> FolderSelection:
     """``special`` | ``all`` | a list of 1 to 100 names (each 1 to 1024 characters, no
     control characters); None is the default, ``special``."""

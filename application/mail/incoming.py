@@ -13,7 +13,7 @@ from datetime import datetime
 from application.errors import ApplicationError
 from application.mail.parsing import Address, in_date_range
 from application.mail.ports import MailboxCursor
-from domain.message import MessageState
+from domain.message import Direction, MessageState
 
 MAX_SIZE_BYTES = 2**53  # sizes a JSON reader and every read-model column hold exactly
 MAX_UID = 2**32 - 1  # RFC 3501: UIDs and UIDVALIDITY are 32-bit
@@ -40,6 +40,7 @@ class IncomingMessage:
     body_ref: str | None = None
     folder: str = "INBOX"
     provider_thread_id: str | None = None
+    direction: Direction = "inbound"
     defects: tuple[str, ...] = field(default=())
     flags: tuple[str, ...] = ()  # bounded and sorted (``domain.message_flags``)
 

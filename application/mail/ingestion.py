@@ -35,13 +35,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from uuid import UUID
 
 from application.context import Context
 from application.errors import ConcurrencyConflict, StoreUnavailable
+from application.mail.access import reveal
 from application.mail.deferral import (
     Arrival,
     complete_found,
@@ -57,7 +58,13 @@ from application.mail.parsing import MimeParser, ParsedMessage, in_date_range
 from application.mail.ports import BlobOwner, FetchBatch, FetchedMessage, MailboxCursor
 from application.privacy import KeyErased
 from domain.mail_account import MailAccount
-from domain.message import FINGERPRINT_V1, MessageIngested, MessageState, content_fingerprint
+from domain.message import (
+    FINGERPRINT_V1,
+    Direction,
+    MessageIngested,
+    MessageState,
+    content_fingerprint,
+)
 from domain.message_flags import bounded_flags
 
 log = logging.getLogger("tidings.ingestion")
@@ -79,6 +86,11 @@ class Page:
     messages: list[tuple[FetchedMessage, ParsedMessage]]
     cursor: MailboxCursor  # saved once the page is ingested
     has_more: bool
+    folder: str = "INBOX"
+    folder_key: str | None = None
+    """None: INBOX, whose cursor is the account's (``mailbox_state``); else the folder's
+    key in ``mail_folders``, whose cursor the folder pass saves after the page."""
+    sent_folder: bool = False  # a \\Sent folder: every message in it is outbound
 
 
 @dataclass(frozen=True)
@@ -163,8 +175,9 @@ class MailIngestion:
             try:
                 if str(page.account.id) in erased:
                     raise KeyErased(str(page.account.id))
+                placed = placement(self.ctx, page)
                 incoming = [
-                    self.incoming(page.account, fetched, parsed, ref)
+                    placed(self.incoming(page.account, fetched, parsed, ref))
                     for (fetched, parsed), ref in zip(page.messages, refs, strict=True)
                 ]
                 prepared.append(prepare(self.ctx, page.account, incoming, now))
@@ -183,12 +196,13 @@ class MailIngestion:
         prepared: Sequence[Sequence[MessageIngested] | None],
         now: datetime,
     ) -> None:
-        """Every stored page's cursor and "synced" mark in one write (not an erased one's)."""
+        """Every stored INBOX page's cursor and "synced" mark in one write (not an erased
+        one's; another folder's page is the folder pass's to record)."""
         self.ctx.mail.state.record_synced(
             {
                 str(page.account.id): page.cursor
                 for page, events in zip(pages, prepared, strict=True)
-                if events is not None
+                if events is not None and page.folder_key is None
             },
             now,
         )
@@ -305,6 +319,28 @@ class MailIngestion:
                 )
                 return ParsedMessage(defects=(f"ParserFailure:{type(error).__name__}",))
         return ParsedMessage()
+
+
+def placement(ctx: Context, page: Page) -> Callable[[IncomingMessage], IncomingMessage]:
+    """Where a page's messages were found and which way they went: ``outbound`` when the
+    page is of a \\Sent folder or the From is the account's own address (revealed once
+    per page: events hold it sealed), else ``inbound``."""
+    account = page.account
+    own = (
+        reveal(ctx, account.address, account.tenant_id, str(account.id))
+        if account.address
+        else None
+    )
+    own_address = own.strip().lower() if own else None
+
+    def placed(message: IncomingMessage) -> IncomingMessage:
+        mine = own_address is not None and any(
+            a.address.strip().lower() == own_address for a in message.sender
+        )
+        direction: Direction = "outbound" if page.sent_folder or mine else "inbound"
+        return replace(message, folder=page.folder, direction=direction)
+
+    return placed
 
 
 # -- one message ---------------------------------------------------------------------------

@@ -18,6 +18,17 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         for row in ctx.mail.read_model.accounts(user.tenant_id)
         if can_see(user, row["tenantId"], row["scope"], row["ownerUserId"])
     ]
-    health = ctx.mail.state.health(row["accountId"] for row in rows)
-    items = [account_view(ctx, row, health.get(row["accountId"])) for row in rows]
+    ids = [row["accountId"] for row in rows]
+    health = ctx.mail.state.health(ids)
+    folders = ctx.mail.folders.health(ids) if ctx.mail.folders is not None else {}
+    named = ctx.mail.read_model.account_folders(ids)
+    items = [
+        {
+            **account_view(
+                ctx, row, health.get(row["accountId"]), folders.get(row["accountId"], [])
+            ),
+            "folders": named.get(row["accountId"], []),
+        }
+        for row in rows
+    ]
     return Result.ok({"items": items, "nextCursor": None})

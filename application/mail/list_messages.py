@@ -1,20 +1,21 @@
-"""list-messages: newest first, paged; filters by account, thread, state, unread and
-flagged."""
+"""list-messages: newest first, paged; filters by account, thread, state, unread,
+flagged, folder (the folder a message was found in, by its decoded name) and direction."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from application.context import Context
+from application.mail.folders import MAX_NAME_CHARS
 from application.mail.listing import list_scope
 from application.mail.views import message_view
 from application.paging import DEFAULT_LIMIT, MAX_LIMIT, take_page
 from application.payloads import Payload as Base
 from application.result import Result
 from application.users import User
-from domain.message import MessageState
+from domain.message import Direction, MessageState
 
 NAME = "list-messages"
 
@@ -25,6 +26,8 @@ class Payload(Base):
     state: MessageState | None = None
     unread: bool | None = None
     flagged: bool | None = None
+    folder: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)] | None = None
+    direction: Direction | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_LIMIT)] = DEFAULT_LIMIT
     cursor: str | None = None
 
@@ -40,6 +43,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         state=payload.state,
         unread=payload.unread,
         flagged=payload.flagged,
+        folder=payload.folder,
+        direction=payload.direction,
         limit=payload.limit + 1,
         after=scope.after,
     )

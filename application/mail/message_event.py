@@ -57,7 +57,10 @@ def message_ingested(
         folder=message.folder,
         state=message.state,
         defects=list(message.defects),
-        extra={"flags": list(message.flags)} if message.flags else {},
+        extra={
+            "direction": message.direction,
+            **({"flags": list(message.flags)} if message.flags else {}),
+        },
     )
 
 

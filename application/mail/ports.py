@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from types import TracebackType
-from typing import BinaryIO, Literal, Protocol, Self
+from typing import BinaryIO, Literal, Protocol, Self, runtime_checkable
 
 from application.errors import ApplicationError
 from application.mail.folder_listing import FolderListing
@@ -305,6 +305,22 @@ class MailboxSession(Protocol):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None: ...
+
+
+@runtime_checkable
+class FolderSession(Protocol):
+    """A logged-in session that lists folders and pages through one other than INBOX
+    (``ImapMailboxSession``); the poll's folder pass needs it, a session without it
+    syncs INBOX only."""
+
+    def list_folders(self) -> FolderListing: ...
+
+    def fetch_folder(
+        self, folder: str, cursor: MailboxCursor | None, *, backfill_since: date, limit: int
+    ) -> FetchBatch:
+        """``fetch_since`` in ``folder`` (its decoded name), with that folder's cursor
+        (raises ``MailboxCursorInvalid`` when its UIDVALIDITY changed)."""
+        ...
 
 
 class FolderDiscovery(Protocol):

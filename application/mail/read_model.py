@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 
@@ -27,9 +28,15 @@ class MailReadModel(Protocol):
         after: tuple[str, str] | None,
         unread: bool | None = None,
         flagged: bool | None = None,
+        folder: str | None = None,
+        direction: str | None = None,
     ) -> list[dict[str, Any]]: ...
 
     def message(self, message_id: str) -> dict[str, Any] | None: ...
+
+    def account_folders(self, account_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        """Per account, its synced folders ``{name, role}`` (from its folder events)."""
+        ...
 
     def recent_mail(self, since: float) -> dict[str, float]:
         """Active accounts whose newest mail arrived at or after ``since`` (unix seconds)

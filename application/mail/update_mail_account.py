@@ -18,6 +18,7 @@ from pydantic import StringConstraints
 from application.context import Context
 from application.mail.access import load_managed, reveal
 from application.mail.connect_mail_account import (
+    FolderSetting,
     ImapSettings,
     Secret,
     check_destination,
@@ -41,6 +42,7 @@ class Payload(Base):
     refresh_token: Secret | None = None  # a new OAuth2 grant for an xoauth2 account
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
+    folders: FolderSetting | None = None
 
 
 def _endpoint(ctx: Context, account: MailAccount) -> tuple[Any, Any, str | None]:
@@ -64,7 +66,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
                 {
                     "path": "(payload)",
                     "message": "nothing to update: give displayName, imap, "
-                    "secret, refreshToken or trustedAuthservId",
+                    "secret, refreshToken, trustedAuthservId or folders",
                 }
             ]
         )
@@ -98,6 +100,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
                 **payload.imap.model_dump(),
                 "username": seal(tenant, account_id, payload.imap.username),
             }
+        if payload.folders is not None and payload.folders != account.folders:
+            changes["folders"] = payload.folders
         if "trusted_authserv_id" in payload.model_fields_set:
             changes["trusted_authserv_id"] = payload.trusted_authserv_id
         if payload.secret is not None or payload.refresh_token is not None:
@@ -115,8 +119,10 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
             if refused := store_new_refresh_token(ctx, account, token):
                 return refused
         commit(ctx.store, account)
-        if moved:  # another mailbox: the old cursor means nothing there
+        if moved:  # another mailbox: the old cursors mean nothing there
             ctx.mail.state.save_cursor(account_id, None)
+            if ctx.mail.folders is not None:
+                ctx.mail.folders.forget(account_id)
         ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
         return Result.ok({"accountId": account_id})
 

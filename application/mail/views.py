@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from application.context import Context
 from application.mail.access import reveal, reveal_json
+from application.mail.folder_state import FolderRow
 from application.mail.state import MailboxHealth
 from application.privacy import ERASED
 
 
-def account_view(ctx: Context, row: dict[str, Any], health: MailboxHealth | None) -> dict[str, Any]:
+def account_view(
+    ctx: Context,
+    row: dict[str, Any],
+    health: MailboxHealth | None,
+    folders: Sequence[FolderRow] = (),
+) -> dict[str, Any]:
     owner = row["tenantId"], row["accountId"]
     imap = dict(row["imap"])
     imap["username"] = reveal(ctx, imap.get("username"), *owner) or ERASED
@@ -34,7 +41,20 @@ def account_view(ctx: Context, row: dict[str, Any], health: MailboxHealth | None
             "lastErrorKind": health.last_error_kind,
             "consecutiveFailures": health.consecutive_failures,
             "messageCount": row["messageCount"],
+            "folders": [folder_health(folder) for folder in folders],
         },
+    }
+
+
+def folder_health(folder: FolderRow) -> dict[str, Any]:
+    """One synced folder's sync health (INBOX's sync is the account's own, above)."""
+    return {
+        "name": folder.name,
+        "role": "inbox" if folder.name == "INBOX" else folder.role,
+        "listedAt": folder.listed_at.isoformat() if folder.listed_at else None,
+        "lastSyncAt": folder.last_sync_at.isoformat() if folder.last_sync_at else None,
+        "lastErrorKind": folder.last_error_kind,
+        "consecutiveFailures": folder.consecutive_failures,
     }
 
 
@@ -54,6 +74,8 @@ def message_view(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
         "receivedAt": row["receivedAt"],
         "sizeBytes": row["sizeBytes"],
         "folder": row["folder"],
+        "folders": json.loads(row["folders"]) if row["folders"] else [row["folder"]],
+        "direction": row["direction"] or "inbound",
         "state": row["state"],
         "bodyRef": row["bodyRef"],
         **flag_view(row),

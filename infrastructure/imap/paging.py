@@ -106,16 +106,16 @@ class Pager:
         self._oversized: set[int] = set()  # this page's messages with a refused literal
         self._refused = 0  # literals refused since the caller last looked (``uid_fetch``)
 
-    def select(self) -> MailboxStatus:
-        """EXAMINE INBOX; its status with every value range-checked."""
+    def select(self, folder: str = "INBOX") -> MailboxStatus:
+        """EXAMINE ``folder`` (INBOX unless told); its status with every value range-checked."""
         self._leave_idle()
         conn = self._conn
-        resp = conn.io(conn.client.select_folder, "INBOX", True)
+        resp = conn.io(conn.client.select_folder, folder, True)
         uidvalidity = resp.get(b"UIDVALIDITY")
         if not isinstance(uidvalidity, int):
-            raise conn.fail(MailboxTransientError("EXAMINE INBOX gave no UIDVALIDITY"))
+            raise conn.fail(MailboxTransientError("EXAMINE gave no UIDVALIDITY"))
         if not valid_id(uidvalidity):
-            raise conn.fail(MailboxTransientError("EXAMINE INBOX gave a UIDVALIDITY out of range"))
+            raise conn.fail(MailboxTransientError("EXAMINE gave a UIDVALIDITY out of range"))
         uidnext = resp.get(b"UIDNEXT")
         modseq = resp.get(b"HIGHESTMODSEQ")
         exists = resp.get(b"EXISTS")

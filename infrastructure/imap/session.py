@@ -1,9 +1,10 @@
-"""``ImapMailboxSession``: one logged-in imapclient connection, INBOX read-only.
+"""``ImapMailboxSession``: one logged-in imapclient connection, its folders read-only.
 
 State machine: LOGGED_IN --select_inbox/fetch_since--> SELECTED (EXAMINE; every pass
 of ``fetch_since`` pages EXAMINEs for a fresh UIDVALIDITY/UIDNEXT at its start and
-before it answers "nothing left") --close--> CLOSED. After a transient or throttling
-error the session is BROKEN (``connection``): open a new one.
+before it answers "nothing left") --close--> CLOSED. ``fetch_folder`` EXAMINEs another
+folder (the poll's folder pass); the next INBOX call EXAMINEs INBOX again. After a
+transient or throttling error the session is BROKEN (``connection``): open a new one.
 
 The session joins two protocols on one connection, each in its own module: paging
 (``paging.Pager``: EXAMINE, search, metadata, bodies, streaming) and IDLE
@@ -191,6 +192,20 @@ class ImapMailboxSession:
         if status is None or not reusable:
             status = self.select_inbox()
         return read_flags(self._conn, self._caps, status, cursor, window)
+
+    def fetch_folder(
+        self, folder: str, cursor: MailboxCursor | None, *, backfill_since: date, limit: int
+    ) -> FetchBatch:
+        """A page of ``folder`` other than INBOX, after its own cursor: the folder is
+        EXAMINEd afresh for every page (a folder pass never reuses INBOX's status), and
+        INBOX's remembered status is dropped, since the session left INBOX."""
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        self._idle.done()
+        self._pass = self._selected = None
+        self._idle.last_uid = None
+        status = self._pager.select(folder)
+        return self._pager.page(status, cursor, backfill_since, limit)
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST, two with OBJECTID (``folders``); the selected

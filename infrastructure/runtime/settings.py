@@ -53,6 +53,8 @@ class Settings(BaseSettings):
     poll_concurrency: Annotated[int, Field(ge=1, le=256)] = worker.POLL_CONCURRENCY
     poll_deadline: Annotated[float, Field(gt=0)] = worker.POLL_DEADLINE
     backfill_window_days: Annotated[int, Field(ge=0)] = worker.BACKFILL_WINDOW_DAYS
+    # Seconds between two LISTs of an account's folders (the poll's folder pass).
+    folder_list_interval: Annotated[float, Field(ge=0)] = worker.FOLDER_LIST_INTERVAL
     max_messages_per_poll: Annotated[int, Field(ge=1, le=10_000)] = worker.MAX_MESSAGES_PER_POLL
     parse_concurrency: Annotated[int, Field(ge=1, le=64)] = worker.PARSE_CONCURRENCY
     stream_parse_mb: Annotated[float, Field(gt=0)] = 4.0

@@ -274,6 +274,15 @@ def test_list_messages_filters_by_unread_and_flagged_over_http(
         assert refused.status_code == 400
 
 
+def test_the_openapi_document_has_the_folder_fields(server: Server) -> None:
+    schemas = httpx.get(f"{server.url}/openapi.json").json()["components"]["schemas"]
+    assert "folders" in schemas["connect-mail-account"]["properties"]
+    assert "folders" in schemas["update-mail-account"]["properties"]
+    listing = schemas["list-messages"]["properties"]
+    assert {"folder", "direction"} <= set(listing)
+    assert "outbound" in str(listing["direction"])
+
+
 def test_operations_endpoints(server: Server, local_app: App) -> None:
     assert httpx.get(f"{server.url}/healthz").json() == {"ok": True}
     assert httpx.get(f"{server.url}/readyz").status_code == 200

@@ -145,6 +145,19 @@ def test_garbage_and_an_overlong_line_do_not_break_the_server(sim: Running) -> N
         assert lines[-1].startswith(b"b2 OK [READ-ONLY]"), lines
 
 
+def test_the_folder_pass_lists_inbox_alone(sim: Running, tmp_path: Path) -> None:
+    user = user_name(0)
+    session = open_session(sim, tmp_path, user)
+    try:
+        listing = session.list_folders()
+        sim.deliver(user, sample_mail(user, 1))
+        batch = session.fetch_since(None, backfill_since=WINDOW, limit=10)
+    finally:
+        session.close()
+    assert [(f.name, f.role) for f in listing.folders] == [("INBOX", "inbox")]
+    assert len(batch.messages) == 1
+
+
 @pytest.fixture
 def gmail() -> Iterator[Running]:
     with running_simulator(users=1, gmail=True) as running:
