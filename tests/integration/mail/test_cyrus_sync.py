@@ -1,6 +1,7 @@
 """The poll (``AccountSync`` through ``poll_once``) against a real Cyrus IMAP 3.6
-(``tests.support.cyrus``): mail ingested once with EMAILID as its identity, and flags
-changed in another client mirrored by CONDSTORE (``FlagMirror``)."""
+(``tests.support.cyrus``): mail ingested once with EMAILID as its identity, flags
+changed in another client mirrored by CONDSTORE (``FlagMirror``), and the folder pass:
+mail in Sent, and a rename that MAILBOXID makes a rename (nothing fetched again)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import pytest
 from imapclient import IMAPClient
 
 from application import User
-from tests.integration.mail.conftest import MailApp
-from tests.integration.mail.helpers import count_events, messages, raw_mail
+from tests.integration.mail.conftest import MailApp, MakeMailApp
+from tests.integration.mail.helpers import RECENT, accounts, count_events, messages, raw_mail
 from tests.support.cyrus import CyrusError, CyrusServer
 from tests.support.results import ok
 
 FLAGS_CHANGED = "tidings.mail.MessageFlagsChanged"
+INGESTED = "tidings.mail.MessageIngested"
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,9 @@ def cyrus() -> Iterator[CyrusServer]:
     server.stop()
 
 
-def connect_cyrus(mail: MailApp, admin: User, cyrus: CyrusServer, box: str) -> str:
+def connect_cyrus(
+    mail: MailApp, admin: User, cyrus: CyrusServer, box: str, **overrides: Any
+) -> str:
     payload: dict[str, Any] = {
         "provider": "imap",
         "displayName": f"Cyrus {box}",
@@ -40,6 +44,7 @@ def connect_cyrus(mail: MailApp, admin: User, cyrus: CyrusServer, box: str) -> s
         "authMethod": "password",
         "imap": {"host": cyrus.host, "port": cyrus.port, "security": "none", "username": box},
         "secret": "secret",
+        **overrides,
     }
     account_id: str = ok(mail.app.write("connect-mail-account", payload, admin))["accountId"]
     return account_id
@@ -78,3 +83,34 @@ def test_the_poll_ingests_cyrus_mail_once_by_emailid_and_mirrors_flags(
     mail.poll()  # nothing new, nothing changed: nothing written
     assert count_events(mail.app, FLAGS_CHANGED) == 1
     assert len(messages(mail.app, admin, accountId=account_id)) == 4
+
+
+def test_the_folder_pass_follows_a_rename_by_mailbox_id(
+    cyrus: CyrusServer, make_mail_app: MakeMailApp, admin: User
+) -> None:
+    mail = make_mail_app(folder_list_interval=0)
+    box = cyrus.add_user("r" + uuid.uuid4().hex[:12], [("Sent", "\\Sent")])
+    with cyrus.client(box) as client:
+        client.create_folder("Projects")
+        client.append("Projects", raw_mail(1, subject="plan"), msg_time=RECENT)
+        client.append("Sent", raw_mail(2, subject="sent one"), msg_time=RECENT)
+    account_id = connect_cyrus(mail, admin, cyrus, box, folders="all")
+    outcome = mail.outcome(account_id, mail.poll())
+    assert (outcome.ingested, outcome.error_kind) == (2, None)
+    listed = {m["subject"]: m for m in messages(mail.app, admin, accountId=account_id)}
+    assert listed["plan"]["folders"] == ["Projects"]
+    assert (listed["sent one"]["folders"], listed["sent one"]["direction"]) == (
+        ["Sent"],
+        "outbound",
+    )
+
+    with cyrus.client(box) as client:
+        client.rename_folder("Projects", "Projects 2026")
+    outcome = mail.outcome(account_id, mail.poll())
+    # Same MAILBOXID: the folder is renamed, its cursor kept, nothing fetched again.
+    assert (outcome.ingested, outcome.duplicates, outcome.error_kind) == (0, 0, None)
+    assert count_events(mail.app, "tidings.mail.MailFolderRenamed") == 1
+    assert count_events(mail.app, "tidings.mail.MailFolderGone") == 0
+    names = {f["name"] for f in accounts(mail.app, admin)[account_id]["folders"]}
+    assert "Projects 2026" in names and "Projects" not in names
+    assert count_events(mail.app, INGESTED) == 2
