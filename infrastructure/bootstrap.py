@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,6 +60,8 @@ from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
 from projections.value_expiry_reader import ValueExpiryReader
 
+log = logging.getLogger("tidings.projections")
+
 OAUTH_LOCK_PREFIX = "tidings:oauth-refresh:"
 RETENTION_LOCK_PREFIX = "tidings:retention:"
 
@@ -88,7 +91,25 @@ def build_projections(
     runner.setup()
     with db.transaction() as cur:  # read-model columns added since the tables were made
         MailProjection().upgrade(cur, db.dialect)
+    upgrade_custom_fields(runner, db)
     return runner
+
+
+def upgrade_custom_fields(runner: ProjectionRunner, db: SqlDatabase) -> bool:
+    """A custom-fields read model made before retention is rebuilt from the log at
+    start-up (the value clock's set times exist nowhere else; without them the sweeper
+    finds nothing). It runs under the set-up lock, so one process of a fleet does it
+    while the others wait; the serving tables answer until the swap, and a start-up
+    that dies half-way leaves the old tables, so the next one rebuilds again."""
+    name = CustomFieldsProjection.name
+    with db.reading() as cur:
+        outdated = CustomFieldsProjection().predates_retention(cur, db.dialect)
+    if not outdated:
+        return False
+    log.warning("projection.upgrade name=%s reason=predates_retention action=rebuild", name)
+    runner.rebuild(name)
+    log.warning("projection.upgraded name=%s", name)
+    return True
 
 
 def load_projections(specs: Sequence[str]) -> list[Projection]:
