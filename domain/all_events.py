@@ -1,6 +1,13 @@
 """Every event class the store may hold, listed explicitly (no import-time registry)."""
 
-from domain import api_key, custom_field_values, field_definition, mail_account, message
+from domain import (
+    api_key,
+    custom_field_values,
+    field_definition,
+    mail_account,
+    mail_retention,
+    message,
+)
 from domain.events import DomainEvent
 
 EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
@@ -9,4 +16,5 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     *mail_account.EVENTS,
     *message.EVENTS,
     *api_key.EVENTS,
+    *mail_retention.EVENTS,
 )

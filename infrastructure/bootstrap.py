@@ -305,6 +305,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             verify_timeout=settings.verify_timeout,
             api_keys_per_tenant=settings.api_keys_per_tenant,
             webhook_limit_per_tenant=settings.webhook_limit_per_tenant,
+            mail_retention_default=settings.mail_retention_default(),
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
