@@ -7,6 +7,7 @@ from domain import (
     mail_account,
     mail_retention,
     message,
+    message_retention,
 )
 from domain.events import DomainEvent
 
@@ -15,6 +16,7 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     *custom_field_values.EVENTS,
     *mail_account.EVENTS,
     *message.EVENTS,
+    *message_retention.EVENTS,
     *api_key.EVENTS,
     *mail_retention.EVENTS,
 )

@@ -11,7 +11,8 @@ account's daily download budget was spent, the body comes later). Personal field
 A ``deferred`` message's stream takes exactly one second event, at version 2 (so racing
 workers collide in the store and one survives): ``MessageBodyFetched`` (the body came;
 its state is one of the four final ones) or ``MessageBodyVanished`` (the server no
-longer has the message: state ``vanished``). No other stream has a version 2.
+longer has the message: state ``vanished``). Later events (mail retention's, in
+``domain.message_retention``) come only after it, never in its place.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from application.custom_fields.expiry import ValueSweep
 from application.leases import LeaseBackend
 from application.mail.activity import UserActivity
 from application.mail.budget import ProviderBudgets
+from application.mail.expiry import MailSweep
 from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
@@ -56,6 +57,7 @@ from projections.custom_fields_reader import CustomFieldsReader
 from projections.feed import FeedProjection
 from projections.feed_reader import FeedReader
 from projections.mail import MailProjection
+from projections.mail_expiry_reader import MailExpiryReader
 from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
 from projections.value_expiry_reader import ValueExpiryReader
@@ -362,8 +364,17 @@ def retention_sweeper(
             )
         else:
             lease = InProcessLease(ttl, holder=holder)
+    blobs = app.ctx.mail.blobs
+    if not isinstance(blobs, FilesystemBlobStore):
+        raise TypeError("this App was not built by bootstrap()")
+    mail = MailExpiryReader(reader.db)
     return RetentionSweeper(
-        [ValueSweep(app.ctx, ValueExpiryReader(reader.db))],
+        [
+            ValueSweep(app.ctx, ValueExpiryReader(reader.db)),
+            # Messages first: one due for both is expired once, not erased, then expired.
+            MailSweep(app.ctx, mail, blobs, "messages"),
+            MailSweep(app.ctx, mail, blobs, "bodies"),
+        ],
         app.ctx.clock,
         lease,
         batch_size=settings.retention_batch_size,

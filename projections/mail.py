@@ -8,7 +8,10 @@
   one set-based DELETE, and messages recorded after their account's delete are passed
   over. A ``deferred`` message's row takes what its body brought (``MessageBodyFetched``:
   state, snippet, body ref, size) or becomes ``vanished`` (``MessageBodyVanished``); its
-  thread and counts were set when it was recorded and stay.
+  thread and counts were set when it was recorded and stay. Mail retention
+  (``domain.message_retention``): ``MessageBodyErased`` clears the row's body ref and
+  snippet and sets ``body_erased``; ``MessageExpired`` does the same and sets ``state``
+  to ``deleted`` (thread and counts stay, as for a vanished body).
 - ``threads``: one row per (account, thread key) with count and latest time.
 
 This module writes them; ``projections.mail_reader`` reads them.
@@ -33,6 +36,7 @@ from domain.mail_account import (
     MailAccountUpdated,
 )
 from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
+from domain.message_retention import MessageBodyErased, MessageExpired
 from projections.base import index_name, shadow_tables
 
 TABLES = {"accounts": "mail_accounts", "messages": "mail_messages", "threads": "mail_threads"}
@@ -49,11 +53,14 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageIngested,
     MessageBodyFetched,
     MessageBodyVanished,
+    MessageBodyErased,
+    MessageExpired,
     MailAccountConnected,
     MailAccountUpdated,
     *_STATUS,
 )
 TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
+_LATER_MESSAGE_EVENTS = (MessageBodyFetched, MessageBodyVanished, MessageBodyErased, MessageExpired)
 
 MESSAGE_COLUMNS = (
     "message_id",
@@ -116,13 +123,15 @@ class MailProjection:
             " message_id_header TEXT NOT NULL, refs TEXT NOT NULL, sender TEXT NOT NULL,"
             " to_addrs TEXT NOT NULL, cc_addrs TEXT NOT NULL, subject TEXT NOT NULL,"
             " snippet TEXT NOT NULL, received_at TEXT NOT NULL, body_ref TEXT,"
-            " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL)"
+            " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL,"
+            " body_erased INTEGER NOT NULL DEFAULT 0)"
         )
         cur.execute(
             f"CREATE INDEX {index_name(messages, 'recent')} ON {messages}"
             " (tenant_id, received_at, message_id)"
         )
         cur.execute(f"CREATE INDEX {index_name(messages, 'account')} ON {messages} (account_id)")
+        self._create_retention_indexes(cur)
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {threads} (account_id TEXT NOT NULL,"
             " thread_key TEXT NOT NULL, tenant_id TEXT NOT NULL, subject TEXT NOT NULL,"
@@ -131,16 +140,45 @@ class MailProjection:
         )
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """Tables created before ``last_mail_at`` was kept gain it (idempotent)."""
+        """Tables created before ``last_mail_at`` was kept gain it, and before mail
+        retention ``body_erased`` (no body was erased then: 0); idempotent."""
         accounts = self._tables["accounts"]
         if dialect == "postgresql":
             cur.execute(
                 f"ALTER TABLE {accounts} ADD COLUMN IF NOT EXISTS last_mail_at DOUBLE PRECISION"
             )
-            return
-        cur.execute(f"PRAGMA table_info({accounts})")
-        if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
-            cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        else:
+            cur.execute(f"PRAGMA table_info({accounts})")
+            if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
+                cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        self._upgrade_body_erased(cur, dialect)
+
+    def _upgrade_body_erased(self, cur: SqlCursor, dialect: Dialect) -> None:
+        """The column and the sweep's indexes, once (index names are unique per
+        creation, so they are made only with the column)."""
+        messages = self._tables["messages"]
+        if dialect == "postgresql":
+            cur.execute(
+                "SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()"
+                " AND table_name = ? AND column_name = 'body_erased'",
+                (messages,),
+            )
+            present = cur.fetchone() is not None
+        else:
+            cur.execute(f"PRAGMA table_info({messages})")
+            present = "body_erased" in {row[1] for row in cur.fetchall()}
+        if not present:
+            cur.execute(f"ALTER TABLE {messages} ADD COLUMN body_erased INTEGER NOT NULL DEFAULT 0")
+            self._create_retention_indexes(cur)
+
+    def _create_retention_indexes(self, cur: SqlCursor) -> None:
+        """The mail retention sweep's walks: per stage, the rows it still has to do."""
+        messages = self._tables["messages"]
+        for stage, pending in RETENTION_PENDING.items():
+            cur.execute(
+                f"CREATE INDEX {index_name(messages, f'due_{stage}')}"
+                f" ON {messages} (tenant_id, received_at, message_id) WHERE {pending}"
+            )
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         accounts, messages, threads = (self._tables[k] for k in ("accounts", "messages", "threads"))
@@ -153,8 +191,8 @@ class MailProjection:
             if ingested:
                 self._insert_messages(cur, dialect, ingested)
                 ingested = []
-            if isinstance(event, MessageBodyFetched | MessageBodyVanished):
-                self._complete(cur, event)
+            if isinstance(event, _LATER_MESSAGE_EVENTS):
+                self._later(cur, event)
             elif isinstance(event, MailAccountConnected):
                 cur.execute(
                     f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
@@ -212,6 +250,22 @@ class MailProjection:
                 event.size_bytes,
                 str(event.originator_id),
             ),
+        )
+
+    def _later(self, cur: SqlCursor, event: DomainEvent) -> None:
+        """A message's event after ``MessageIngested``."""
+        if isinstance(event, MessageBodyFetched | MessageBodyVanished):
+            self._complete(cur, event)
+        elif isinstance(event, MessageBodyErased | MessageExpired):
+            self._retire(cur, event)
+
+    def _retire(self, cur: SqlCursor, event: MessageBodyErased | MessageExpired) -> None:
+        """Mail retention: the body gone (ref and snippet cleared), or the message too."""
+        state = ", state = 'deleted'" if isinstance(event, MessageExpired) else ""
+        cur.execute(
+            f"UPDATE {self._tables['messages']} SET body_ref = NULL, snippet = '',"
+            f" body_erased = 1{state} WHERE message_id = ?",
+            (str(event.originator_id),),
         )
 
     def _insert_messages(
@@ -367,6 +421,12 @@ class MailProjection:
 
 
 NO_MAIL = float("-inf")
+
+# What each mail retention stage still has to do (``projections.mail_expiry_reader``).
+RETENTION_PENDING = {
+    "bodies": "body_erased = 0 AND body_ref IS NOT NULL AND state <> 'deferred'",
+    "messages": "state <> 'deleted' AND state <> 'deferred'",
+}
 
 
 def _arrived(event: MessageIngested) -> float:

@@ -49,7 +49,10 @@ _MESSAGE_KEYS = (
     "sizeBytes",
     "folder",
     "state",
+    "bodyErased",
 )
+# The messages' columns as read: the written ones, then what mail retention sets.
+_READ_COLUMNS = ", ".join((*MESSAGE_COLUMNS, "body_erased"))
 
 
 class MailReader:
@@ -98,7 +101,7 @@ class MailReader:
     ) -> list[dict[str, Any]]:
         if account_ids is not None and not account_ids:
             return []
-        sql = f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']} WHERE tenant_id = ?"
+        sql = f"SELECT {_READ_COLUMNS} FROM {self.t['messages']} WHERE tenant_id = ?"
         params: list[Any] = [tenant_id]
         for column, value in (("thread_key", thread_key), ("state", state)):
             if value is not None:
@@ -142,8 +145,7 @@ class MailReader:
     def message(self, message_id: str) -> dict[str, Any] | None:
         with self.db.reading() as cur:
             cur.execute(
-                f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM {self.t['messages']}"
-                " WHERE message_id = ?",
+                f"SELECT {_READ_COLUMNS} FROM {self.t['messages']} WHERE message_id = ?",
                 (message_id,),
             )
             row = cur.fetchone()

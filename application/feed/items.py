@@ -34,6 +34,7 @@ from domain.mail_account import (
     MailAccountUpdated,
 )
 from domain.message import MessageBodyFetched, MessageBodyVanished, MessageIngested
+from domain.message_retention import MessageBodyErased, MessageExpired
 
 _ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
 _NAMESPACE_BYTES = _ITEM_NAMESPACE.bytes
@@ -44,6 +45,8 @@ TYPES = (
     "message.received",
     "message.body_fetched",
     "message.body_vanished",
+    "message.body_erased",
+    "message.expired",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -129,6 +132,19 @@ def _body_vanished(e: MessageBodyVanished) -> Built:
     return "message.body_vanished", e.account_id, data, ()
 
 
+def _retired(e: MessageBodyErased | MessageExpired) -> Built:
+    expired = isinstance(e, MessageExpired)
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "bodyErased": True,
+        "keepFor": e.keep_for,
+    }
+    if expired:
+        data["state"] = "deleted"
+    return ("message.expired" if expired else "message.body_erased"), e.account_id, data, ()
+
+
 def _account(kind: str) -> Callable[[Any], Built]:
     def build(e: Any) -> Built:
         account_id = str(e.originator_id)
@@ -199,6 +215,8 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageIngested: _message,
     MessageBodyFetched: _body_fetched,
     MessageBodyVanished: _body_vanished,
+    MessageBodyErased: _retired,
+    MessageExpired: _retired,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

@@ -55,4 +55,6 @@ def message_view(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
         "folder": row["folder"],
         "state": row["state"],
         "bodyRef": row["bodyRef"],
+        # Mail retention erased its body, attachments and raw MIME (for good).
+        "bodyErased": bool(row.get("bodyErased")),
     }

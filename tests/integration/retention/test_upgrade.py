@@ -76,3 +76,40 @@ def test_a_fresh_database_is_not_upgraded(
         make_app()
         make_app()
     assert not [r for r in caplog.records if "projection.upgrade" in r.getMessage()]
+
+
+def retention_indexes(app: App) -> list[str]:
+    db = wiring.projection_runner(app).db
+    with db.reading() as cur:
+        if db.dialect == "postgresql":
+            cur.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+                " AND tablename = 'mail_messages' AND indexname LIKE ?",
+                ("ix_mail_messages_due_%",),
+            )
+        else:
+            cur.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index'"
+                " AND tbl_name = 'mail_messages' AND name LIKE ?",
+                ("ix_mail_messages_due_%",),
+            )
+        return sorted(str(row[0]) for row in cur.fetchall())
+
+
+def test_a_messages_table_older_than_mail_retention_gains_its_column_and_indexes_once(
+    make_app: Callable[..., App],
+) -> None:
+    old = make_app()
+    db = wiring.projection_runner(old).db
+    with db.transaction() as cur:
+        for name in retention_indexes(old):
+            cur.execute(f"DROP INDEX {name}")
+        cur.execute("ALTER TABLE mail_messages DROP COLUMN body_erased")
+    old.close()
+    upgraded = make_app()
+    indexes = retention_indexes(upgraded)
+    assert len(indexes) == 2
+    with wiring.projection_runner(upgraded).db.reading() as cur:
+        cur.execute("SELECT count(*) FROM mail_messages WHERE body_erased = 0")
+        assert cur.fetchone() is not None
+    assert retention_indexes(make_app()) == indexes  # made once, not at every start
