@@ -107,6 +107,7 @@ class MessageLife(Aggregate):
                 self.body_ref = event.body_ref
             case MessageBodyVanished():
                 self.state = "vanished"
+                self.body_ref = None
             case MessageBodyErased():
                 self.body_erased = True
                 self.body_ref = None
