@@ -1,12 +1,13 @@
 """Mail retention on both backends, against a private Dovecot: bodies erased past the
 tenant's ``bodiesFor`` (blob destroyed, ``bodyErased``, no raw, text or attachments),
-messages expired past ``messagesFor`` (``state: deleted``), the feed in order, a rebuild
-giving the same rows, a sweep killed between destroying the blobs and recording the
+messages expired past ``messagesFor`` (``state: deleted``), the feed and a webhook in
+order, a rebuild giving the same rows, a sweep killed between destroying the blobs and recording the
 erasures, and two sweepers racing: each erasure and expiry recorded once."""
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -18,14 +19,17 @@ from application import User
 from application.app import App
 from domain.message_retention import MessageBodyErased, MessageExpired
 from infrastructure import bootstrap as wiring
+from infrastructure.eventstore.jsonl import export_events
 from infrastructure.in_process.lease import InProcessLease
 from infrastructure.runtime.settings import Settings
 from tests.integration.mail.conftest import MailApp
 from tests.integration.mail.helpers import connect, count_events, messages, raw_mail
 from tests.integration.retention.support import MovingClock
+from tests.integration.webhooks.helpers import create_webhook, deliveries, delivering, eventually
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.dump import dump_database
 from tests.support.results import ok
+from tests.support.webhook_receiver import Receiver
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 POLICY = {"bodiesFor": "30d", "messagesFor": "60d"}
@@ -133,6 +137,9 @@ def test_bodies_are_erased_then_messages_expire_and_a_rebuild_agrees(
     for path in blobs.root.rglob("*"):
         if path.is_file():
             assert b"secret-" not in path.read_bytes()
+    export = io.StringIO()
+    export_events(wiring.event_store(app), export)
+    assert "secret-" not in export.getvalue()
 
     settled = rows(app)
     app.projections.rebuild()
@@ -192,3 +199,31 @@ def test_two_sweepers_racing_record_each_erasure_once(
         thread.join(60)
     assert sum(counts) == 2
     assert count_events(first.app, MessageBodyErased.TOPIC) == 2
+
+
+def test_a_webhook_receives_erasures_and_expiries_in_order(
+    mail: MailApp,
+    admin: User,
+    dovecot: DovecotServer,
+    mailbox: DovecotUser,
+    clock: MovingClock,
+) -> None:
+    app = mail.app
+    receiver = Receiver()
+    hook = create_webhook(app, admin, receiver.url, ["message.body_erased", "message.expired"])
+    by_subject = seeded(mail, admin, dovecot, mailbox, clock)
+    clock.move(days=50)  # old: 60 days (expired), new: 52 days (its body erased)
+    with delivering(app):
+        assert sweep(app) == 2
+        got = receiver.wait_for(2)
+        eventually(lambda: len(deliveries(app, admin, hook["webhookId"], "delivered")) == 2)
+    receiver.stop()
+    firsts: dict[str, dict[str, Any]] = {}
+    for r in got:
+        firsts.setdefault(r.item["id"], r.item)
+    items = sorted(firsts.values(), key=lambda i: i["sequence"])
+    assert [(i["type"], i["data"]["messageId"]) for i in items] == [
+        ("message.expired", by_subject["old"]["messageId"]),
+        ("message.body_erased", by_subject["new"]["messageId"]),
+    ]
+    assert [r.item["sequence"] for r in got] == sorted(r.item["sequence"] for r in got)
