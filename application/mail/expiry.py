@@ -118,6 +118,4 @@ class MailSweep:
         if not refs:
             return
         shared = self.mail.refs_held_elsewhere(refs, message_ids)
-        for ref in refs:
-            if ref not in shared:
-                self.blobs.delete(ref)
+        self.blobs.delete_many([ref for ref in refs if ref not in shared])

@@ -43,6 +43,6 @@ class ExpiringMail(Protocol):
 
 
 class ErasesBlobs(Protocol):
-    def delete(self, ref: str) -> None:
-        """Destroy the blob's bytes (idempotent: a missing blob is no error)."""
+    def delete_many(self, refs: Sequence[str]) -> None:
+        """Destroy each blob's bytes, durably (idempotent: a missing blob is no error)."""
         ...
