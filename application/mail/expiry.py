@@ -11,7 +11,8 @@ message records its erasure or expiry only if its own stream still says it is du
 append, so a sweep killed in between finds the messages due again and records them then
 (destroying a missing blob again is harmless); a conflict (another writer, a racing
 sweeper) reloads and decides again, so each erasure and expiry is recorded once. A blob
-another live message of the account still holds (content-addressed) is kept.
+another live message of the account still holds (content-addressed) is kept, and so is
+one whose ref names anyone but the message's own account (a ref is data).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.expiry_ports import DueMessage, ErasesBlobs, ExpiringMail, Stage
 from application.mail.message_event import utc_iso
+from application.mail.ports import BlobOwner
 from application.retention.ports import SweepBatch
 from application.streams import ATTEMPTS, commit, replay
 from application.tenants.mail_retention import effective
@@ -92,7 +94,7 @@ class MailSweep:
         for _ in range(ATTEMPTS):
             loaded = self.ctx.store.load_many({UUID(i) for i in ids})
             lives = [replay(MessageLife, UUID(i), loaded[UUID(i)]) for i in ids]
-            refs: list[str] = []
+            refs: list[tuple[BlobOwner, str]] = []
             recorded = 0
             for life in lives:
                 if self.stage == "bodies":
@@ -104,8 +106,8 @@ class MailSweep:
                         ref = None
                     else:
                         recorded += 1
-                if ref is not None:
-                    refs.append(ref)
+                if ref is not None:  # only the message's own blob: a ref is data
+                    refs.append((BlobOwner(life.tenant_id, life.account_id), ref))
             self._destroy(refs, ids)
             try:
                 commit(self.ctx.store, *lives)
@@ -114,8 +116,8 @@ class MailSweep:
             return recorded
         raise ConcurrencyConflict("retention: the messages' streams kept moving")
 
-    def _destroy(self, refs: list[str], message_ids: list[str]) -> None:
+    def _destroy(self, refs: list[tuple[BlobOwner, str]], message_ids: list[str]) -> None:
         if not refs:
             return
-        shared = self.mail.refs_held_elsewhere(refs, message_ids)
-        self.blobs.delete_many([ref for ref in refs if ref not in shared])
+        shared = self.mail.refs_held_elsewhere([ref for _, ref in refs], message_ids)
+        self.blobs.delete_many([(owner, ref) for owner, ref in refs if ref not in shared])

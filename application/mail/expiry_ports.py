@@ -7,6 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from application.mail.ports import BlobOwner
+
 Stage = Literal["bodies", "messages"]
 # (received_at, message id): where a tenant's walk stands
 MailPosition = tuple[str, str]
@@ -43,6 +45,7 @@ class ExpiringMail(Protocol):
 
 
 class ErasesBlobs(Protocol):
-    def delete_many(self, refs: Sequence[str]) -> None:
-        """Destroy each blob's bytes, durably (idempotent: a missing blob is no error)."""
+    def delete_many(self, items: Sequence[tuple[BlobOwner, str]]) -> None:
+        """Destroy the bytes of each ref that names its owner, durably (idempotent: a
+        missing blob is no error; a ref naming anyone else is left alone)."""
         ...

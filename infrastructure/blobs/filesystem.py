@@ -254,11 +254,15 @@ class FilesystemBlobStore:
         except FileNotFoundError:
             return False
 
-    def delete_many(self, refs: Sequence[str]) -> None:
-        """``delete`` of each ref, with one open and one fsync per pack file (a batch of
-        members of one pack is one sync, not one each)."""
+    def delete_many(self, items: Sequence[tuple[BlobOwner, str]]) -> None:
+        """``delete`` of each (owner, ref) whose ref names that owner, with one open and
+        one fsync per pack file (a batch of members of one pack is one sync, not one
+        each). A ref naming anyone else, or no one (an unowned blob, shared by content
+        across accounts), is passed over, as ``open`` refuses it."""
         members: dict[Path, list[tuple[int, int]]] = {}
-        for ref in refs:
+        for owner, ref in items:
+            if _named_owner(ref) != owner:
+                continue
             packed = _PACKED.match(ref)
             if packed is None:
                 self.delete(ref)
@@ -286,6 +290,17 @@ class FilesystemBlobStore:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             _fsync_dir(path.parent)
+
+
+def _named_owner(ref: str) -> BlobOwner | None:
+    """The owner an owned or packed ref names (None: an unowned ref, or not a ref)."""
+    packed = _PACKED.match(ref)
+    if packed is not None:
+        return BlobOwner(_unb64(packed.group(2)), packed.group(3))
+    owned = _OWNED.match(ref)
+    if owned is not None:
+        return BlobOwner(_unb64(owned.group(1)), owned.group(2))
+    return None
 
 
 def _copy_hashing(chunks: Iterable[bytes], file: BinaryIO) -> str:

@@ -227,3 +227,41 @@ def test_a_webhook_receives_erasures_and_expiries_in_order(
         ("message.body_erased", by_subject["new"]["messageId"]),
     ]
     assert [r.item["sequence"] for r in got] == sorted(r.item["sequence"] for r in got)
+
+
+def test_a_forged_ref_to_another_tenants_blob_is_never_destroyed(
+    mail: MailApp,
+    admin: User,
+    dovecot: DovecotServer,
+    new_mailbox: Callable[[], DovecotUser],
+    clock: MovingClock,
+) -> None:
+    app = mail.app
+    victim_box, attacker_box = new_mailbox(), new_mailbox()
+    dovecot.deliver(victim_box, [raw_mail(1, body="the victim's private body")])
+    connect(app, admin, dovecot, victim_box)
+    attacker = User(id="x", tenant_id=f"t-x{NOW.timestamp():.0f}", roles=admin.roles)
+    attacker_account = connect(app, attacker, dovecot, attacker_box)
+    mail.poll()
+    [victim] = messages(app, admin)
+    operator = User(id="op", tenant_id="system", roles=frozenset({"SystemAdmin"}))
+    forged = ok(
+        app.write(
+            "ingest-message",
+            {
+                "accountId": attacker_account,
+                "providerMessageId": "forged-1",
+                "receivedAt": (NOW - timedelta(days=40)).isoformat(),
+                "sizeBytes": 10,
+                "bodyRef": victim["bodyRef"],
+            },
+            operator,
+        )
+    )
+    ok(app.write("set-mail-retention", {"mailRetention": POLICY}, attacker))
+    app.ctx = dataclasses.replace(app.ctx, clock=clock)
+    assert sweep(app) == 1  # the forged message's "body" is erased: its own row only
+    assert message(app, attacker, forged["messageId"])["bodyErased"]
+    blobs: Any = app.ctx.mail.blobs
+    assert blobs.exists(victim["bodyRef"])
+    assert "the victim's private body" in message(app, admin, victim["messageId"])["text"]

@@ -160,8 +160,13 @@ def test_delete_many_destroys_pack_members_and_owned_blobs_and_keeps_the_rest(
     owned = store.put_bytes(b"owned body", owner=OWNER)
     first, second, third = (ref or "" for ref in packed)
     before = store.path_of(first).read_bytes()
-    store.delete_many([third, first, owned])
-    store.delete_many([third, first, owned])  # idempotent
+    unowned = store.put_bytes(b"shared by content")
+    # Refs naming anyone but the owner given (or no one) are left alone.
+    store.delete_many([(OWNER, second), (OTHER, first), (OWNER, unowned)])
+    assert store.exists(second) and store.exists(first) and store.exists(unowned)
+    mine = [(OWNER, third), (OWNER, first), (OWNER, owned)]
+    store.delete_many(mine)
+    store.delete_many(mine)  # idempotent
     for gone in (first, third, owned):
         assert not store.exists(gone)
         with pytest.raises(BlobNotFound):
