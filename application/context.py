@@ -24,6 +24,7 @@ from application.privacy import PiiCipher, SecretStore
 from application.signals import SignalBus
 from application.users import TENANT_ADMIN, TENANT_MEMBER
 from application.webhooks.ports import WebhookStore
+from domain.mail_retention import KEPT_FOR_EVER, MailRetention
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,8 @@ class Policy:
     verify_timeout: float = 20.0  # seconds for the whole of a connect's verify
     api_keys_per_tenant: int = 100
     webhook_limit_per_tenant: int = 20  # webhooks a tenant may have
+    # The operator's mail retention, for tenants without their own.
+    mail_retention_default: MailRetention = KEPT_FOR_EVER
 
 
 @dataclass(frozen=True)

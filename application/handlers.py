@@ -40,7 +40,7 @@ from application.mail import (
     user_active,
 )
 from application.payloads import Payload
-from application.tenants import shred_tenant
+from application.tenants import get_mail_retention, set_mail_retention, shred_tenant
 from application.webhooks import (
     create_webhook,
     delete_webhook,
@@ -82,6 +82,7 @@ WRITES = _table(
     create_api_key,
     revoke_api_key,
     shred_tenant,
+    set_mail_retention,
     create_webhook,
     update_webhook,
     delete_webhook,
@@ -101,6 +102,7 @@ QUERIES = _table(
     list_webhooks,
     list_webhook_deliveries,
     list_api_keys,
+    get_mail_retention,
 )
 
 # Use cases that may connect to a server a tenant names (a verify, with its token

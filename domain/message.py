@@ -12,8 +12,9 @@ A ``deferred`` message's stream takes exactly one second event, at version 2 (so
 workers collide in the store and one survives): ``MessageBodyFetched`` (the body came;
 its state is one of the four final ones) or ``MessageBodyVanished`` (the server no
 longer has the message: state ``vanished``). No other stream has a version 2 that is
-not a ``MessageFlagsChanged``, and a flags event never takes version 2 of a stream still
-``deferred`` (the flag mirror holds it until the body came).
+not a ``MessageFlagsChanged`` or a retention event (``domain.message_retention``), and
+neither takes version 2 of a stream still ``deferred`` (the flag mirror holds it until
+the body came; retention comes only after it, never in its place).
 
 ``MessageFlagsChanged`` carries a message's whole flag set (bounded: ``message_flags``)
 each time it differs from the set stored before; ``MessageIngested.extra["flags"]`` is the

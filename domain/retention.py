@@ -51,13 +51,34 @@ class Retention:
 
     def cutoff(self, now: datetime) -> datetime:
         """The latest set time of a value expired at ``now``."""
-        count, unit = _parse(self.keep_for)
-        if unit == "d":
-            return now - timedelta(days=count)
-        if unit == "w":
-            return now - timedelta(weeks=count)
-        months = count if unit == "m" else 12 * count
-        return months_before(now, months)
+        return keep_for_cutoff(self.keep_for, now)
+
+
+def check_keep_for(keep_for: Any) -> str:
+    """``keep_for`` when it parses and lies within the bounds (else ``InvalidRetention``)."""
+    _parse(keep_for)
+    return str(keep_for)
+
+
+def keep_for_cutoff(keep_for: str, now: datetime) -> datetime:
+    """The latest time of a thing kept for ``keep_for`` that has expired at ``now``."""
+    count, unit = _parse(keep_for)
+    if unit == "d":
+        return now - timedelta(days=count)
+    if unit == "w":
+        return now - timedelta(weeks=count)
+    months = count if unit == "m" else 12 * count
+    return months_before(now, months)
+
+
+# Mean days per unit: enough to order two ``keepFor`` of different units.
+_MEAN_DAYS = {"d": 1.0, "w": 7.0, "m": 365.2425 / 12, "y": 365.2425}
+
+
+def keep_for_days(keep_for: str) -> float:
+    """The mean length of ``keep_for`` in days (for comparing, never for cutoffs)."""
+    count, unit = _parse(keep_for)
+    return count * _MEAN_DAYS[unit]
 
 
 def _parse(keep_for: Any) -> tuple[int, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -13,6 +14,7 @@ from application.custom_fields.expiry import ValueSweep
 from application.leases import LeaseBackend
 from application.mail.activity import UserActivity
 from application.mail.budget import ProviderBudgets
+from application.mail.expiry import MailSweep
 from application.mail.oauth import OAuthClient, OAuthTokens
 from application.mail.providers import MB, ProviderLimits, ProviderTable
 from application.ports import SqlDatabase
@@ -57,9 +59,12 @@ from projections.custom_fields_reader import CustomFieldsReader
 from projections.feed import FeedProjection
 from projections.feed_reader import FeedReader
 from projections.mail import MailProjection
+from projections.mail_expiry_reader import MailExpiryReader
 from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
 from projections.value_expiry_reader import ValueExpiryReader
+
+log = logging.getLogger("tidings.projections")
 
 OAUTH_LOCK_PREFIX = "tidings:oauth-refresh:"
 RETENTION_LOCK_PREFIX = "tidings:retention:"
@@ -90,7 +95,25 @@ def build_projections(
     runner.setup()
     with db.transaction() as cur:  # read-model columns added since the tables were made
         MailProjection().upgrade(cur, db.dialect)
+    upgrade_custom_fields(runner, db)
     return runner
+
+
+def upgrade_custom_fields(runner: ProjectionRunner, db: SqlDatabase) -> bool:
+    """A custom-fields read model made before retention is rebuilt from the log at
+    start-up (the value clock's set times exist nowhere else; without them the sweeper
+    finds nothing). It runs under the set-up lock, so one process of a fleet does it
+    while the others wait; the serving tables answer until the swap, and a start-up
+    that dies half-way leaves the old tables, so the next one rebuilds again."""
+    name = CustomFieldsProjection.name
+    with db.reading() as cur:
+        outdated = CustomFieldsProjection().predates_retention(cur, db.dialect)
+    if not outdated:
+        return False
+    log.warning("projection.upgrade name=%s reason=predates_retention action=rebuild", name)
+    runner.rebuild(name)
+    log.warning("projection.upgraded name=%s", name)
+    return True
 
 
 def load_projections(specs: Sequence[str]) -> list[Projection]:
@@ -292,6 +315,7 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             verify_timeout=settings.verify_timeout,
             api_keys_per_tenant=settings.api_keys_per_tenant,
             webhook_limit_per_tenant=settings.webhook_limit_per_tenant,
+            mail_retention_default=settings.mail_retention_default(),
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),
@@ -348,8 +372,17 @@ def retention_sweeper(
             )
         else:
             lease = InProcessLease(ttl, holder=holder)
+    blobs = app.ctx.mail.blobs
+    if not isinstance(blobs, FilesystemBlobStore):
+        raise TypeError("this App was not built by bootstrap()")
+    mail = MailExpiryReader(reader.db)
     return RetentionSweeper(
-        [ValueSweep(app.ctx, ValueExpiryReader(reader.db))],
+        [
+            ValueSweep(app.ctx, ValueExpiryReader(reader.db)),
+            # Messages first: one due for both is expired once, not erased, then expired.
+            MailSweep(app.ctx, mail, blobs, "messages"),
+            MailSweep(app.ctx, mail, blobs, "bodies"),
+        ],
         app.ctx.clock,
         lease,
         batch_size=settings.retention_batch_size,

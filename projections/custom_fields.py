@@ -199,6 +199,27 @@ class CustomFieldsProjection:
         for statement in self.sql(dialect).create:
             cur.execute(statement)
 
+    def predates_retention(self, cur: SqlCursor, dialect: Dialect) -> bool:
+        """Whether the tables were created before retention: the definitions lack the
+        retention columns or the value clock is missing. Its rows (each value's set
+        time) can only come from the log, so such a read model is rebuilt, not altered."""
+        definitions, clock = self.tables["definitions"], self.tables["value_clock"]
+        if dialect == "postgresql":
+            cur.execute(
+                "SELECT table_name, column_name FROM information_schema.columns"
+                " WHERE table_schema = current_schema() AND table_name IN (?, ?)",
+                (definitions, clock),
+            )
+            columns = {(str(t), str(c)) for t, c in cur.fetchall()}
+            has_clock = any(table == clock for table, _ in columns)
+        else:
+            cur.execute(f"PRAGMA table_info({definitions})")
+            columns = {(definitions, str(row[1])) for row in cur.fetchall()}
+            cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (clock,))
+            has_clock = cur.fetchone() is not None
+        retention = {(definitions, "keep_for"), (definitions, "retention_action")}
+        return not has_clock or not retention <= columns
+
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         sql = self.sql(dialect)
         definitions = self.tables["definitions"]

@@ -11,6 +11,7 @@
   thread and counts were set when it was recorded and stay. ``flags`` (JSON, sorted),
   ``unread`` and ``flagged`` (0/1) start from the flags at arrival
   (``MessageIngested.extra``) and take each ``MessageFlagsChanged`` whole.
+  Mail retention: ``projections.mail_retention``.
 - ``threads``: one row per (account, thread key) with count and latest time.
 - ``folders``: one row per synced folder of an account (key, name, role), from the
   account's folder events; removed with the account.
@@ -45,9 +46,16 @@ from domain.message import (
     MessageFlagsChanged,
     MessageIngested,
 )
+from domain.message_retention import MessageBodyErased, MessageExpired
 from projections.base import index_name, shadow_tables
 from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
-from projections.mail_folders import apply_folder, create_folders
+from projections.mail_folders import apply_folder, create_folders, upgrade_folder_columns
+from projections.mail_retention import (
+    BODY_ERASED_COLUMN,
+    create_retention_indexes,
+    retire,
+    upgrade_body_erased,
+)
 
 TABLES = {
     "accounts": "mail_accounts",
@@ -69,6 +77,8 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageBodyFetched,
     MessageBodyVanished,
     MessageFlagsChanged,
+    MessageBodyErased,
+    MessageExpired,
     MailAccountConnected,
     MailAccountUpdated,
     MailFolderListed,
@@ -77,6 +87,13 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     *_STATUS,
 )
 TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
+_LATER_MESSAGE_EVENTS = (
+    MessageBodyFetched,
+    MessageBodyVanished,
+    MessageFlagsChanged,
+    MessageBodyErased,
+    MessageExpired,
+)
 
 MESSAGE_COLUMNS = (
     "message_id",
@@ -103,9 +120,6 @@ MESSAGE_COLUMNS = (
 
 # PostgreSQL types of MESSAGE_COLUMNS, for the batch insert over arrays.
 _MESSAGE_TYPES = ("text",) * 14 + ("bigint", "text", "text", "text", "text")
-# Columns tables created before them gain (``upgrade``); NULL in old rows reads as the
-# message's one ``folder`` and ``inbound``, what a rebuild writes for those events.
-_ADDED_MESSAGE_COLUMNS = {"folders": "TEXT", "direction": "TEXT"}
 
 
 class MailProjection:
@@ -145,7 +159,7 @@ class MailProjection:
             " to_addrs TEXT NOT NULL, cc_addrs TEXT NOT NULL, subject TEXT NOT NULL,"
             " snippet TEXT NOT NULL, received_at TEXT NOT NULL, body_ref TEXT,"
             " size_bytes BIGINT NOT NULL, folder TEXT NOT NULL, state TEXT NOT NULL,"
-            " folders TEXT, direction TEXT)"
+            f" folders TEXT, direction TEXT, {BODY_ERASED_COLUMN})"
         )
         cur.execute(
             f"CREATE INDEX {index_name(messages, 'folder')} ON {messages}"
@@ -157,6 +171,7 @@ class MailProjection:
         )
         cur.execute(f"CREATE INDEX {index_name(messages, 'account')} ON {messages} (account_id)")
         add_flag_columns(cur, dialect, self._tables["messages"])
+        create_retention_indexes(cur, messages)
         cur.execute(
             f"CREATE TABLE IF NOT EXISTS {threads} (account_id TEXT NOT NULL,"
             " thread_key TEXT NOT NULL, tenant_id TEXT NOT NULL, subject TEXT NOT NULL,"
@@ -167,8 +182,8 @@ class MailProjection:
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
         """Tables created before ``last_mail_at`` was kept gain it, and messages tables
-        created before the flag columns, ``folders`` and ``direction`` gain those
-        (idempotent)."""
+        created before the flag columns, ``folders``, ``direction`` and mail retention's
+        ``body_erased`` gain those (idempotent)."""
         add_flag_columns(cur, dialect, self._tables["messages"])
         accounts = self._tables["accounts"]
         if dialect == "postgresql":
@@ -179,28 +194,9 @@ class MailProjection:
             cur.execute(f"PRAGMA table_info({accounts})")
             if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
                 cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
-        self._upgrade_messages(cur, dialect)
+        upgrade_folder_columns(cur, dialect, self._tables["messages"])
+        upgrade_body_erased(cur, dialect, self._tables["messages"])
         create_folders(cur, self._tables["folders"])
-
-    def _upgrade_messages(self, cur: SqlCursor, dialect: Dialect) -> None:
-        messages = self._tables["messages"]
-        if dialect == "postgresql":
-            for name, kind in _ADDED_MESSAGE_COLUMNS.items():
-                cur.execute(f"ALTER TABLE {messages} ADD COLUMN IF NOT EXISTS {name} {kind}")
-            cur.execute(
-                f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
-                " (tenant_id, folder, received_at)"
-            )
-            return
-        cur.execute(f"PRAGMA table_info({messages})")
-        present = {row[1] for row in cur.fetchall()}
-        for name, kind in _ADDED_MESSAGE_COLUMNS.items():
-            if name not in present:
-                cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
-        cur.execute(
-            f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
-            " (tenant_id, folder, received_at)"
-        )
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         accounts, messages = self._tables["accounts"], self._tables["messages"]
@@ -214,7 +210,7 @@ class MailProjection:
                 self._insert_messages(cur, dialect, ingested)
                 set_flags(cur, messages, arrival_flags(ingested))
                 ingested = []
-            if isinstance(event, MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged):
+            if isinstance(event, _LATER_MESSAGE_EVENTS):
                 self._later(cur, event)
             elif isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
                 apply_folder(cur, self._tables, event)
@@ -244,15 +240,6 @@ class MailProjection:
         if ingested:
             self._insert_messages(cur, dialect, ingested)
             set_flags(cur, messages, arrival_flags(ingested))
-
-    def _later(
-        self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged
-    ) -> None:
-        """A message stream's later events: its body, or its flags."""
-        if isinstance(event, MessageFlagsChanged):
-            set_flags(cur, self._tables["messages"], [(str(event.originator_id), event.flags)])
-        else:
-            self._complete(cur, event)
 
     def _status(self, cur: SqlCursor, event: DomainEvent) -> None:
         """A status change; a delete also removes the account's rows everywhere."""
@@ -291,6 +278,16 @@ class MailProjection:
                 str(event.originator_id),
             ),
         )
+
+    def _later(self, cur: SqlCursor, event: DomainEvent) -> None:
+        """A message's event after ``MessageIngested``: its body, its flags, retention."""
+        messages = self._tables["messages"]
+        if isinstance(event, MessageFlagsChanged):
+            set_flags(cur, messages, [(str(event.originator_id), event.flags)])
+        elif isinstance(event, MessageBodyFetched | MessageBodyVanished):
+            self._complete(cur, event)
+        elif isinstance(event, MessageBodyErased | MessageExpired):
+            retire(cur, messages, event)
 
     def _insert_messages(
         self, cur: SqlCursor, dialect: Dialect, events: Sequence[MessageIngested]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from application.ports import SqlCursor
+from application.ports import Dialect, SqlCursor
 from domain.mail_account import MailFolderGone, MailFolderListed, MailFolderRenamed
+from projections.base import index_name
 
 
 def create_folders(cur: SqlCursor, folders: str) -> None:
@@ -48,4 +49,27 @@ def apply_folder(
         " VALUES (?, ?, ?, ?, ?) ON CONFLICT (account_id, folder_key) DO UPDATE SET"
         " name = excluded.name, role = excluded.role",
         (account_id, event.folder_key, event.tenant_id, event.name, event.role),
+    )
+
+
+# Columns messages tables created before them gain; NULL in old rows reads as the
+# message's one ``folder`` and ``inbound``, what a rebuild writes for those events.
+ADDED_MESSAGE_COLUMNS = {"folders": "TEXT", "direction": "TEXT"}
+
+
+def upgrade_folder_columns(cur: SqlCursor, dialect: Dialect, messages: str) -> None:
+    """``folders`` and ``direction`` on a messages table made before them, and the index of
+    the ``folder`` filter (idempotent)."""
+    if dialect == "postgresql":
+        for name, kind in ADDED_MESSAGE_COLUMNS.items():
+            cur.execute(f"ALTER TABLE {messages} ADD COLUMN IF NOT EXISTS {name} {kind}")
+    else:
+        cur.execute(f"PRAGMA table_info({messages})")
+        present = {row[1] for row in cur.fetchall()}
+        for name, kind in ADDED_MESSAGE_COLUMNS.items():
+            if name not in present:
+                cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
+    cur.execute(
+        f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
+        " (tenant_id, folder, received_at)"
     )

@@ -55,8 +55,11 @@ _MESSAGE_KEYS = (
     "flags",
     "unread",
     "flagged",
+    "bodyErased",
 )
-_SELECT_MESSAGES = ", ".join((*MESSAGE_COLUMNS, *FLAG_COLUMNS))
+# The messages' columns as read: the written ones, the flag columns, then what mail
+# retention sets.
+_SELECT_MESSAGES = ", ".join((*MESSAGE_COLUMNS, *FLAG_COLUMNS, "body_erased"))
 
 
 class MailReader:

@@ -39,6 +39,7 @@ from domain.message import (
     MessageFlagsChanged,
     MessageIngested,
 )
+from domain.message_retention import MessageBodyErased, MessageExpired
 
 _ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
 _NAMESPACE_BYTES = _ITEM_NAMESPACE.bytes
@@ -50,6 +51,8 @@ TYPES = (
     "message.body_fetched",
     "message.body_vanished",
     "message.flags_changed",
+    "message.body_erased",
+    "message.expired",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -148,6 +151,19 @@ def _flags_changed(e: MessageFlagsChanged) -> Built:
     return "message.flags_changed", e.account_id, data, ()
 
 
+def _retired(e: MessageBodyErased | MessageExpired) -> Built:
+    expired = isinstance(e, MessageExpired)
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "bodyErased": True,
+        "keepFor": e.keep_for,
+    }
+    if expired:
+        data["state"] = "deleted"
+    return ("message.expired" if expired else "message.body_erased"), e.account_id, data, ()
+
+
 def _account(kind: str) -> Callable[[Any], Built]:
     def build(e: Any) -> Built:
         account_id = str(e.originator_id)
@@ -219,6 +235,8 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageBodyFetched: _body_fetched,
     MessageBodyVanished: _body_vanished,
     MessageFlagsChanged: _flags_changed,
+    MessageBodyErased: _retired,
+    MessageExpired: _retired,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

@@ -9,6 +9,7 @@ Every stored body is returned, whatever its size: bodies over ``max_message_mb``
 never stored, so that setting bounds this answer too. ``includeRaw: false`` skips it.
 Only the message's own body is read: the blob store opens the ``bodyRef`` only as a blob
 of the message's own account and tenant, so a ref naming anyone else's blob gives no raw.
+A body erased by mail retention (``bodyErased``) has no ref left: no raw, no content.
 """
 
 from __future__ import annotations

@@ -78,6 +78,8 @@ def message_view(ctx: Context, row: dict[str, Any]) -> dict[str, Any]:
         "direction": row["direction"] or "inbound",
         "state": row["state"],
         "bodyRef": row["bodyRef"],
+        # Mail retention erased its body, attachments and raw MIME (for good).
+        "bodyErased": bool(row.get("bodyErased")),
         **flag_view(row),
     }
 

@@ -254,6 +254,29 @@ class FilesystemBlobStore:
         except FileNotFoundError:
             return False
 
+    def delete_many(self, items: Sequence[tuple[BlobOwner, str]]) -> None:
+        """``delete`` of each (owner, ref) whose ref names that owner, with one open and
+        one fsync per pack file (a batch of members of one pack is one sync, not one
+        each). A ref naming anyone else, or no one (an unowned blob, shared by content
+        across accounts), is passed over, as ``open`` refuses it."""
+        members: dict[Path, list[tuple[int, int]]] = {}
+        for owner, ref in items:
+            if _named_owner(ref) != owner:
+                continue
+            packed = _PACKED.match(ref)
+            if packed is None:
+                self.delete(ref)
+                continue
+            span = (int(packed.group(5)), int(packed.group(6)))
+            members.setdefault(self.path_of(ref), []).append(span)
+        for path, spans in members.items():
+            with contextlib.suppress(FileNotFoundError), open(path, "r+b") as f:
+                for offset, length in sorted(spans):
+                    f.seek(offset)
+                    f.write(bytes(length))
+                f.flush()
+                os.fsync(f.fileno())
+
     def delete(self, ref: str) -> None:
         path = self.path_of(ref)
         packed = _PACKED.match(ref)
@@ -267,6 +290,17 @@ class FilesystemBlobStore:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             _fsync_dir(path.parent)
+
+
+def _named_owner(ref: str) -> BlobOwner | None:
+    """The owner an owned or packed ref names (None: an unowned ref, or not a ref)."""
+    packed = _PACKED.match(ref)
+    if packed is not None:
+        return BlobOwner(_unb64(packed.group(2)), packed.group(3))
+    owned = _OWNED.match(ref)
+    if owned is not None:
+        return BlobOwner(_unb64(owned.group(1)), owned.group(2))
+    return None
 
 
 def _copy_hashing(chunks: Iterable[bytes], file: BinaryIO) -> str:

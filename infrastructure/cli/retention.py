@@ -1,5 +1,6 @@
 """``tidings retention run [--dry-run]``: sweep what has expired now, as the workers do
-on a schedule, and show it (counts per tenant, field and action). ``--dry-run`` only
+on a schedule, and show it (counts per kind, tenant, subject — a field
+``entity.key``, or a mail account ``mail.<id>`` — and action). ``--dry-run`` only
 counts: nothing is recorded. The projections are caught up first, so the sweep sees
 every earlier write; another sweeper holding the lease is an error."""
 
@@ -24,7 +25,8 @@ def run(
     ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Sweep every expired custom-field value now (or, with --dry-run, count them)."""
+    """Sweep every expired custom-field value, mail body and message now (or, with
+    --dry-run, count them)."""
     settings = load_settings()
     with opened_app() as tidings:
         tidings.projections.catch_up()
@@ -46,7 +48,7 @@ def run(
     if as_json:
         print_data(data, as_json=True)
         return
-    table = Table("kind", "tenant", "field", "action", "count")
+    table = Table("kind", "tenant", "subject", "action", "count")
     for (kind, tenant, subject, action), count in sorted(report.counts.items()):
         table.add_row(kind, tenant, subject, action, str(count))
     out().print(table)

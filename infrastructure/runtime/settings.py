@@ -12,6 +12,8 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from application import worker_defaults as worker
 from application.users import TENANT_ADMIN, TENANT_MEMBER
+from domain.mail_retention import MailRetention
+from domain.retention import InvalidRetention
 
 log = logging.getLogger("tidings.settings")
 
@@ -175,6 +177,10 @@ class Settings(BaseSettings):
     # and how many expired items one batch takes (one statement, one append).
     retention_interval: Annotated[float, Field(ge=1, le=86_400)] = 3600.0
     retention_batch_size: Annotated[int, Field(ge=1, le=100_000)] = 1000
+    # The operator's mail retention for tenants without their own (``keepFor`` each,
+    # 30d..10y; unset: kept for ever), checked by ``_mail_retention``.
+    mail_retention_bodies_for: str | None = None
+    mail_retention_messages_for: str | None = None
     webhook_interval: Annotated[float, Field(gt=0, le=60)] = 0.2
     # Deprecated alias of ``webhook_per_host`` (the cap counted per webhook; it counts
     # per tenant's host now): read, warned about, and moved there by
@@ -197,6 +203,20 @@ class Settings(BaseSettings):
                 " ignored=webhook_per_endpoint"
             )
         return data
+
+    @model_validator(mode="after")
+    def _mail_retention(self) -> Settings:
+        try:
+            self.mail_retention_default()
+        except InvalidRetention as invalid:
+            raise ValueError(f"mail retention: {invalid}") from None
+        return self
+
+    def mail_retention_default(self) -> MailRetention:
+        return MailRetention(
+            bodies_for=self.mail_retention_bodies_for,
+            messages_for=self.mail_retention_messages_for,
+        )
 
     @field_validator("field_definition_write_roles", "value_write_roles", mode="before")
     @classmethod

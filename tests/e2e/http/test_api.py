@@ -378,3 +378,34 @@ def test_the_feed_streams_as_server_sent_events_and_resumes(server: Server, loca
     assert orjson.loads(events[1][2])["data"]["value"] == "v"
     resumed = first_events({"Last-Event-ID": "1"}, 1)
     assert [(i, kind) for i, kind, _ in resumed] == [("2", "custom_field_value.set")]
+
+
+def test_mail_retention_over_http_with_its_bounds(server: Server, local_app: App) -> None:
+    tenant = _tenant()
+    admin_key = create_key(local_app, admin_of(tenant), "TenantAdmin")
+    both = User(
+        id="a-" + tenant, tenant_id=tenant, roles=frozenset({"TenantAdmin", "TenantMember"})
+    )
+    member_key = create_key(local_app, both, "TenantMember")
+    policy = {"bodiesFor": "1y", "messagesFor": "10y"}
+    with server.client(admin_key) as http:
+        stored = http.post("/v1/commands/set-mail-retention", json={"mailRetention": policy})
+        assert stored.status_code == 200, stored.text
+        assert stored.json()["mailRetention"] == policy and stored.json()["source"] == "tenant"
+        past = {"bodiesFor": "29d", "messagesFor": None}
+        problem_of(
+            http.post("/v1/commands/set-mail-retention", json={"mailRetention": past}),
+            400,
+            "invalid_payload",
+        )
+    with server.client(member_key) as http:
+        read = http.post("/v1/queries/get-mail-retention", json={})
+        assert read.status_code == 200 and read.json()["mailRetention"] == policy
+        problem_of(
+            http.post("/v1/commands/set-mail-retention", json={"mailRetention": None}),
+            403,
+            "forbidden",
+        )
+    document = httpx.get(f"{server.url}/openapi.json").json()
+    assert "/v1/commands/set-mail-retention" in document["paths"]
+    assert "/v1/queries/get-mail-retention" in document["paths"]

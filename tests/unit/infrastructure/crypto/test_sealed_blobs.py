@@ -151,3 +151,28 @@ def test_a_tdb2_file_does_not_authenticate_for_another_owner(
         SealedReader(file, key, elsewhere).read()
     with open(path, "rb") as file:
         assert SealedReader(file, key, OWNER).read() == b"bound to its owner"
+
+
+def test_delete_many_destroys_pack_members_and_owned_blobs_and_keeps_the_rest(
+    store: FilesystemBlobStore,
+) -> None:
+    packed = store.put_packed([(OWNER, b"first"), (OTHER, b"second"), (OWNER, b"third")])
+    owned = store.put_bytes(b"owned body", owner=OWNER)
+    first, second, third = (ref or "" for ref in packed)
+    before = store.path_of(first).read_bytes()
+    unowned = store.put_bytes(b"shared by content")
+    # Refs naming anyone but the owner given (or no one) are left alone.
+    store.delete_many([(OWNER, second), (OTHER, first), (OWNER, unowned)])
+    assert store.exists(second) and store.exists(first) and store.exists(unowned)
+    mine = [(OWNER, third), (OWNER, first), (OWNER, owned)]
+    store.delete_many(mine)
+    store.delete_many(mine)  # idempotent
+    for gone in (first, third, owned):
+        assert not store.exists(gone)
+        with pytest.raises(BlobNotFound):
+            store.open(gone)
+    with store.open(second) as f:
+        assert f.read() == b"second"
+    after = store.path_of(first).read_bytes()
+    assert len(after) == len(before) and after.count(0) > before.count(0)
+    store.delete_many([])
