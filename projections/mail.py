@@ -48,6 +48,7 @@ from domain.message import (
 from projections.base import index_name, shadow_tables
 from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
 from projections.mail_folders import apply_folder, create_folders
+from projections.mail_moves import MOVES, apply_membership
 
 TABLES = {
     "accounts": "mail_accounts",
@@ -69,6 +70,7 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageBodyFetched,
     MessageBodyVanished,
     MessageFlagsChanged,
+    *MOVES,
     MailAccountConnected,
     MailAccountUpdated,
     MailFolderListed,
@@ -77,6 +79,7 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     *_STATUS,
 )
 TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
+_LATER = (MessageBodyFetched, MessageBodyVanished, MessageFlagsChanged, *MOVES)
 
 MESSAGE_COLUMNS = (
     "message_id",
@@ -214,7 +217,7 @@ class MailProjection:
                 self._insert_messages(cur, dialect, ingested)
                 set_flags(cur, messages, arrival_flags(ingested))
                 ingested = []
-            if isinstance(event, MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged):
+            if isinstance(event, _LATER):
                 self._later(cur, event)
             elif isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
                 apply_folder(cur, self._tables, event)
@@ -245,14 +248,14 @@ class MailProjection:
             self._insert_messages(cur, dialect, ingested)
             set_flags(cur, messages, arrival_flags(ingested))
 
-    def _later(
-        self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished | MessageFlagsChanged
-    ) -> None:
-        """A message stream's later events: its body, or its flags."""
+    def _later(self, cur: SqlCursor, event: DomainEvent) -> None:
+        """A message stream's later events: body, flags, folders."""
         if isinstance(event, MessageFlagsChanged):
             set_flags(cur, self._tables["messages"], [(str(event.originator_id), event.flags)])
-        else:
+        elif isinstance(event, MessageBodyFetched | MessageBodyVanished):
             self._complete(cur, event)
+        else:
+            apply_membership(cur, self._tables["messages"], event)
 
     def _status(self, cur: SqlCursor, event: DomainEvent) -> None:
         """A status change; a delete also removes the account's rows everywhere."""

@@ -36,7 +36,9 @@ from domain.mail_account import (
 from domain.message import (
     MessageBodyFetched,
     MessageBodyVanished,
+    MessageDeleted,
     MessageFlagsChanged,
+    MessageFoldersChanged,
     MessageIngested,
 )
 
@@ -50,6 +52,8 @@ TYPES = (
     "message.body_fetched",
     "message.body_vanished",
     "message.flags_changed",
+    "message.moved",
+    "message.deleted",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -148,6 +152,22 @@ def _flags_changed(e: MessageFlagsChanged) -> Built:
     return "message.flags_changed", e.account_id, data, ()
 
 
+def _moved(e: MessageFoldersChanged) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "folders": list(e.folders),
+        "added": list(e.added),
+        "removed": list(e.removed),
+    }
+    return "message.moved", e.account_id, data, ()
+
+
+def _deleted(e: MessageDeleted) -> Built:
+    data = {"messageId": str(e.originator_id), "accountId": e.account_id, "reason": e.reason}
+    return "message.deleted", e.account_id, data, ()
+
+
 def _account(kind: str) -> Callable[[Any], Built]:
     def build(e: Any) -> Built:
         account_id = str(e.originator_id)
@@ -219,6 +239,8 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageBodyFetched: _body_fetched,
     MessageBodyVanished: _body_vanished,
     MessageFlagsChanged: _flags_changed,
+    MessageFoldersChanged: _moved,
+    MessageDeleted: _deleted,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

@@ -13,6 +13,8 @@ The poll (``sync``), on a connection of its own:
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
     -> INBOX's flag changes (``flag_mirror.FlagMirror``: CONDSTORE, or the window)
     -> the other synced folders, each after its own cursor (``folder_sync.FolderSync``)
+    -> where each message is now, over every synced folder: moves, copies, expunges,
+       deletions (``membership.MembershipPass``; only after every folder was paged)
     -> deferred messages' bodies, while the download budget allows
        (``application.mail.completion``: metadata first, the body another day).
 
@@ -52,6 +54,7 @@ from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror, FlagsMirrored
 from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
+from application.mail.membership import MembershipPass
 from application.mail.ports import (
     BlobOwner,
     Credentials,
@@ -94,6 +97,7 @@ class AccountSync:
         *,
         flags: FlagMirror | None = None,
         folders: FolderSync | None = None,
+        membership: MembershipPass | None = None,
     ) -> None:
         self.ctx = ctx
         self.flags = flags  # None: flags are not mirrored
@@ -102,6 +106,7 @@ class AccountSync:
         self.settings = settings
         self.today = today
         self.folders = folders  # None: INBOX only
+        self.membership = membership  # None: memberships are not mirrored
 
     # --- the account and its session ------------------------------------------------------
 
@@ -151,6 +156,7 @@ class AccountSync:
                 if self.folders is not None:
                     more = self.folders.run(session, account, lambda: _check(deadline))
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
+                self._membership(session, account, deadline)
                 completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)
@@ -202,6 +208,17 @@ class AccountSync:
             return FlagsMirrored()
         _check(deadline)
         return self.flags.mirror(session, account)
+
+    def _membership(
+        self, session: MailboxSession, account: MailAccount, deadline: float | None
+    ) -> None:
+        """Moves, copies and deletions over every synced folder (``membership``)."""
+        if self.membership is None:
+            return
+        names = ["INBOX"]
+        if self.ctx.mail.folders is not None:
+            names += [r.name for r in self.ctx.mail.folders.folders(str(account.id))]
+        self.membership.run(session, account, names, lambda: _check(deadline))
 
     def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
         """The deferred messages' bodies the budget allows now."""

@@ -93,6 +93,14 @@ class FlagStateStore(Protocol):
         """The entries of these UIDs under ``uidvalidity`` (others are not known)."""
         ...
 
+    def mapped(self, account_id: str) -> list[UidEntry]:
+        """Every entry of the account (the membership pass reads the map whole)."""
+        ...
+
+    def drop(self, entries: Sequence[UidEntry]) -> None:
+        """Remove these entries (UIDs the server expunged), in one write."""
+        ...
+
     def cursor(self, account_id: str, folder: str) -> FlagCursor | None: ...
 
     def claim(self, account_id: str, folder: str, token: str, *, now: float, until: float) -> bool:

@@ -26,6 +26,7 @@ from typing import Any, Self
 
 from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
 from application.mail.folder_listing import FolderListing
+from application.mail.membership import FolderUids
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
@@ -206,6 +207,26 @@ class ImapMailboxSession:
         self._idle.last_uid = None
         status = self._pager.select(folder)
         return self._pager.page(status, cursor, backfill_since, limit)
+
+    def folder_uids(self, folder: str) -> FolderUids:
+        """``folder``'s UIDs now (EXAMINE, then ``UID SEARCH ALL``), believed only when
+        their count is EXISTS and each is below UIDNEXT. INBOX still selected since its
+        last EXAMINE (no IDLE, no other folder since) is not EXAMINEd again: mail that
+        came or went since makes the count differ, and the answer is not believed."""
+        self._idle.done()
+        self._pass = None
+        status = self._selected if folder == "INBOX" and self._selected_since_idle else None
+        if status is None:
+            self._selected = None
+            self._idle.last_uid = None
+            status = self._pager.select(folder)
+            if folder == "INBOX":
+                self._selected, self._selected_since_idle = status, True
+        uids = self._pager.all_uids()
+        believed = len(uids) == status.exists and (
+            status.uidnext is None or all(u < status.uidnext for u in uids)
+        )
+        return FolderUids(status.uidvalidity, frozenset(uids) if believed else None)
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST (``folders``); the selected mailbox stays."""
