@@ -2,7 +2,7 @@
 CONDSTORE, QRESYNC, NOTIFY, SPECIAL-USE and LIST-STATUS hidden): one message whose
 ``folders`` follow the server, ``message.moved`` and ``message.deleted`` in the feed,
 deletion decided per pass, a folder's UIDVALIDITY reset, racing pollers, a crash
-mid-pass, a rebuild."""
+mid-pass, a rebuild; a webhook gets a message's life in order."""
 
 from __future__ import annotations
 
@@ -22,8 +22,10 @@ from application.mail.membership import MembershipPass, UidMap
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import RECENT, connect, count_events, messages, raw_mail
 from tests.integration.mail.test_folder_sync import HIDDEN, append, by_subject, imap
+from tests.integration.webhooks.helpers import create_webhook, delivering
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.results import ok
+from tests.support.webhook_receiver import Receiver
 
 INGESTED = "tidings.mail.MessageIngested"
 MOVED = "tidings.mail.MessageFoldersChanged"
@@ -272,3 +274,38 @@ def test_a_rebuild_gives_the_same_folders_and_states(
     assert len(expected[1]) == 1 and len(expected[2]) == 1
     mail.app.projections.rebuild()
     assert answers() == expected
+
+
+def test_a_webhook_receives_a_messages_life_in_order(
+    mail: MailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    dovecot.deliver(mailbox, [raw_mail(0, subject="life")], internal_date=RECENT)
+    account_id = connect(mail.app, admin, dovecot, mailbox)
+    receiver = Receiver()
+    create_webhook(mail.app, admin, receiver.url, ["message."])
+    try:
+        polled(mail, account_id)
+        move(dovecot, mailbox, "life", "INBOX", "Archive")
+        polled(mail, account_id)
+        copy(dovecot, mailbox, "life", "Archive", "Trash")
+        polled(mail, account_id)
+        expunge(dovecot, mailbox, "life", "Archive")
+        expunge(dovecot, mailbox, "life", "Trash")
+        polled(mail, account_id)
+        with delivering(mail.app):
+            got = receiver.wait_for(4)
+    finally:
+        receiver.stop()
+    assert [r.item["type"] for r in got] == [
+        "message.received",
+        "message.moved",
+        "message.moved",
+        "message.deleted",
+    ]
+    assert [r.item["data"].get("folders") for r in got] == [
+        ["INBOX"],
+        ["Archive"],
+        ["Archive", "Trash"],
+        None,
+    ]
+    assert {r.item["data"]["messageId"] for r in got} == {got[0].item["data"]["messageId"]}
