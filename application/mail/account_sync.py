@@ -13,6 +13,7 @@ The poll (``sync``), on a connection of its own:
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
     -> INBOX's flag changes (``flag_mirror.FlagMirror``: CONDSTORE, or the window)
     -> the other synced folders, each after its own cursor (``folder_sync.FolderSync``)
+    -> the other synced folders' flag changes (``FlagMirror`` with the folder)
     -> where each message is now, over every synced folder: moves, copies, expunges,
        deletions (``membership.MembershipPass``; only after every folder was paged)
     -> deferred messages' bodies, while the download budget allows
@@ -212,13 +213,18 @@ class AccountSync:
     def _membership(
         self, session: MailboxSession, account: MailAccount, deadline: float | None
     ) -> None:
-        """Moves, copies and deletions over every synced folder (``membership``)."""
-        if self.membership is None:
-            return
+        """The other synced folders' flag changes (``flag_mirror``), then moves, copies
+        and deletions over every synced folder (``membership``)."""
         names = ["INBOX"]
-        if self.ctx.mail.folders is not None:
-            names += [r.name for r in self.ctx.mail.folders.folders(str(account.id))]
-        self.membership.run(session, account, names, lambda: _check(deadline))
+        if self.folders is not None and self.ctx.mail.folders is not None:
+            rows = self.ctx.mail.folders.folders(str(account.id))
+            names += [r.name for r in rows if r.name != "INBOX"]
+        if self.flags is not None:
+            for name in names[1:]:
+                _check(deadline)
+                self.flags.mirror(session, account, name)
+        if self.membership is not None:
+            self.membership.run(session, account, names, lambda: _check(deadline))
 
     def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
         """The deferred messages' bodies the budget allows now."""

@@ -5,8 +5,8 @@ A folder's flag state is operational, like ``mailbox_state``: its ``FlagCursor``
 HIGHESTMODSEQ whose changes are mirrored, the window's sweep position, whether the
 server's CONDSTORE is believed) and a UID map (UID -> message id and the flags last
 stored for it: a cache of the message streams, written when a page is stored and when
-flags are mirrored). Both are keyed by (account, folder); INBOX is the only folder
-mirrored until the per-folder cursors exist, and they plug in by folder name.
+flags are mirrored). Both are keyed by (account, folder name): INBOX and every other
+synced folder (the poll mirrors each after the folder pass).
 
 How a session reads flags (``FlagReader.read_flags``), the capability checked first:
 
@@ -67,9 +67,11 @@ class FlagRead:
 
 @runtime_checkable
 class FlagReader(Protocol):
-    """A logged-in session that reads INBOX's flags (``ImapMailboxSession``)."""
+    """A logged-in session that reads a folder's flags (``ImapMailboxSession``)."""
 
-    def read_flags(self, cursor: FlagCursor | None, window: FlagWindow) -> FlagRead: ...
+    def read_flags(
+        self, cursor: FlagCursor | None, window: FlagWindow, folder: str = INBOX
+    ) -> FlagRead: ...
 
 
 @dataclass(frozen=True, slots=True)

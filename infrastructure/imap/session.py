@@ -174,14 +174,21 @@ class ImapMailboxSession:
         self._idle.last_uid = None if batch.has_more else batch.new_cursor.last_uid
         return batch
 
-    def read_flags(self, cursor: FlagCursor | None, window: FlagWindow) -> FlagRead:
+    def read_flags(
+        self, cursor: FlagCursor | None, window: FlagWindow, folder: str = "INBOX"
+    ) -> FlagRead:
         """INBOX's flags (``flags.read_flags``). With CONDSTORE the status of this
         session's last EXAMINE is reused when no IDLE came since (a poll's arrivals just
         took one), so an unchanged INBOX costs no command here at all: changes after that
         EXAMINE have higher MODSEQs than the cursor it leaves, and the next poll reads
-        them. The window counts by sequence number, so it always EXAMINEs afresh."""
+        them. The window counts by sequence number, so it always EXAMINEs afresh. Another
+        folder is EXAMINEd afresh (INBOX's remembered status is dropped)."""
         self._idle.done()
         self._pass = None
+        if folder != "INBOX":
+            self._selected = None
+            self._idle.last_uid = None
+            return read_flags(self._conn, self._caps, self._pager.select(folder), cursor, window)
         status = self._selected
         reusable = (
             status is not None

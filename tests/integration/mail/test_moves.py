@@ -309,3 +309,25 @@ def test_a_webhook_receives_a_messages_life_in_order(
         None,
     ]
     assert {r.item["data"]["messageId"] for r in got} == {got[0].item["data"]["messageId"]}
+
+
+def test_flags_of_another_synced_folder_are_mirrored(
+    mail: MailApp, admin: User, server: DovecotServer, box: DovecotUser
+) -> None:
+    append(server, box, "Archive", raw_mail(1, subject="old news"))
+    account_id = connect(mail.app, admin, server, box)
+    polled(mail, account_id)
+    [before] = messages(mail.app, admin, accountId=account_id)
+    assert before["unread"] is True
+    with imap(server, box) as client:
+        client.add_flags(uid_of(client, "Archive", "old news"), [b"\\Seen", b"$Done"])
+
+    polled(mail, account_id)
+    [after] = messages(mail.app, admin, accountId=account_id)
+    assert (after["flags"], after["unread"], after["folders"]) == (
+        ["$Done", "\\Seen"],
+        False,
+        ["Archive"],
+    )
+    polled(mail, account_id)
+    assert count_events(mail.app, "tidings.mail.MessageFlagsChanged") == 1
