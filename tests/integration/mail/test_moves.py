@@ -22,8 +22,10 @@ from application.mail.membership import MembershipPass, UidMap
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import RECENT, connect, count_events, messages, raw_mail
 from tests.integration.mail.test_folder_sync import HIDDEN, append, by_subject, imap
+from tests.integration.mail.test_hostile_servers import connect_hostile
 from tests.integration.webhooks.helpers import create_webhook, delivering
 from tests.support.dovecot import DovecotServer, DovecotUser
+from tests.support.hostile_imap import HostileImapServer, HostileMessage, Script
 from tests.support.results import ok
 from tests.support.webhook_receiver import Receiver
 
@@ -331,3 +333,19 @@ def test_flags_of_another_synced_folder_are_mirrored(
     )
     polled(mail, account_id)
     assert count_events(mail.app, "tidings.mail.MessageFlagsChanged") == 1
+
+
+def test_a_server_saying_every_uid_vanished_every_time_deletes_nothing(
+    mail: MailApp, admin: User
+) -> None:
+    script = Script([HostileMessage(uid) for uid in (1, 2, 3)])
+    with HostileImapServer(script, lifetime=120) as hostile:
+        account_id = connect_hostile(mail.app, admin, hostile, "vanishing")
+        assert mail.outcome(account_id, mail.poll()).ingested == 3
+        script.vanish_all = True  # EXISTS 3, and UID SEARCH ALL answers nothing
+        for _ in range(3):
+            polled(mail, account_id)
+        searches = [c for c in hostile.commands if c.upper().endswith(b"UID SEARCH ALL")]
+    assert len(searches) >= 3
+    assert count_events(mail.app, DELETED) == 0
+    assert {m["state"] for m in messages(mail.app, admin, accountId=account_id)} == {"ok"}
