@@ -378,3 +378,16 @@ def test_the_feed_streams_as_server_sent_events_and_resumes(server: Server, loca
     assert orjson.loads(events[1][2])["data"]["value"] == "v"
     resumed = first_events({"Last-Event-ID": "1"}, 1)
     assert [(i, kind) for i, kind, _ in resumed] == [("2", "custom_field_value.set")]
+
+
+def test_list_messages_filters_deleted_mail_over_http(server: Server, local_app: App) -> None:
+    schemas = httpx.get(f"{server.url}/openapi.json").json()["components"]["schemas"]
+    assert "deleted" in str(schemas["list-messages"]["properties"]["state"])
+    key = create_key(local_app, admin_of(_tenant()), "TenantAdmin")
+    with server.client(key) as http:
+        answer = http.post(
+            "/v1/queries/list-messages", json={"state": "deleted", "folder": 'a", "b'}
+        )
+        assert answer.status_code == 200 and answer.json()["items"] == []
+        refused = http.post("/v1/queries/list-messages", json={"state": "gone"})
+        assert refused.status_code == 400
