@@ -349,3 +349,25 @@ def test_a_server_saying_every_uid_vanished_every_time_deletes_nothing(
     assert len(searches) >= 3
     assert count_events(mail.app, DELETED) == 0
     assert {m["state"] for m in messages(mail.app, admin, accountId=account_id)} == {"ok"}
+
+
+def test_a_folder_list_that_changes_every_poll_deletes_and_moves_nothing(
+    mail: MailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    dovecot.deliver(mailbox, [raw_mail(1, subject="inbox")], internal_date=RECENT)
+    append(dovecot, mailbox, "Archive", raw_mail(2, subject="archived"))
+    append(dovecot, mailbox, "Clients", raw_mail(3, subject="client"))
+    account_id = connect(mail.app, admin, dovecot, mailbox, folders=["Clients"])
+    polled(mail, account_id)
+    for setting in ("special", ["Clients"], "special", ["Clients"], "special"):
+        update = {"accountId": account_id, "folders": setting}
+        ok(mail.app.write("update-mail-account", update, admin))
+        polled(mail, account_id)  # listed again each time: the synced folders change
+    listed = by_subject(messages(mail.app, admin, accountId=account_id))
+    assert {s: (m["folders"], m["state"]) for s, m in listed.items()} == {
+        "inbox": (["INBOX"], "ok"),
+        "archived": (["Archive"], "ok"),
+        "client": (["Clients"], "ok"),
+    }
+    assert count_events(mail.app, MOVED) == 0 and count_events(mail.app, DELETED) == 0
+    assert count_events(mail.app, INGESTED) == 3
