@@ -19,6 +19,13 @@ the body came; retention comes only after it, never in its place).
 ``MessageFlagsChanged`` carries a message's whole flag set (bounded: ``message_flags``)
 each time it differs from the set stored before; ``MessageIngested.extra["flags"]`` is the
 set at arrival (absent in events recorded before flags were kept: no flags).
+
+``MessageFoldersChanged`` carries the message's whole folder set (sorted names, never
+empty) each time the server's placement differs from the set stored before (the
+folder at arrival, ``MessageIngested.folder``, until the first one); ``MessageDeleted``
+ends the message's life on the server (gone from every synced folder at the end of an
+account's pass): its events stay, read models say ``deleted``. Neither takes version 2
+of a stream still ``deferred``.
 """
 
 from __future__ import annotations
@@ -41,6 +48,8 @@ MESSAGE_STATES: tuple[MessageState, ...] = (
     "deferred",
     "vanished",
 )
+# What read models show: a message's state, or ``deleted`` once gone from every folder.
+ListedState = MessageState | Literal["deleted"]
 Direction = Literal["inbound", "outbound"]
 BODY_VERSION = 2  # the version of a deferred message's second event
 
@@ -142,6 +151,44 @@ def stored_flags(events: list[DomainEvent]) -> tuple[str, ...] | None:
     return flags
 
 
+@dataclass(frozen=True, kw_only=True)
+class MessageFoldersChanged(DomainEvent):
+    """The folders the server shows the message in now: the whole set (a copy is in
+    several), with what this change added and removed, so a replay gives the same row."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MessageFoldersChanged"
+
+    tenant_id: str
+    account_id: str
+    folders: list[str]  # sorted, not empty
+    added: list[str]
+    removed: list[str]
+
+
+@dataclass(frozen=True, kw_only=True)
+class MessageDeleted(DomainEvent):
+    """Gone from every synced folder at the end of an account's pass."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MessageDeleted"
+
+    tenant_id: str
+    account_id: str
+    reason: str  # expunged
+
+
+def stored_folders(events: list[DomainEvent]) -> tuple[str, ...] | None:
+    """The folder set a message stream holds: () once deleted, None for no message."""
+    folders: tuple[str, ...] | None = None
+    for event in events:
+        if isinstance(event, MessageIngested):
+            folders = (event.folder,)
+        elif isinstance(event, MessageFoldersChanged):
+            folders = tuple(event.folders)
+        elif isinstance(event, MessageDeleted):
+            folders = ()
+    return folders
+
+
 def awaiting_body(events: list[DomainEvent]) -> bool:
     """A ``deferred`` stream whose version 2 belongs to its body (``BODY_VERSION``)."""
     return (
@@ -156,4 +203,6 @@ EVENTS: tuple[type[DomainEvent], ...] = (
     MessageBodyFetched,
     MessageBodyVanished,
     MessageFlagsChanged,
+    MessageFoldersChanged,
+    MessageDeleted,
 )

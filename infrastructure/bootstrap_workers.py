@@ -18,6 +18,7 @@ from application.mail.flag_state import FlagWindow
 from application.mail.folder_events import FolderEvents
 from application.mail.folder_sync import FolderSync, FolderSyncSettings
 from application.mail.ingestion import MailIngestion
+from application.mail.membership import MembershipPass
 from application.signals import SignalSubscriber
 from application.webhooks.delivery_ports import DeliveryQueue
 from domain.webhook import RetryPolicy
@@ -74,8 +75,15 @@ def account_sync(ctx: Context, settings: Settings) -> AccountSync:
         folders = FolderSync(
             ctx, ingestion, ctx.mail.folders, folder_settings, on_listed=events.record
         )
+    membership = MembershipPass(ctx, store) if store is not None else None
     return AccountSync(
-        ctx, ingestion, completion, sync_settings(settings), flags=flags, folders=folders
+        ctx,
+        ingestion,
+        completion,
+        sync_settings(settings),
+        flags=flags,
+        folders=folders,
+        membership=membership,
     )
 
 

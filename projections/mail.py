@@ -50,6 +50,7 @@ from domain.message_retention import MessageBodyErased, MessageExpired
 from projections.base import index_name, shadow_tables
 from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
 from projections.mail_folders import apply_folder, create_folders, upgrade_folder_columns
+from projections.mail_moves import MOVES, apply_membership
 from projections.mail_retention import (
     BODY_ERASED_COLUMN,
     create_retention_indexes,
@@ -79,6 +80,7 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageFlagsChanged,
     MessageBodyErased,
     MessageExpired,
+    *MOVES,
     MailAccountConnected,
     MailAccountUpdated,
     MailFolderListed,
@@ -93,6 +95,7 @@ _LATER_MESSAGE_EVENTS = (
     MessageFlagsChanged,
     MessageBodyErased,
     MessageExpired,
+    *MOVES,
 )
 
 MESSAGE_COLUMNS = (
@@ -280,7 +283,7 @@ class MailProjection:
         )
 
     def _later(self, cur: SqlCursor, event: DomainEvent) -> None:
-        """A message's event after ``MessageIngested``: its body, its flags, retention."""
+        """A message's event after ``MessageIngested``: body, flags, folders, retention."""
         messages = self._tables["messages"]
         if isinstance(event, MessageFlagsChanged):
             set_flags(cur, messages, [(str(event.originator_id), event.flags)])
@@ -288,6 +291,8 @@ class MailProjection:
             self._complete(cur, event)
         elif isinstance(event, MessageBodyErased | MessageExpired):
             retire(cur, messages, event)
+        else:
+            apply_membership(cur, messages, event)
 
     def _insert_messages(
         self, cur: SqlCursor, dialect: Dialect, events: Sequence[MessageIngested]

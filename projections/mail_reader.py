@@ -10,6 +10,7 @@ from typing import Any
 from application.ports import SqlDatabase
 from projections.mail import MESSAGE_COLUMNS, TABLES
 from projections.mail_flags import FLAG_COLUMNS
+from projections.mail_moves import FOLDER_MEMBER, folder_member_params
 
 
 def _account_row(row: Sequence[Any]) -> dict[str, Any]:
@@ -119,7 +120,10 @@ class MailReader:
         elif direction is not None:
             sql += " AND direction = ?"
             params.append(direction)
-        filters = (("thread_key", thread_key), ("state", state), ("folder", folder))
+        if folder is not None:  # membership: any of the message's folders
+            sql += f" AND {FOLDER_MEMBER}"
+            params += folder_member_params(folder)
+        filters = (("thread_key", thread_key), ("state", state))
         for column, value in filters:
             if value is not None:
                 sql += f" AND {column} = ?"

@@ -36,7 +36,9 @@ from domain.mail_account import (
 from domain.message import (
     MessageBodyFetched,
     MessageBodyVanished,
+    MessageDeleted,
     MessageFlagsChanged,
+    MessageFoldersChanged,
     MessageIngested,
 )
 from domain.message_retention import MessageBodyErased, MessageExpired
@@ -53,6 +55,8 @@ TYPES = (
     "message.flags_changed",
     "message.body_erased",
     "message.expired",
+    "message.moved",
+    "message.deleted",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -164,6 +168,22 @@ def _retired(e: MessageBodyErased | MessageExpired) -> Built:
     return ("message.expired" if expired else "message.body_erased"), e.account_id, data, ()
 
 
+def _moved(e: MessageFoldersChanged) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "folders": list(e.folders),
+        "added": list(e.added),
+        "removed": list(e.removed),
+    }
+    return "message.moved", e.account_id, data, ()
+
+
+def _deleted(e: MessageDeleted) -> Built:
+    data = {"messageId": str(e.originator_id), "accountId": e.account_id, "reason": e.reason}
+    return "message.deleted", e.account_id, data, ()
+
+
 def _account(kind: str) -> Callable[[Any], Built]:
     def build(e: Any) -> Built:
         account_id = str(e.originator_id)
@@ -237,6 +257,8 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageFlagsChanged: _flags_changed,
     MessageBodyErased: _retired,
     MessageExpired: _retired,
+    MessageFoldersChanged: _moved,
+    MessageDeleted: _deleted,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

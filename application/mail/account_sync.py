@@ -13,6 +13,9 @@ The poll (``sync``), on a connection of its own:
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
     -> INBOX's flag changes (``flag_mirror.FlagMirror``: CONDSTORE, or the window)
     -> the other synced folders, each after its own cursor (``folder_sync.FolderSync``)
+    -> the other synced folders' flag changes (``FlagMirror`` with the folder)
+    -> where each message is now, over every synced folder: moves, copies, expunges,
+       deletions (``membership.MembershipPass``; only after every folder was paged)
     -> deferred messages' bodies, while the download budget allows
        (``application.mail.completion``: metadata first, the body another day).
 
@@ -52,6 +55,7 @@ from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror, FlagsMirrored
 from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
+from application.mail.membership import MembershipPass
 from application.mail.ports import (
     BlobOwner,
     Credentials,
@@ -94,6 +98,7 @@ class AccountSync:
         *,
         flags: FlagMirror | None = None,
         folders: FolderSync | None = None,
+        membership: MembershipPass | None = None,
     ) -> None:
         self.ctx = ctx
         self.flags = flags  # None: flags are not mirrored
@@ -102,6 +107,7 @@ class AccountSync:
         self.settings = settings
         self.today = today
         self.folders = folders  # None: INBOX only
+        self.membership = membership  # None: memberships are not mirrored
 
     # --- the account and its session ------------------------------------------------------
 
@@ -151,6 +157,7 @@ class AccountSync:
                 if self.folders is not None:
                     more = self.folders.run(session, account, lambda: _check(deadline))
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
+                self._membership(session, account, deadline)
                 completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)
@@ -202,6 +209,22 @@ class AccountSync:
             return FlagsMirrored()
         _check(deadline)
         return self.flags.mirror(session, account)
+
+    def _membership(
+        self, session: MailboxSession, account: MailAccount, deadline: float | None
+    ) -> None:
+        """The other synced folders' flag changes (``flag_mirror``), then moves, copies
+        and deletions over every synced folder (``membership``)."""
+        names = ["INBOX"]
+        if self.folders is not None and self.ctx.mail.folders is not None:
+            rows = self.ctx.mail.folders.folders(str(account.id))
+            names += [r.name for r in rows if r.name != "INBOX"]
+        if self.flags is not None:
+            for name in names[1:]:
+                _check(deadline)
+                self.flags.mirror(session, account, name)
+        if self.membership is not None:
+            self.membership.run(session, account, names, lambda: _check(deadline))
 
     def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
         """The deferred messages' bodies the budget allows now."""

@@ -100,7 +100,7 @@ class FlagMirror:
     def _mirror(self, session: FlagReader, account: MailAccount, folder: str) -> FlagsMirrored:
         account_id = str(account.id)
         cursor = self.store.cursor(account_id, folder)
-        read = session.read_flags(cursor, self.window)
+        read = session.read_flags(cursor, self.window, folder)
         if read.mode == "unchanged":
             return FlagsMirrored(mode=read.mode)
         known = self.store.known(account_id, folder, read.uidvalidity, read.flags)

@@ -5,8 +5,8 @@ A folder's flag state is operational, like ``mailbox_state``: its ``FlagCursor``
 HIGHESTMODSEQ whose changes are mirrored, the window's sweep position, whether the
 server's CONDSTORE is believed) and a UID map (UID -> message id and the flags last
 stored for it: a cache of the message streams, written when a page is stored and when
-flags are mirrored). Both are keyed by (account, folder); INBOX is the only folder
-mirrored until the per-folder cursors exist, and they plug in by folder name.
+flags are mirrored). Both are keyed by (account, folder name): INBOX and every other
+synced folder (the poll mirrors each after the folder pass).
 
 How a session reads flags (``FlagReader.read_flags``), the capability checked first:
 
@@ -67,9 +67,11 @@ class FlagRead:
 
 @runtime_checkable
 class FlagReader(Protocol):
-    """A logged-in session that reads INBOX's flags (``ImapMailboxSession``)."""
+    """A logged-in session that reads a folder's flags (``ImapMailboxSession``)."""
 
-    def read_flags(self, cursor: FlagCursor | None, window: FlagWindow) -> FlagRead: ...
+    def read_flags(
+        self, cursor: FlagCursor | None, window: FlagWindow, folder: str = INBOX
+    ) -> FlagRead: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,14 @@ class FlagStateStore(Protocol):
         self, account_id: str, folder: str, uidvalidity: int, uids: Iterable[int]
     ) -> dict[int, UidEntry]:
         """The entries of these UIDs under ``uidvalidity`` (others are not known)."""
+        ...
+
+    def mapped(self, account_id: str) -> list[UidEntry]:
+        """Every entry of the account (the membership pass reads the map whole)."""
+        ...
+
+    def drop(self, entries: Sequence[UidEntry]) -> None:
+        """Remove these entries (UIDs the server expunged), in one write."""
         ...
 
     def cursor(self, account_id: str, folder: str) -> FlagCursor | None: ...

@@ -15,7 +15,7 @@ from application.paging import DEFAULT_LIMIT, MAX_LIMIT, take_page
 from application.payloads import Payload as Base
 from application.result import Result
 from application.users import User
-from domain.message import Direction, MessageState
+from domain.message import Direction, ListedState
 
 NAME = "list-messages"
 
@@ -23,7 +23,7 @@ NAME = "list-messages"
 class Payload(Base):
     account_id: str | None = None
     thread_key: str | None = None
-    state: MessageState | None = None
+    state: ListedState | None = None
     unread: bool | None = None
     flagged: bool | None = None
     folder: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)] | None = None

@@ -106,6 +106,10 @@ class Pager:
         self._oversized: set[int] = set()  # this page's messages with a refused literal
         self._refused = 0  # literals refused since the caller last looked (``uid_fetch``)
 
+    def all_uids(self) -> list[int]:
+        """Every UID of the selected folder (``UID SEARCH ALL``), sorted, in range."""
+        return self._uids.search(["ALL"], floor=1)
+
     def select(self, folder: str = "INBOX") -> MailboxStatus:
         """EXAMINE ``folder`` (INBOX unless told); its status with every value range-checked."""
         self._leave_idle()

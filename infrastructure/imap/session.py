@@ -26,6 +26,7 @@ from typing import Any, Self
 
 from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
 from application.mail.folder_listing import FolderListing
+from application.mail.membership import FolderUids
 from application.mail.ports import (
     BlobOwner,
     BlobStore,
@@ -173,14 +174,21 @@ class ImapMailboxSession:
         self._idle.last_uid = None if batch.has_more else batch.new_cursor.last_uid
         return batch
 
-    def read_flags(self, cursor: FlagCursor | None, window: FlagWindow) -> FlagRead:
+    def read_flags(
+        self, cursor: FlagCursor | None, window: FlagWindow, folder: str = "INBOX"
+    ) -> FlagRead:
         """INBOX's flags (``flags.read_flags``). With CONDSTORE the status of this
         session's last EXAMINE is reused when no IDLE came since (a poll's arrivals just
         took one), so an unchanged INBOX costs no command here at all: changes after that
         EXAMINE have higher MODSEQs than the cursor it leaves, and the next poll reads
-        them. The window counts by sequence number, so it always EXAMINEs afresh."""
+        them. The window counts by sequence number, so it always EXAMINEs afresh. Another
+        folder is EXAMINEd afresh (INBOX's remembered status is dropped)."""
         self._idle.done()
         self._pass = None
+        if folder != "INBOX":
+            self._selected = None
+            self._idle.last_uid = None
+            return read_flags(self._conn, self._caps, self._pager.select(folder), cursor, window)
         status = self._selected
         reusable = (
             status is not None
@@ -206,6 +214,26 @@ class ImapMailboxSession:
         self._idle.last_uid = None
         status = self._pager.select(folder)
         return self._pager.page(status, cursor, backfill_since, limit)
+
+    def folder_uids(self, folder: str) -> FolderUids:
+        """``folder``'s UIDs now (EXAMINE, then ``UID SEARCH ALL``), believed only when
+        their count is EXISTS and each is below UIDNEXT. INBOX still selected since its
+        last EXAMINE (no IDLE, no other folder since) is not EXAMINEd again: mail that
+        came or went since makes the count differ, and the answer is not believed."""
+        self._idle.done()
+        self._pass = None
+        status = self._selected if folder == "INBOX" and self._selected_since_idle else None
+        if status is None:
+            self._selected = None
+            self._idle.last_uid = None
+            status = self._pager.select(folder)
+            if folder == "INBOX":
+                self._selected, self._selected_since_idle = status, True
+        uids = self._pager.all_uids()
+        believed = len(uids) == status.exists and (
+            status.uidnext is None or all(u < status.uidnext for u in uids)
+        )
+        return FolderUids(status.uidvalidity, frozenset(uids) if believed else None)
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST, two with OBJECTID (``folders``); the selected

@@ -1,6 +1,7 @@
 """Implements ``FlagStateStore`` on the read-model database: the UID map
 (``mail_flag_uids``: one row per (account, folder, UID), the message id and the flags last
-stored, valid under its UIDVALIDITY only) and the flag cursors (``mail_flag_cursors``: one
+stored, valid under its UIDVALIDITY only; the membership pass reads it whole and drops
+the rows of expunged UIDs) and the flag cursors (``mail_flag_cursors``: one
 row per (account, folder)). Operational state, like ``mailbox_state``: a cache of the
 message streams, never their truth."""
 
@@ -102,6 +103,36 @@ class SqlFlagState:
                         None if flags is None else tuple(json.loads(flags)),
                     )
         return found
+
+    def mapped(self, account_id: str) -> list[UidEntry]:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT folder, uidvalidity, uid, message_id, flags FROM {UIDS}"
+                " WHERE account_id = ?",
+                (account_id,),
+            )
+            rows = cur.fetchall()
+        return [
+            UidEntry(
+                account_id,
+                folder,
+                int(uidvalidity),
+                int(uid),
+                UUID(message_id),
+                None if flags is None else tuple(json.loads(flags)),
+            )
+            for folder, uidvalidity, uid, message_id, flags in rows
+        ]
+
+    def drop(self, entries: Sequence[UidEntry]) -> None:
+        if not entries:
+            return
+        with self.db.transaction() as cur:
+            cur.executemany(
+                f"DELETE FROM {UIDS} WHERE account_id = ? AND folder = ? AND uid = ?"
+                " AND uidvalidity = ?",
+                [(e.account_id, e.folder, e.uid, e.uidvalidity) for e in entries],
+            )
 
     def cursor(self, account_id: str, folder: str) -> FlagCursor | None:
         with self.db.reading() as cur:

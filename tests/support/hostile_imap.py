@@ -69,6 +69,8 @@ class Script:
     """UIDNEXT as sent (default: one past the largest UID)."""
     extra_search_uids: tuple[int, ...] = ()
     """UIDs the SEARCH answers add (e.g. beyond 2^32 - 1)."""
+    vanish_all: bool = False
+    """``UID SEARCH ALL`` answers no UID at all (EXAMINE still counts every message)."""
     drip_from: str | None = None
     """From this point on every byte is sent alone, ``drip_seconds`` apart: "greeting",
     "login" (answers to LOGIN and after) or "fetch" (answers to UID FETCH)."""
@@ -268,6 +270,8 @@ class _Conversation:
         elif verb == b"UID SEARCH":
             found = [m.uid for m in script.messages if m.uid in _uid_set(args, script)]
             found += list(script.extra_search_uids)
+            if script.vanish_all and args.strip().upper() == b"ALL":
+                found = []
             self.send(b"* SEARCH" + b"".join(b" %d" % u for u in found) + b"\r\n")
         elif verb in (b"UID FETCH", b"FETCH") and b"(UID FLAGS" in args.upper():
             self.flags(args, by_uid=verb == b"UID FETCH")

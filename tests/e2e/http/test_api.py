@@ -409,3 +409,16 @@ def test_mail_retention_over_http_with_its_bounds(server: Server, local_app: App
     document = httpx.get(f"{server.url}/openapi.json").json()
     assert "/v1/commands/set-mail-retention" in document["paths"]
     assert "/v1/queries/get-mail-retention" in document["paths"]
+
+
+def test_list_messages_filters_deleted_mail_over_http(server: Server, local_app: App) -> None:
+    schemas = httpx.get(f"{server.url}/openapi.json").json()["components"]["schemas"]
+    assert "deleted" in str(schemas["list-messages"]["properties"]["state"])
+    key = create_key(local_app, admin_of(_tenant()), "TenantAdmin")
+    with server.client(key) as http:
+        answer = http.post(
+            "/v1/queries/list-messages", json={"state": "deleted", "folder": 'a", "b'}
+        )
+        assert answer.status_code == 200 and answer.json()["items"] == []
+        refused = http.post("/v1/queries/list-messages", json={"state": "gone"})
+        assert refused.status_code == 400

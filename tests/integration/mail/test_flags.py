@@ -393,6 +393,12 @@ class CrashingSave:
     ) -> dict[int, UidEntry]:
         return self.inner.known(account_id, folder, uidvalidity, uids)
 
+    def mapped(self, account_id: str) -> list[UidEntry]:
+        return self.inner.mapped(account_id)
+
+    def drop(self, entries: Sequence[UidEntry]) -> None:
+        self.inner.drop(entries)
+
     def cursor(self, account_id: str, folder: str) -> FlagCursor | None:
         return self.inner.cursor(account_id, folder)
 
