@@ -33,7 +33,7 @@ name listed twice, or a response of the wrong shape.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -206,7 +206,10 @@ def _unique(folders: list[Folder]) -> tuple[list[Folder], int]:
     return out, len(folders) - len(out)
 
 
-def _attach_status(folders: list[Folder], data: Sequence[Any]) -> None:
+def _status_entries(
+    folders: list[Folder], data: Sequence[Any]
+) -> Iterator[tuple[int, dict[str, int | str]]]:
+    """Each STATUS answer of ``data`` naming one of ``folders``: its index and items."""
     by_name = {folder.name: i for i, folder in enumerate(folders)}
     for tokens in lr.responses(data):
         entry = lr.status_entry(tokens) if tokens is not None else None
@@ -214,9 +217,14 @@ def _attach_status(folders: list[Folder], data: Sequence[Any]) -> None:
             continue
         name = lr.decode_name(entry.name)
         index = by_name.get("INBOX" if name and name.upper() == "INBOX" else name or "")
-        if index is None or folders[index].status is not None:
+        if index is not None:
+            yield index, entry.items
+
+
+def _attach_status(folders: list[Folder], data: Sequence[Any]) -> None:
+    for index, items in _status_entries(folders, data):
+        if folders[index].status is not None:
             continue
-        items = entry.items
         status = FolderStatus(
             messages=lr.status_number(items.get("MESSAGES"), low=0, high=lr.UINT32_MAX),
             uidnext=lr.status_number(items.get("UIDNEXT"), low=1, high=lr.UINT32_MAX),
@@ -227,18 +235,12 @@ def _attach_status(folders: list[Folder], data: Sequence[Any]) -> None:
 
 
 def _attach_mailbox_ids(folders: list[Folder], data: Sequence[Any]) -> None:
-    by_name = {folder.name: i for i, folder in enumerate(folders)}
-    for tokens in lr.responses(data):
-        entry = lr.status_entry(tokens) if tokens is not None else None
-        if entry is None:
+    for index, items in _status_entries(folders, data):
+        if folders[index].mailbox_id is not None:
             continue
-        name = lr.decode_name(entry.name)
-        index = by_name.get("INBOX" if name and name.upper() == "INBOX" else name or "")
-        if index is None or folders[index].mailbox_id is not None:
-            continue
-        mailbox_id = entry.items.get("MAILBOXID")
+        mailbox_id = items.get("MAILBOXID")
         status = folders[index].status
-        uidvalidity = lr.status_number(entry.items.get("UIDVALIDITY"), low=1, high=lr.UINT32_MAX)
+        uidvalidity = lr.status_number(items.get("UIDVALIDITY"), low=1, high=lr.UINT32_MAX)
         if not isinstance(mailbox_id, str) or status is None or uidvalidity is None:
             continue
         if status.uidvalidity == uidvalidity:
