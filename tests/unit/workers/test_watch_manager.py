@@ -174,6 +174,7 @@ def test_an_answered_probe_keeps_the_session_across_many_probe_periods() -> None
         watches.start("a")
         wait_for(lambda: watches.watching() == {"a": "idling"})
         session = hooks.sessions["a"]
+        answered = 0
         for period in range(1, 11):  # ten silent probe periods
             clock.now += 3.0
 
@@ -181,6 +182,15 @@ def test_an_answered_probe_keeps_the_session_across_many_probe_periods() -> None
                 return session.probes == period
 
             wait_for(probed)
+
+            # The mux takes the answer before the clock moves on: an answer read after the
+            # next step would start the silence there, and the next probe would never be due.
+            def taken(period: int = period) -> bool:
+                nonlocal answered
+                answered += watches.take_probe_counts()["answered"]
+                return answered == period
+
+            wait_for(taken)
         assert watches.watching() == {"a": "idling"}
         assert hooks.sessions["a"] is session  # one session throughout
         assert hooks.stopped == []
