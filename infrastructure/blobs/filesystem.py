@@ -43,8 +43,9 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from application.mail.ports import BlobNotFound, BlobOwner, BlobStoreError
 from application.privacy import KeyErased
@@ -61,6 +62,12 @@ from infrastructure.private_files import FILE_MODE, make_private_dir
 
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 _OWNED = re.compile(r"^acct1:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{64})$")
+# A body under a key of its own (``infrastructure.crypto.body_keys``): the key's name,
+# then for a pack member its pack, offset and length.
+_KEYED = re.compile(
+    r"^(pack3|body1):([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{32})"
+    r"(?::([0-9a-f]{32}):([0-9]{1,15}):([0-9]{1,15}))?$"
+)
 _PACKED = re.compile(
     r"^pack([12]):([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{32}):([0-9]{1,15}):([0-9]{1,15})$"
 )
@@ -68,6 +75,39 @@ _PACKED = re.compile(
 
 class BlobRefInvalid(BlobStoreError, ValueError):
     pass
+
+
+class BodyKeys(Protocol):
+    """A key per stored body (``infrastructure.crypto.body_keys.BodyKeys``)."""
+
+    def create(self, owners: Sequence[tuple[str, str]]) -> list[tuple[str, bytes] | None]: ...
+
+    def key(self, tenant_id: str, account_id: str, name: str) -> bytes: ...
+
+    def destroy(self, keys: Sequence[tuple[str, str, str]]) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Keyed:
+    """A keyed ref taken apart: whose body, its key's name, and for a pack member
+    (``pack`` not None) where in the pack it lies."""
+
+    owner: BlobOwner
+    name: str
+    pack: str | None
+    offset: int
+    length: int
+
+    @staticmethod
+    def of(ref: str) -> _Keyed | None:
+        match = _KEYED.match(ref)
+        if match is None:
+            return None
+        kind, tenant, account, name, pack, offset, length = match.groups()
+        if (kind == "pack3") != (pack is not None):
+            return None
+        owner = BlobOwner(_unb64(tenant), account)
+        return _Keyed(owner, name, pack, int(offset or 0), int(length or 0))
 
 
 def _b64(text: str) -> str:
@@ -95,15 +135,27 @@ class _Counted:
 
 
 class FilesystemBlobStore:
-    def __init__(self, root: str | os.PathLike[str], account_key: AccountKey | None = None) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        account_key: AccountKey | None = None,
+        body_keys: BodyKeys | None = None,
+    ) -> None:
         self._root = Path(root)
         self._account_key = account_key
+        self._body_keys = body_keys
 
     @property
     def root(self) -> Path:
         return self._root
 
     def path_of(self, ref: str) -> Path:
+        keyed = _Keyed.of(ref)
+        if keyed is not None and keyed.pack is not None:
+            return self._root / "packs" / keyed.pack[:2] / keyed.pack
+        if keyed is not None:
+            account_id = keyed.owner.account_id
+            return self._root / "accounts" / account_id / "bodies" / keyed.name[:2] / keyed.name
         packed = _PACKED.match(ref)
         if packed:
             kind, account_id, pack_id = packed.group(1), packed.group(3), packed.group(4)
@@ -130,6 +182,8 @@ class FilesystemBlobStore:
         return f"acct1:{_b64(owner.tenant_id)}:{owner.account_id}:{hexdigest}"
 
     def put_bytes(self, data: bytes, *, owner: BlobOwner | None = None) -> str:
+        """An owned blob here is sealed under the account's key and named by its content
+        (idempotent); mail bodies go through ``put_stream`` and ``put_packed``."""
         if owner is None:
             ref = "sha256:" + hashlib.sha256(data).hexdigest()
         else:
@@ -138,17 +192,29 @@ class FilesystemBlobStore:
             ref = self._owned_ref(owner, digest)
         if self.exists(ref):
             return ref
-        return self.put_stream([data], owner=owner)
+        if owner is None:
+            return self.put_stream([data])
+        key = self._key(owner, sealing=True)
+        return self._write(lambda f: self._owned_ref(owner, seal_to(f, [data], key, owner)))
 
     def put_stream(self, chunks: Iterable[bytes], *, owner: BlobOwner | None = None) -> str:
         if owner is None:
             return self._write(lambda f: "sha256:" + _copy_hashing(chunks, f))
+        if self._body_keys is not None:
+            [made] = self._body_keys.create([(owner.tenant_id, owner.account_id)])
+            if made is None:
+                raise KeyErased(owner.account_id)
+            name, body_key = made
+            ref = f"body1:{_b64(owner.tenant_id)}:{owner.account_id}:{name}"
+            return self._write(lambda f: (seal_to(f, chunks, body_key, owner), ref)[1])
         key = self._key(owner, sealing=True)
         return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key, owner)))
 
     def put_packed(self, items: Sequence[tuple[BlobOwner, bytes]]) -> list[str | None]:
         """Store owned blobs of any accounts durably, as one pack with one sync; their
         refs in order, None for a blob whose account's key is erased (not written)."""
+        if self._body_keys is not None:
+            return self._put_keyed(items)
         keys: dict[BlobOwner, bytes | None] = {}
         for owner, _ in items:
             if owner not in keys:
@@ -172,6 +238,32 @@ class FilesystemBlobStore:
                 seal_to(pack, [data], key, owner)
                 refs.append(
                     f"pack2:{_b64(owner.tenant_id)}:{owner.account_id}:{pack_id}:"
+                    f"{offset}:{pack.written - offset}"
+                )
+            return next(ref for ref in refs if ref is not None)
+
+        self._write(fill)
+        return refs
+
+    def _put_keyed(self, items: Sequence[tuple[BlobOwner, bytes]]) -> list[str | None]:
+        """``put_packed`` with a key of its own for each blob (all made in one statement)."""
+        assert self._body_keys is not None
+        keys = self._body_keys.create([(o.tenant_id, o.account_id) for o, _ in items])
+        refs: list[str | None] = []
+        if not any(keys):
+            return [None] * len(items)
+        pack_id = random_bytes(16).hex()
+
+        def fill(f: BinaryIO) -> str:
+            pack = _Counted(f)
+            for (owner, data), made in zip(items, keys, strict=True):
+                if made is None:
+                    refs.append(None)
+                    continue
+                offset = pack.written
+                seal_to(pack, [data], made[1], owner)
+                refs.append(
+                    f"pack3:{_b64(owner.tenant_id)}:{owner.account_id}:{made[0]}:{pack_id}:"
                     f"{offset}:{pack.written - offset}"
                 )
             return next(ref for ref in refs if ref is not None)
@@ -204,6 +296,9 @@ class FilesystemBlobStore:
             raise
 
     def open(self, ref: str, *, owner: BlobOwner | None = None) -> BinaryIO:  # noqa: C901
+        keyed = _Keyed.of(ref)
+        if keyed is not None:
+            return self._open_keyed(ref, keyed, owner)
         path = self.path_of(ref)
         owned = _OWNED.match(ref) or _PACKED.match(ref)
         named: BlobOwner | None = None
@@ -236,10 +331,54 @@ class FilesystemBlobStore:
             raise
         return io.BufferedReader(reader, buffer_size=64 * 1024)
 
+    def _body_key(self, keyed: _Keyed) -> bytes:
+        if self._body_keys is None:
+            raise BlobStoreError("this blob store has no body keys")
+        return self._body_keys.key(keyed.owner.tenant_id, keyed.owner.account_id, keyed.name)
+
+    def _open_keyed(self, ref: str, keyed: _Keyed, owner: BlobOwner | None) -> BinaryIO:
+        if owner is not None and keyed.owner != owner:
+            raise BlobNotFound(f"{ref} (not the owner's)")  # never opened for anyone else
+        try:
+            key = self._body_key(keyed)
+        except KeyErased:
+            raise BlobNotFound(f"{ref} (erased)") from None
+        try:
+            file = open(self.path_of(ref), "rb")  # noqa: SIM115 - the caller closes it
+        except FileNotFoundError:
+            raise BlobNotFound(ref) from None
+        try:
+            file.seek(keyed.offset)
+            reader = SealedReader(file, key, keyed.owner)
+        except SealedBlobCorrupt:
+            file.close()
+            if keyed.pack is not None:  # a deleted pack member: its bytes were overwritten
+                raise BlobNotFound(f"{ref} (deleted)") from None
+            raise
+        except BaseException:
+            file.close()
+            raise
+        return io.BufferedReader(reader, buffer_size=64 * 1024)
+
     def delete_owner(self, owner: BlobOwner) -> None:
         shutil.rmtree(self._root / "accounts" / owner.account_id, ignore_errors=True)
 
+    def _keyed_exists(self, ref: str, keyed: _Keyed) -> bool:
+        try:  # a body lives as long as its key
+            self._body_key(keyed)
+        except KeyErased:
+            return False
+        try:
+            with open(self.path_of(ref), "rb") as f:
+                f.seek(keyed.offset)
+                return f.read(4) in MAGICS
+        except FileNotFoundError:
+            return False
+
     def exists(self, ref: str) -> bool:
+        keyed = _Keyed.of(ref)
+        if keyed is not None:
+            return self._keyed_exists(ref, keyed)
         packed = _PACKED.match(ref)
         if packed is None:
             return self.path_of(ref).is_file()
@@ -258,10 +397,20 @@ class FilesystemBlobStore:
         """``delete`` of each (owner, ref) whose ref names that owner, with one open and
         one fsync per pack file (a batch of members of one pack is one sync, not one
         each). A ref naming anyone else, or no one (an unowned blob, shared by content
-        across accounts), is passed over, as ``open`` refuses it."""
+        across accounts), is passed over, as ``open`` refuses it. A body under a key of its
+        own loses its key first (one statement per account), then its bytes."""
         members: dict[Path, list[tuple[int, int]]] = {}
+        self._destroy_keys(items)
         for owner, ref in items:
             if _named_owner(ref) != owner:
+                continue
+            keyed = _Keyed.of(ref)
+            if keyed is not None and keyed.pack is not None:
+                span = (keyed.offset, keyed.length)
+                members.setdefault(self.path_of(ref), []).append(span)
+                continue
+            if keyed is not None:
+                _unlink(self.path_of(ref))
                 continue
             packed = _PACKED.match(ref)
             if packed is None:
@@ -277,7 +426,23 @@ class FilesystemBlobStore:
                 f.flush()
                 os.fsync(f.fileno())
 
+    def _destroy_keys(self, items: Sequence[tuple[BlobOwner, str]]) -> None:
+        names = [
+            (keyed.owner.tenant_id, keyed.owner.account_id, keyed.name)
+            for owner, ref in items
+            if (keyed := _Keyed.of(ref)) is not None and keyed.owner == owner
+        ]
+        if not names:
+            return
+        if self._body_keys is None:
+            raise BlobStoreError("this blob store has no body keys")
+        self._body_keys.destroy(names)
+
     def delete(self, ref: str) -> None:
+        keyed = _Keyed.of(ref)
+        if keyed is not None:
+            self.delete_many([(keyed.owner, ref)])
+            return
         path = self.path_of(ref)
         packed = _PACKED.match(ref)
         if packed is not None:  # one member of a pack: overwrite its bytes in place
@@ -287,13 +452,20 @@ class FilesystemBlobStore:
                 f.flush()
                 os.fsync(f.fileno())
             return
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
-            _fsync_dir(path.parent)
+        _unlink(path)
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+        _fsync_dir(path.parent)
 
 
 def _named_owner(ref: str) -> BlobOwner | None:
     """The owner an owned or packed ref names (None: an unowned ref, or not a ref)."""
+    keyed = _Keyed.of(ref)
+    if keyed is not None:
+        return keyed.owner
     packed = _PACKED.match(ref)
     if packed is not None:
         return BlobOwner(_unb64(packed.group(2)), packed.group(3))
