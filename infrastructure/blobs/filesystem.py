@@ -15,6 +15,13 @@ refuses a ref that names anyone but the expected owner (an unowned ref included)
 forged ref reads as not found. Shredding the account's key makes them unreadable;
 ``delete_owner`` removes the folder.
 
+Mail bodies (``put_stream`` and ``put_packed`` with an owner, when the store has body
+keys) are each sealed under a key of their own (``infrastructure.crypto.body_keys``),
+named in the ref: ``body1:<base64url tenant id>:<account id>:<key name>`` for a streamed
+body, in ``<root>/accounts/<account id>/bodies/``, and ``pack3:<…>:<key name>:<pack
+id>:<offset>:<length>`` for a pack member. ``delete`` and ``delete_many`` destroy the key
+first, then the bytes, so a copy of the files taken before reads as nothing after.
+
 Packs: ``put_packed`` stores many small owned blobs, of any accounts, as one file in
 ``<root>/packs/<ab>/<pack id>``: each blob sealed on its own under its account's key,
 one after the other, with one fsync of the file and one of its folder for them all (a
@@ -32,8 +39,6 @@ recorded, a UIDVALIDITY reset) is stored again, unreferenced.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import hashlib
 import hmac
@@ -43,12 +48,20 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import BinaryIO
 
 from application.mail.ports import BlobNotFound, BlobOwner, BlobStoreError
 from application.privacy import KeyErased
+from infrastructure.blobs.keyed_refs import (
+    BlobRefInvalid,
+    BodyKeys,
+    KeyedRef,
+    b64,
+    member_ref,
+    streamed_ref,
+    unb64,
+)
 from infrastructure.crypto.randomness import random_bytes
 from infrastructure.crypto.sealed_blobs import (
     MAGICS,
@@ -62,63 +75,9 @@ from infrastructure.private_files import FILE_MODE, make_private_dir
 
 _REF = re.compile(r"^sha256:([0-9a-f]{64})$")
 _OWNED = re.compile(r"^acct1:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{64})$")
-# A body under a key of its own (``infrastructure.crypto.body_keys``): the key's name,
-# then for a pack member its pack, offset and length.
-_KEYED = re.compile(
-    r"^(pack3|body1):([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{32})"
-    r"(?::([0-9a-f]{32}):([0-9]{1,15}):([0-9]{1,15}))?$"
-)
 _PACKED = re.compile(
     r"^pack([12]):([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):([0-9a-f]{32}):([0-9]{1,15}):([0-9]{1,15})$"
 )
-
-
-class BlobRefInvalid(BlobStoreError, ValueError):
-    pass
-
-
-class BodyKeys(Protocol):
-    """A key per stored body (``infrastructure.crypto.body_keys.BodyKeys``)."""
-
-    def create(self, owners: Sequence[tuple[str, str]]) -> list[tuple[str, bytes] | None]: ...
-
-    def key(self, tenant_id: str, account_id: str, name: str) -> bytes: ...
-
-    def destroy(self, keys: Sequence[tuple[str, str, str]]) -> None: ...
-
-
-@dataclass(frozen=True)
-class _Keyed:
-    """A keyed ref taken apart: whose body, its key's name, and for a pack member
-    (``pack`` not None) where in the pack it lies."""
-
-    owner: BlobOwner
-    name: str
-    pack: str | None
-    offset: int
-    length: int
-
-    @staticmethod
-    def of(ref: str) -> _Keyed | None:
-        match = _KEYED.match(ref)
-        if match is None:
-            return None
-        kind, tenant, account, name, pack, offset, length = match.groups()
-        if (kind == "pack3") != (pack is not None):
-            return None
-        owner = BlobOwner(_unb64(tenant), account)
-        return _Keyed(owner, name, pack, int(offset or 0), int(length or 0))
-
-
-def _b64(text: str) -> str:
-    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
-
-
-def _unb64(text: str) -> str:
-    try:
-        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError):
-        raise BlobRefInvalid("not a blob ref") from None
 
 
 class _Counted:
@@ -150,7 +109,7 @@ class FilesystemBlobStore:
         return self._root
 
     def path_of(self, ref: str) -> Path:
-        keyed = _Keyed.of(ref)
+        keyed = KeyedRef.of(ref)
         if keyed is not None and keyed.pack is not None:
             return self._root / "packs" / keyed.pack[:2] / keyed.pack
         if keyed is not None:
@@ -179,7 +138,7 @@ class FilesystemBlobStore:
 
     @staticmethod
     def _owned_ref(owner: BlobOwner, hexdigest: str) -> str:
-        return f"acct1:{_b64(owner.tenant_id)}:{owner.account_id}:{hexdigest}"
+        return f"acct1:{b64(owner.tenant_id)}:{owner.account_id}:{hexdigest}"
 
     def put_bytes(self, data: bytes, *, owner: BlobOwner | None = None) -> str:
         """An owned blob here is sealed under the account's key and named by its content
@@ -205,7 +164,7 @@ class FilesystemBlobStore:
             if made is None:
                 raise KeyErased(owner.account_id)
             name, body_key = made
-            ref = f"body1:{_b64(owner.tenant_id)}:{owner.account_id}:{name}"
+            ref = streamed_ref(owner, name)
             return self._write(lambda f: (seal_to(f, chunks, body_key, owner), ref)[1])
         key = self._key(owner, sealing=True)
         return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key, owner)))
@@ -237,7 +196,7 @@ class FilesystemBlobStore:
                 offset = pack.written
                 seal_to(pack, [data], key, owner)
                 refs.append(
-                    f"pack2:{_b64(owner.tenant_id)}:{owner.account_id}:{pack_id}:"
+                    f"pack2:{b64(owner.tenant_id)}:{owner.account_id}:{pack_id}:"
                     f"{offset}:{pack.written - offset}"
                 )
             return next(ref for ref in refs if ref is not None)
@@ -262,10 +221,7 @@ class FilesystemBlobStore:
                     continue
                 offset = pack.written
                 seal_to(pack, [data], made[1], owner)
-                refs.append(
-                    f"pack3:{_b64(owner.tenant_id)}:{owner.account_id}:{made[0]}:{pack_id}:"
-                    f"{offset}:{pack.written - offset}"
-                )
+                refs.append(member_ref(owner, made[0], pack_id, offset, pack.written - offset))
             return next(ref for ref in refs if ref is not None)
 
         self._write(fill)
@@ -296,16 +252,16 @@ class FilesystemBlobStore:
             raise
 
     def open(self, ref: str, *, owner: BlobOwner | None = None) -> BinaryIO:  # noqa: C901
-        keyed = _Keyed.of(ref)
+        keyed = KeyedRef.of(ref)
         if keyed is not None:
             return self._open_keyed(ref, keyed, owner)
         path = self.path_of(ref)
         owned = _OWNED.match(ref) or _PACKED.match(ref)
         named: BlobOwner | None = None
         if owned is not None and owned.re is _PACKED:
-            named = BlobOwner(_unb64(owned.group(2)), owned.group(3))
+            named = BlobOwner(unb64(owned.group(2)), owned.group(3))
         elif owned is not None:
-            named = BlobOwner(_unb64(owned.group(1)), owned.group(2))
+            named = BlobOwner(unb64(owned.group(1)), owned.group(2))
         if owner is not None and named != owner:
             raise BlobNotFound(f"{ref} (not the owner's)")  # never opened for anyone else
         try:
@@ -331,12 +287,12 @@ class FilesystemBlobStore:
             raise
         return io.BufferedReader(reader, buffer_size=64 * 1024)
 
-    def _body_key(self, keyed: _Keyed) -> bytes:
+    def _body_key(self, keyed: KeyedRef) -> bytes:
         if self._body_keys is None:
             raise BlobStoreError("this blob store has no body keys")
         return self._body_keys.key(keyed.owner.tenant_id, keyed.owner.account_id, keyed.name)
 
-    def _open_keyed(self, ref: str, keyed: _Keyed, owner: BlobOwner | None) -> BinaryIO:
+    def _open_keyed(self, ref: str, keyed: KeyedRef, owner: BlobOwner | None) -> BinaryIO:
         if owner is not None and keyed.owner != owner:
             raise BlobNotFound(f"{ref} (not the owner's)")  # never opened for anyone else
         try:
@@ -363,7 +319,7 @@ class FilesystemBlobStore:
     def delete_owner(self, owner: BlobOwner) -> None:
         shutil.rmtree(self._root / "accounts" / owner.account_id, ignore_errors=True)
 
-    def _keyed_exists(self, ref: str, keyed: _Keyed) -> bool:
+    def _keyed_exists(self, ref: str, keyed: KeyedRef) -> bool:
         try:  # a body lives as long as its key
             self._body_key(keyed)
         except KeyErased:
@@ -376,14 +332,14 @@ class FilesystemBlobStore:
             return False
 
     def exists(self, ref: str) -> bool:
-        keyed = _Keyed.of(ref)
+        keyed = KeyedRef.of(ref)
         if keyed is not None:
             return self._keyed_exists(ref, keyed)
         packed = _PACKED.match(ref)
         if packed is None:
             return self.path_of(ref).is_file()
         try:  # a member of a shared pack outlives its account's folder, not its key
-            self._key(BlobOwner(_unb64(packed.group(2)), packed.group(3)))
+            self._key(BlobOwner(unb64(packed.group(2)), packed.group(3)))
         except KeyErased:
             return False
         try:
@@ -404,7 +360,7 @@ class FilesystemBlobStore:
         for owner, ref in items:
             if _named_owner(ref) != owner:
                 continue
-            keyed = _Keyed.of(ref)
+            keyed = KeyedRef.of(ref)
             if keyed is not None and keyed.pack is not None:
                 span = (keyed.offset, keyed.length)
                 members.setdefault(self.path_of(ref), []).append(span)
@@ -430,7 +386,7 @@ class FilesystemBlobStore:
         names = [
             (keyed.owner.tenant_id, keyed.owner.account_id, keyed.name)
             for owner, ref in items
-            if (keyed := _Keyed.of(ref)) is not None and keyed.owner == owner
+            if (keyed := KeyedRef.of(ref)) is not None and keyed.owner == owner
         ]
         if not names:
             return
@@ -439,7 +395,7 @@ class FilesystemBlobStore:
         self._body_keys.destroy(names)
 
     def delete(self, ref: str) -> None:
-        keyed = _Keyed.of(ref)
+        keyed = KeyedRef.of(ref)
         if keyed is not None:
             self.delete_many([(keyed.owner, ref)])
             return
@@ -463,15 +419,15 @@ def _unlink(path: Path) -> None:
 
 def _named_owner(ref: str) -> BlobOwner | None:
     """The owner an owned or packed ref names (None: an unowned ref, or not a ref)."""
-    keyed = _Keyed.of(ref)
+    keyed = KeyedRef.of(ref)
     if keyed is not None:
         return keyed.owner
     packed = _PACKED.match(ref)
     if packed is not None:
-        return BlobOwner(_unb64(packed.group(2)), packed.group(3))
+        return BlobOwner(unb64(packed.group(2)), packed.group(3))
     owned = _OWNED.match(ref)
     if owned is not None:
-        return BlobOwner(_unb64(owned.group(1)), owned.group(2))
+        return BlobOwner(unb64(owned.group(1)), owned.group(2))
     return None
 
 
