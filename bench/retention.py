@@ -403,6 +403,22 @@ def _micros(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def _sweep_and_catch_up(app: Any, sweeper: Any, backend: str) -> int:
+    """tidings' side of a row: one whole sweep, then the read models caught up; the
+    expiries it recorded."""
+    started = time.perf_counter()
+    report = sweeper.run()
+    if report is None or report.interrupted:
+        raise RuntimeError("the sweep did not run to its end")
+    swept = time.perf_counter()
+    app.projections.catch_up()
+    say(
+        f"[{backend}] tidings: sweep {swept - started:.2f}s"
+        f" ({report.batches} batches), catch-up {time.perf_counter() - swept:.2f}s"
+    )
+    return int(report.recorded)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=[*BACKENDS, "both"], default="both")
@@ -441,19 +457,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _sweep_and_catch_up(app: Any, sweeper: Any, backend: str) -> int:
-    """tidings' side of a row: one whole sweep, then the read models caught up; the
-    expiries it recorded."""
-    started = time.perf_counter()
-    report = sweeper.run()
-    if report is None or report.interrupted:
-        raise RuntimeError("the sweep did not run to its end")
-    swept = time.perf_counter()
-    app.projections.catch_up()
-    say(
-        f"[{backend}] tidings: sweep {swept - started:.2f}s"
-        f" ({report.batches} batches), catch-up {time.perf_counter() - swept:.2f}s"
-    )
-    return int(report.recorded)
