@@ -110,11 +110,8 @@ class FilesystemBlobStore:
 
     def path_of(self, ref: str) -> Path:
         keyed = KeyedRef.of(ref)
-        if keyed is not None and keyed.pack is not None:
-            return self._root / "packs" / keyed.pack[:2] / keyed.pack
         if keyed is not None:
-            account_id = keyed.owner.account_id
-            return self._root / "accounts" / account_id / "bodies" / keyed.name[:2] / keyed.name
+            return self._body_path(keyed)
         packed = _PACKED.match(ref)
         if packed:
             kind, account_id, pack_id = packed.group(1), packed.group(3), packed.group(4)
@@ -130,6 +127,12 @@ class FilesystemBlobStore:
             raise BlobRefInvalid("not a blob ref")
         hexdigest = match.group(1)
         return self._root / "sha256" / hexdigest[:2] / hexdigest[2:4] / hexdigest
+
+    def _body_path(self, body: KeyedRef) -> Path:
+        if body.pack is not None:
+            return self._root / "packs" / body.pack[:2] / body.pack
+        account = self._root / "accounts" / body.owner.account_id
+        return account / "bodies" / body.name[:2] / body.name
 
     def _key(self, owner: BlobOwner, *, sealing: bool = False) -> bytes:
         if self._account_key is None:
@@ -356,17 +359,17 @@ class FilesystemBlobStore:
         across accounts), is passed over, as ``open`` refuses it. A body under a key of its
         own loses its key first (one statement per account), then its bytes."""
         members: dict[Path, list[tuple[int, int]]] = {}
-        self._destroy_keys(items)
-        for owner, ref in items:
-            if _named_owner(ref) != owner:
+        keyed = [(owner, ref, KeyedRef.of(ref)) for owner, ref in items]  # parsed once
+        self._destroy_keys([k for owner, _, k in keyed if k is not None and k.owner == owner])
+        for owner, ref, body in keyed:
+            if body is not None and body.owner == owner:
+                if body.pack is None:
+                    _unlink(self._body_path(body))
+                else:
+                    spans = members.setdefault(self._body_path(body), [])
+                    spans.append((body.offset, body.length))
                 continue
-            keyed = KeyedRef.of(ref)
-            if keyed is not None and keyed.pack is not None:
-                span = (keyed.offset, keyed.length)
-                members.setdefault(self.path_of(ref), []).append(span)
-                continue
-            if keyed is not None:
-                _unlink(self.path_of(ref))
+            if body is not None or _named_owner(ref) != owner:
                 continue
             packed = _PACKED.match(ref)
             if packed is None:
@@ -382,17 +385,12 @@ class FilesystemBlobStore:
                 f.flush()
                 os.fsync(f.fileno())
 
-    def _destroy_keys(self, items: Sequence[tuple[BlobOwner, str]]) -> None:
-        names = [
-            (keyed.owner.tenant_id, keyed.owner.account_id, keyed.name)
-            for owner, ref in items
-            if (keyed := KeyedRef.of(ref)) is not None and keyed.owner == owner
-        ]
-        if not names:
+    def _destroy_keys(self, bodies: Sequence[KeyedRef]) -> None:
+        if not bodies:
             return
         if self._body_keys is None:
             raise BlobStoreError("this blob store has no body keys")
-        self._body_keys.destroy(names)
+        self._body_keys.destroy([(b.owner.tenant_id, b.owner.account_id, b.name) for b in bodies])
 
     def delete(self, ref: str) -> None:
         keyed = KeyedRef.of(ref)
