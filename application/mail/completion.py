@@ -65,7 +65,7 @@ def body_fetched(
     ctx: Context, account: MailAccount, stream_id: UUID, message: IncomingMessage, now: datetime
 ) -> MessageBodyFetched:
     message = in_range(message, now)
-    seal = ctx.mail.cipher.sealer(account.tenant_id, str(account.id))
+    seal = ctx.mail.cipher.body_sealer(account.tenant_id, str(account.id), message.body_ref)
     return MessageBodyFetched(
         originator_id=stream_id,
         originator_version=BODY_VERSION,
