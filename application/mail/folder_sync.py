@@ -118,7 +118,8 @@ class FolderSync:
         if self._due(rows, now, selection_of(account)):
             rows = self.relist(account, rows, session.list_folders(), now)
         done = FolderPass()
-        for row in rows:
+        # Sent first: a message paged there is outbound, and on Gmail it is in All Mail too.
+        for row in sorted(rows, key=lambda r: (r.name != "INBOX", r.role != "sent", r.name)):
             if row.name == "INBOX":
                 continue
             check()

@@ -34,12 +34,14 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 from uuid import UUID, uuid4
 
 from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.flag_state import UidEntry
+from application.mail.gmail_labels import FolderLabels, LabelReader, labelled_folder, with_labels
+from application.streams import load
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import (
@@ -129,7 +131,10 @@ class MembershipPass:
             log.info("membership.busy account_id=%s", account_id)
             return Placed(busy=True)
         try:
-            return self._run(session, account, folders, check)
+            # Afresh: this poll's listing may have recorded folder events (a rename, Gmail's
+            # All Mail) after the poll loaded the account.
+            fresh = load(self.ctx.store, MailAccount, account.id)
+            return self._run(session, fresh if fresh.exists else account, folders, check)
         finally:
             self.uid_map.release(account_id, CLAIM_FOLDER, token)
 
@@ -142,12 +147,22 @@ class MembershipPass:
     ) -> Placed:
         account_id = str(account.id)
         rows = self.uid_map.mapped(account_id)
-        read: set[str] = set()
-        gone: list[UidEntry] = []
+        # Rows of a folder no longer synced (a believed listing found it gone, or the
+        # setting no longer chooses it) place nothing: their messages are compared now.
+        # A list without INBOX is no account's folders: then nothing is taken as gone.
+        synced = set(folders)
+        gone = [r for r in rows if r.folder not in synced] if "INBOX" in synced else []
+        read = {r.folder for r in gone}
         unbelieved = 0
+        labelled = labelled_folder(account, session)
+        labels: FolderLabels | None = None
         for folder in dict.fromkeys(folders):
             check()
-            answer = session.folder_uids(folder)
+            answer: FolderUids | FolderLabels | None = None
+            if labelled is not None and folder == labelled[0]:
+                answer = labels = cast(LabelReader, session).folder_labels(folder)
+            if answer is None:
+                answer = session.folder_uids(folder)
             if answer.uids is None:
                 unbelieved += 1
                 log.warning("membership.unbelieved account_id=%s", account_id)
@@ -168,9 +183,12 @@ class MembershipPass:
         for r in rows:
             if r.message_id in wanted and (r.folder, r.uid) not in dropped:
                 wanted[r.message_id].add(r.folder)
+        unlabelled = 0
+        if labelled is not None:
+            unlabelled = with_labels(wanted, rows, dropped, labelled, labels)
         moved, deleted, held = self._append(account, wanted)
         self.uid_map.drop(gone)
-        outcome = Placed(moved, deleted, len(gone), held, unbelieved)
+        outcome = Placed(moved, deleted, len(gone), held + unlabelled, unbelieved)
         log.info(
             "membership.ok account_id=%s moved=%d deleted=%d expunged=%d held=%d unbelieved=%d",
             account_id,
@@ -226,9 +244,12 @@ def placement_event(
 ) -> MessageFoldersChanged | MessageDeleted | None:
     """The event that makes ``stream`` say the message is in ``folders`` (empty: gone
     from every synced folder); None when it says so already, or was deleted before."""
-    stored = stored_folders(stream)
-    if not stored:  # no message, or deleted: a deleted message stays deleted
+    # A renamed folder's messages keep its old name in their streams; the read models
+    # renamed them on ``MailFolderRenamed``, so the comparison is with the name now.
+    found = stored_folders(stream)
+    if not found:  # no message, or deleted: a deleted message stays deleted
         return None
+    stored = sorted({account.renamed_name(n) for n in found})
     account_id, version = str(account.id), len(stream) + 1
     if not folders:
         return MessageDeleted(

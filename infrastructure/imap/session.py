@@ -26,6 +26,7 @@ from typing import Any, Self
 
 from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
 from application.mail.folder_listing import FolderListing
+from application.mail.gmail_labels import FolderLabels
 from application.mail.membership import FolderUids
 from application.mail.ports import (
     BlobOwner,
@@ -43,6 +44,7 @@ from infrastructure.imap.flags import read_flags
 from infrastructure.imap.folders import list_folders
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM
 from infrastructure.imap.idle import IdleChannel
+from infrastructure.imap.labels import read_labels
 from infrastructure.imap.paging import Pager
 from infrastructure.imap.settings import ImapAdapterSettings
 from infrastructure.imap.wire import Wire
@@ -234,6 +236,17 @@ class ImapMailboxSession:
             status.uidnext is None or all(u < status.uidnext for u in uids)
         )
         return FolderUids(status.uidvalidity, frozenset(uids) if believed else None)
+
+    def folder_labels(self, folder: str) -> FolderLabels | None:
+        """Gmail: ``folder``'s UIDs with their labels (EXAMINE, then ``UID FETCH (UID
+        X-GM-LABELS)`` by spans), believed as ``folder_uids``' answer is; None without
+        X-GM-EXT-1."""
+        if "X-GM-EXT-1" not in self._caps:
+            return None
+        self._idle.done()
+        self._pass = self._selected = None
+        self._idle.last_uid = None
+        return read_labels(self._conn, self._pager.select(folder))
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST, two with OBJECTID (``folders``); the selected

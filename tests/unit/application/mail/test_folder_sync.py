@@ -154,7 +154,8 @@ def test_a_first_pass_lists_and_pages_every_synced_folder_but_inbox() -> None:
     sync, store, session, account, _ = make([*SPECIAL, folder("Projects")])
     sync.run(session, account, never_late)
     assert session.lists == 1
-    assert [name for name, _ in session.fetched] == ["Archive", "Sent"]
+    # Sent first: its pages are outbound (and on Gmail its messages are in All Mail too).
+    assert [name for name, _ in session.fetched] == ["Sent", "Archive"]
     assert {r.name for r in store.folders(str(account.id))} == {"INBOX", "Sent", "Archive"}
     sent = next(r for r in store.folders(str(account.id)) if r.name == "Sent")
     assert sent.cursor == MailboxCursor(1, 5) and sent.last_sync_at == NOW
@@ -166,7 +167,7 @@ def test_within_the_interval_it_does_not_list_again_and_pages_from_the_cursor() 
     session.fetched.clear()
     sync.run(session, account, never_late)
     assert session.lists == 1
-    assert session.fetched == [("Archive", MailboxCursor(1, 5)), ("Sent", MailboxCursor(1, 5))]
+    assert session.fetched == [("Sent", MailboxCursor(1, 5)), ("Archive", MailboxCursor(1, 5))]
 
 
 def test_a_changed_setting_lists_again_at_once() -> None:

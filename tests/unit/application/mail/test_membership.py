@@ -159,12 +159,22 @@ def test_an_answer_not_believed_deletes_nothing_every_time() -> None:
     assert store.events == events_of(store, MessageIngested) and len(uid_map.entries) == 2
 
 
-def test_a_folder_list_that_changes_every_poll_deletes_nothing() -> None:
-    membership, store, _, account, _ = setup(("a", 1, "INBOX"), ("b", 3, "Archive"))
-    server = FakeServer({"INBOX": {1}, "Archive": {3}})
-    for folders in (["INBOX"], ["Archive"], ["INBOX", "Archive"], ["Archive"], ["INBOX"]):
-        membership.run(server, account, folders, noop)
-    assert events_of(store, MessageDeleted) == [] and events_of(store, MessageFoldersChanged) == []
+def test_a_folder_no_longer_synced_stops_placing_its_messages_once() -> None:
+    # The folder pass keeps a folder's row until a believed listing finds it gone; from
+    # then on its UID-map rows place nothing: a message only there is deleted, a copy
+    # elsewhere moves, and the rows leave the map (a second pass finds nothing to do).
+    membership, store, uid_map, account, [a, b] = setup(
+        ("a", 4, "Archive"), ("b", 3, "Archive"), ("a", 1, "INBOX")
+    )
+    server = FakeServer({"INBOX": {1}, "Archive": {3, 4}})
+    placed = membership.run(server, account, ["INBOX"], noop)
+    assert (placed.moved, placed.deleted, placed.expunged) == (1, 1, 2)
+    assert [e.originator_id for e in events_of(store, MessageDeleted)] == [b]
+    [moved] = events_of(store, MessageFoldersChanged)
+    assert (moved.originator_id, moved.folders) == (a, ["INBOX"])
+    assert {e.folder for e in uid_map.entries} == {"INBOX"}
+    placed = membership.run(server, account, ["INBOX"], noop)
+    assert (placed.moved, placed.deleted, placed.expunged) == (0, 0, 0)
 
 
 def test_an_older_uidvalidity_row_still_places_its_message() -> None:
