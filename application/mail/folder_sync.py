@@ -13,9 +13,12 @@ on the same session.
        ``MessageIngested``), then the folder's cursor saved.
 
 Matching a listing: unchanged and renamed (same MAILBOXID) folders keep their key and
-cursor; a reset (new UIDVALIDITY) keeps the key and voids the cursor; a folder gone (or
-no longer chosen by the setting) loses its row; a new one gets a row and a first sync in
-the backfill window. A listing without INBOX is not believed: nothing changes.
+cursor (a rename carries the folder's UID map and flag cursor to the new name in the same
+write); a reset (new UIDVALIDITY) keeps the key and voids the cursor; a folder gone (or
+no longer chosen by the setting) loses its row, and one gone from the server marks its
+UID-map rows ``FOLDER_GONE``, so the membership pass of this poll deletes the messages
+found nowhere else; a new one gets a row and a first sync in the backfill window. A
+listing without INBOX is not believed: nothing changes.
 
 Bodies past the download budget are not deferred here: a folder page that comes with a
 deferred message is not stored and the folder waits for the next poll (the deferred
@@ -154,7 +157,10 @@ class FolderSync:
             return list(rows)
         kept = _matched(account_id, changes, by_known, selection)
         gone = [by_known[k].folder_key for k in changes.gone]
-        self.store.save_listing(account_id, kept, gone, now)
+        renamed = {k.name: f.name for k, f in changes.renamed if k.name != f.name}
+        self.store.save_listing(
+            account_id, kept, gone, now, renamed=renamed, vanished=vanished(changes, listing)
+        )
         if self.on_listed is not None:
             self.on_listed(account_id, kept)
         log.info(
@@ -222,6 +228,18 @@ def selection_of(account: MailAccount) -> FolderSelection:
         return parse_folder_setting(account.folders)
     except FolderSettingInvalid:
         return parse_folder_setting(None)
+
+
+def vanished(changes: FolderChanges, listing: FolderListing) -> list[str]:
+    """The names of the folders gone from the server: no longer listed (selectable) under
+    their name or their MAILBOXID. A folder the setting no longer chooses is not one."""
+    names = {f.name for f in listing.folders if f.selectable}
+    ids = {f.mailbox_id for f in listing.folders if f.selectable and f.mailbox_id}
+    return [
+        k.name
+        for k in changes.gone
+        if k.name not in names and (k.mailbox_id is None or k.mailbox_id not in ids)
+    ]
 
 
 def _marker(selection: FolderSelection) -> str:

@@ -21,11 +21,20 @@ pass ends at the first failing folder (the folder pass raises before this step),
 message is never deleted on a partial view. A folder's answer is believed only when its
 UID count equals EXISTS and every UID is below UIDNEXT (a server answering "nothing"
 for a full folder deletes nothing). Rows of folders not read in this pass (no longer
-listed) and rows of an older UIDVALIDITY still place their message: unknown is never
-deleted. A deleted message stays deleted (its stream takes no later membership event);
-a ``deferred`` one is held until its body came. A restart repeats the comparison: the
+chosen by the setting) and rows of an older UIDVALIDITY still place their message:
+unknown is never deleted. Rows of a folder a believed listing found gone from the server
+(marked ``FOLDER_GONE`` by the folder pass) place nothing: a message only there is
+deleted, one with a copy elsewhere moves, and the rows leave the map. A deleted message
+stays deleted (its stream takes no later membership event); a ``deferred`` one is held
+until its body came. A restart repeats the comparison: the
 map's rows are dropped only after the events are durable, and an event is written only
 when the stream differs.
+
+Gmail (``gmail_labels``): All Mail is read with its labels instead of ``UID SEARCH ALL``,
+and a message's labels join the folders of its rows (a message whose labels are not
+known now is held). Streams name folders as they were called when the event was
+written; the comparison is with the names now (``MailAccount.renamed_name``), since the
+read models rename on ``MailFolderRenamed``, so a rename costs no event per message.
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from uuid import UUID, uuid4
 from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.flag_state import UidEntry
+from application.mail.folder_state import FOLDER_GONE
 from application.mail.gmail_labels import FolderLabels, LabelReader, labelled_folder, with_labels
 from application.streams import load
 from domain.events import DomainEvent
@@ -147,11 +157,10 @@ class MembershipPass:
     ) -> Placed:
         account_id = str(account.id)
         rows = self.uid_map.mapped(account_id)
-        # Rows of a folder no longer synced (a believed listing found it gone, or the
-        # setting no longer chooses it) place nothing: their messages are compared now.
-        # A list without INBOX is no account's folders: then nothing is taken as gone.
-        synced = set(folders)
-        gone = [r for r in rows if r.folder not in synced] if "INBOX" in synced else []
+        # Rows of a folder a believed listing found gone (``FOLDER_GONE``) place nothing:
+        # their messages are compared now. Rows of a folder merely not chosen any more
+        # still place theirs (unknown is never deleted).
+        gone = [r for r in rows if r.uidvalidity == FOLDER_GONE]
         read = {r.folder for r in gone}
         unbelieved = 0
         labelled = labelled_folder(account, session)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -36,14 +36,25 @@ class MemoryFolders:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], FolderRow] = {}
         self.failures: list[tuple[str, str]] = []
+        self.renamed: dict[str, str] = {}
+        self.vanished: list[str] = []
 
     def folders(self, account_id: str) -> list[FolderRow]:
         rows = [r for (a, _), r in self.rows.items() if a == account_id]
         return sorted(rows, key=lambda r: (r.name != "INBOX", r.name))
 
     def save_listing(
-        self, account_id: str, rows: Sequence[FolderRow], gone: Iterable[str], at: datetime
+        self,
+        account_id: str,
+        rows: Sequence[FolderRow],
+        gone: Iterable[str],
+        at: datetime,
+        *,
+        renamed: Mapping[str, str] | None = None,
+        vanished: Iterable[str] = (),
     ) -> None:
+        self.renamed.update(renamed or {})
+        self.vanished += list(vanished)
         for key in gone:
             self.rows.pop((account_id, key), None)
         for row in rows:
@@ -206,6 +217,18 @@ def test_matching_keeps_keys_voids_a_reset_cursor_and_drops_what_is_gone() -> No
     fetched = dict(session.fetched)
     assert fetched["Sent Items"] == MailboxCursor(1, 5)  # the renamed folder goes on
     assert fetched["Archive"] is None  # the reset one starts again
+    # The rename carries the UID map to the new name; Trash is gone from the server.
+    assert (store.renamed, store.vanished) == ({"Sent": "Sent Items"}, ["Trash"])
+
+
+def test_a_folder_no_longer_chosen_is_not_gone_from_the_server() -> None:
+    listing = [*SPECIAL, folder("Projects")]
+    sync, store, session, account, _ = make(listing, interval=0)
+    sync.run(session, account, never_late)
+    account.folders = ["Projects"]  # the setting changed: Sent and Archive not chosen
+    sync.run(session, account, never_late)
+    assert {r.name for r in store.folders(str(account.id))} == {"INBOX", "Projects"}
+    assert store.vanished == []  # still on the server: their messages stay placed
 
 
 def test_each_saved_listing_is_handed_on_to_be_recorded_as_events() -> None:

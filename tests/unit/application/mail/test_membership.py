@@ -6,6 +6,7 @@ a collision reloaded and compared again, a busy claim."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from application.mail.flag_state import UidEntry
+from application.mail.folder_state import FOLDER_GONE
 from application.mail.membership import FolderUids, MembershipPass, placement_event
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
@@ -159,14 +161,26 @@ def test_an_answer_not_believed_deletes_nothing_every_time() -> None:
     assert store.events == events_of(store, MessageIngested) and len(uid_map.entries) == 2
 
 
-def test_a_folder_no_longer_synced_stops_placing_its_messages_once() -> None:
-    # The folder pass keeps a folder's row until a believed listing finds it gone; from
-    # then on its UID-map rows place nothing: a message only there is deleted, a copy
-    # elsewhere moves, and the rows leave the map (a second pass finds nothing to do).
+def test_a_folder_list_that_changes_every_poll_deletes_nothing() -> None:
+    membership, store, _, account, _ = setup(("a", 1, "INBOX"), ("b", 3, "Archive"))
+    server = FakeServer({"INBOX": {1}, "Archive": {3}})
+    for folders in (["INBOX"], ["Archive"], ["INBOX", "Archive"], ["Archive"], ["INBOX"]):
+        membership.run(server, account, folders, noop)
+    assert events_of(store, MessageDeleted) == [] and events_of(store, MessageFoldersChanged) == []
+
+
+def test_rows_of_a_folder_gone_from_the_server_stop_placing_their_messages_once() -> None:
+    # The folder pass marks the rows of a folder a believed listing found gone from the
+    # server (``FOLDER_GONE``): a message only there is deleted, a copy elsewhere moves,
+    # and the rows leave the map (a second pass finds nothing to do).
     membership, store, uid_map, account, [a, b] = setup(
         ("a", 4, "Archive"), ("b", 3, "Archive"), ("a", 1, "INBOX")
     )
-    server = FakeServer({"INBOX": {1}, "Archive": {3, 4}})
+    uid_map.entries = [
+        dataclasses.replace(e, uidvalidity=FOLDER_GONE) if e.folder == "Archive" else e
+        for e in uid_map.entries
+    ]
+    server = FakeServer({"INBOX": {1}})
     placed = membership.run(server, account, ["INBOX"], noop)
     assert (placed.moved, placed.deleted, placed.expunged) == (1, 1, 2)
     assert [e.originator_id for e in events_of(store, MessageDeleted)] == [b]
