@@ -20,9 +20,9 @@ UID-map rows ``FOLDER_GONE``, so the membership pass of this poll deletes the me
 found nowhere else; a new one gets a row and a first sync in the backfill window. A
 listing without INBOX is not believed: nothing changes.
 
-Bodies past the download budget are not deferred here: a folder page that comes with a
-deferred message is not stored and the folder waits for the next poll (the deferred
-bodies' later fetch reads INBOX by UID). A folder whose UIDVALIDITY changed between
+Bodies past the download budget are deferred as in INBOX: the page is stored, each
+deferred message held with its folder, and its body fetched later from that folder
+(``completion``). A folder whose UIDVALIDITY changed between
 LIST and EXAMINE is read again from the backfill window in the same pass. A folder's
 failure is recorded on its row, the account is listed again at its next poll (the folder
 may be gone), and the error ends the pass like any sync error.
@@ -197,9 +197,6 @@ class FolderSync:
                 cursor = None
                 self.store.save_cursor(row.account_id, row.folder_key, None, self.ctx.clock.now())
                 batch = session.fetch_folder(row.name, None, backfill_since=since, limit=limit)
-            if any(m.deferred for m in batch.messages):
-                log.info("sync.folder_budget_spent account_id=%s", row.account_id)
-                return ingested, duplicates
             page = replace(
                 self.ingestion.read_page(account, batch),
                 folder=row.name,

@@ -254,10 +254,17 @@ class ImapMailboxSession:
         self._idle.done()
         return list_folders(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
 
-    def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
+    def fetch_deferred(
+        self, uids: Sequence[int], *, uidvalidity: int, folder: str = "INBOX"
+    ) -> DeferredFetch:
         self._idle.done()
         self._pass = None
-        status = self.select_inbox()
+        if folder == "INBOX":
+            status = self.select_inbox()
+        else:  # another folder: INBOX's remembered status is dropped, as by fetch_folder
+            self._selected = None
+            self._idle.last_uid = None
+            status = self._pager.select(folder)
         return self._pager.deferred_bodies(status, uids, uidvalidity)
 
     def _uid_fetch(self, uids: list[int] | str, items: list[str]) -> FetchData:
