@@ -30,6 +30,9 @@ until its body came. A restart repeats the comparison: the
 map's rows are dropped only after the events are durable, and an event is written only
 when the stream differs.
 
+Messages stored before the map existed get their rows here (``uid_remap``: bounded per
+folder and poll, by EMAILID, X-GM-MSGID or the version-1 fingerprint).
+
 Gmail (``gmail_labels``): All Mail is read with its labels instead of ``UID SEARCH ALL``,
 and a message's labels join the folders of its rows (a message whose labels are not
 known now is held). Streams name folders as they were called when the event was
@@ -51,6 +54,7 @@ from application.errors import ConcurrencyConflict
 from application.mail.flag_state import UidEntry
 from application.mail.folder_state import FOLDER_GONE
 from application.mail.gmail_labels import FolderLabels, LabelReader, labelled_folder, with_labels
+from application.mail.uid_remap import RemapStore, UidRemap
 from application.streams import load
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
@@ -121,6 +125,8 @@ class MembershipPass:
         self.ctx = ctx
         self.uid_map = uid_map
         self.claim_seconds = claim_seconds
+        # Rows for messages stored before the map existed (a store that keeps its walk).
+        self.remap = UidRemap(ctx, uid_map) if isinstance(uid_map, RemapStore) else None
 
     def run(
         self,
@@ -167,16 +173,24 @@ class MembershipPass:
         labels: FolderLabels | None = None
         for folder in dict.fromkeys(folders):
             check()
-            answer: FolderUids | FolderLabels | None = None
-            if labelled is not None and folder == labelled[0]:
-                answer = labels = cast(LabelReader, session).folder_labels(folder)
-            if answer is None:
-                answer = session.folder_uids(folder)
+            answer = _read(session, folder, labelled)
+            if isinstance(answer, FolderLabels):
+                labels = answer
             if answer.uids is None:
                 unbelieved += 1
                 log.warning("membership.unbelieved account_id=%s", account_id)
                 continue
             read.add(folder)
+            if self.remap is not None:
+                here = {r.uid for r in rows if r.folder == folder}
+                rows += self.remap.rows_for(
+                    session,
+                    account_id,
+                    folder,
+                    uidvalidity=answer.uidvalidity,
+                    uids=answer.uids,
+                    mapped=here,
+                )
             gone += [
                 r
                 for r in rows
@@ -242,6 +256,17 @@ class MembershipPass:
             deleted = sum(1 for e in events if isinstance(e, MessageDeleted))
             return len(events) - deleted, deleted, held
         raise ConcurrencyConflict("membership changes kept colliding; the next poll retries")
+
+
+def _read(
+    session: MembershipReader, folder: str, labelled: tuple[str, object] | None
+) -> FolderUids | FolderLabels:
+    """The folder's UIDs now; Gmail's All Mail with its labels."""
+    if labelled is not None and folder == labelled[0]:
+        answer = cast(LabelReader, session).folder_labels(folder)
+        if answer is not None:
+            return answer
+    return session.folder_uids(folder)
 
 
 def placement_event(

@@ -42,7 +42,7 @@ from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import FetchData
 from infrastructure.imap.flags import read_flags
 from infrastructure.imap.folders import list_folders
-from infrastructure.imap.identity import HEADER_FIELDS_ITEM
+from infrastructure.imap.identity import HEADER_FIELDS_ITEM, provider_message_id, refusal
 from infrastructure.imap.idle import IdleChannel
 from infrastructure.imap.labels import read_labels
 from infrastructure.imap.paging import Pager
@@ -247,6 +247,29 @@ class ImapMailboxSession:
         self._pass = self._selected = None
         self._idle.last_uid = None
         return read_labels(self._conn, self._pager.select(folder))
+
+    def folder_identities(self, uids: Sequence[int]) -> dict[int, str]:
+        """The provider ids of these UIDs of the folder last read (no EXAMINE: the
+        membership pass asks right after reading it): ``UID FETCH (EMAILID)``, ``(X-GM-
+        MSGID)``, else ``(RFC822.SIZE)`` and the Message-ID and Date header fields for the
+        version-1 fingerprint; in groups of ``metadata_group``. A message whose answer is
+        out of range is left out."""
+        if "OBJECTID" in self._caps:
+            items = ["EMAILID"]
+        elif "X-GM-EXT-1" in self._caps:
+            items = ["X-GM-MSGID"]
+        else:
+            items = ["RFC822.SIZE", HEADER_FIELDS_ITEM]
+        found: dict[int, str] = {}
+        step = max(1, self._conn.settings.metadata_group)
+        ordered = list(uids)
+        for start in range(0, len(ordered), step):
+            answer = self._pager.uid_fetch(ordered[start : start + step], items)
+            for uid, item in answer.items():
+                if refusal(item) is None:
+                    size = item.get(b"RFC822.SIZE")
+                    found[uid] = provider_message_id(item, size if type(size) is int else 0)
+        return found
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST, two with OBJECTID (``folders``); the selected
