@@ -15,7 +15,14 @@ from imapclient import IMAPClient
 
 from application import User
 from tests.integration.mail.conftest import MailApp, MakeMailApp
-from tests.integration.mail.helpers import RECENT, accounts, count_events, messages, raw_mail
+from tests.integration.mail.helpers import (
+    RECENT,
+    accounts,
+    count_events,
+    forget_uid_map,
+    messages,
+    raw_mail,
+)
 from tests.support.cyrus import CyrusError, CyrusServer
 from tests.support.results import ok
 
@@ -164,3 +171,25 @@ def test_a_folder_deleted_on_the_server_deletes_its_messages_found_nowhere_else(
     assert count_events(mail.app, DELETED) == 1
     assert mail.outcome(account_id, mail.poll()).error_kind is None
     assert count_events(mail.app, DELETED) == 1 and count_events(mail.app, INGESTED) == 2
+
+
+def test_the_uid_map_is_rebuilt_by_emailid_for_messages_stored_before_it(
+    cyrus: CyrusServer, mail: MailApp, admin: User, database_url: str
+) -> None:
+    box = cyrus.add_user("m" + uuid.uuid4().hex[:12])
+    cyrus.append(box, [raw_mail(i, subject=f"old{i}") for i in range(3)])
+    account_id = connect_cyrus(mail, admin, cyrus, box)
+    assert mail.outcome(account_id, mail.poll()).error_kind is None
+    assert forget_uid_map(database_url, account_id) == 3  # as if stored before the map
+    assert mail.outcome(account_id, mail.poll()).error_kind is None  # rebuilt by EMAILID
+    with IMAPClient(cyrus.host, cyrus.port, ssl=False, timeout=30) as other:
+        other.login(box, "secret")
+        other.select_folder("INBOX")
+        other.add_flags(other.search(["SUBJECT", "old1"]), [b"\\Seen"])
+        other.delete_messages(other.search(["SUBJECT", "old2"]))
+        other.expunge()
+    assert mail.outcome(account_id, mail.poll()).error_kind is None
+    listed = {m["subject"]: m for m in messages(mail.app, admin, accountId=account_id)}
+    assert listed["old2"]["state"] == "deleted" and listed["old1"]["unread"] is False
+    assert listed["old0"]["state"] == "ok"
+    assert count_events(mail.app, DELETED) == 1 and count_events(mail.app, INGESTED) == 3

@@ -1,7 +1,8 @@
 """Gmail against the IMAP simulator's X-GM-EXT-1 (``bench/imap_sim_gmail.py``, a real
 IMAP server on loopback): All Mail synced with X-GM-LABELS, one message whose ``folders``
 are its labels, a label added or removed a ``message.moved``, a message gone from All
-Mail (and not in Trash or Spam) deleted, hostile labels bounded."""
+Mail (and not in Trash or Spam) deleted, hostile labels bounded, the UID map rebuilt by
+X-GM-MSGID for messages stored before it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from application import User
 from bench.imap_sim import Running, password_of, running_simulator, sample_mail, user_name
 from bench.imap_sim_gmail import ALL_MAIL
 from tests.integration.mail.conftest import MailApp
-from tests.integration.mail.helpers import count_events, messages
+from tests.integration.mail.helpers import count_events, forget_uid_map, messages
 from tests.support.results import ok
 
 USER = user_name(0)
@@ -177,3 +178,20 @@ def test_hostile_labels_are_bounded_and_dropped(mail: MailApp, admin: User, gmai
     assert listed[f"sim {USER} 3"]["state"] == "ok"
     polled(mail, account_id)
     assert mail.outcome(account_id, mail.poll()).error_kind is None
+
+
+def test_the_uid_map_is_rebuilt_by_x_gm_msgid_for_messages_stored_before_it(
+    mail: MailApp, admin: User, gmail: Running, database_url: str
+) -> None:
+    gmail.deliver(USER, sample_mail(USER, 1), {b"\\Inbox"})
+    gmail.deliver(USER, sample_mail(USER, 2), {b"Work"})
+    account_id = connect_gmail(mail, admin, gmail)
+    polled(mail, account_id)
+    assert forget_uid_map(database_url, account_id) > 0  # as if stored before the map
+    polled(mail, account_id)  # rebuilt by X-GM-MSGID
+    gmail.delete_forever(USER, msgid_of(gmail, 2))
+    relabel(gmail, 1, ["Later"], [])
+    polled(mail, account_id)
+    listed = by_subject(messages(mail.app, admin, accountId=account_id))
+    assert listed[f"sim {USER} 2"]["state"] == "deleted"
+    assert listed[f"sim {USER} 1"]["folders"] == ["INBOX", "Later", ALL_MAIL]
