@@ -6,6 +6,7 @@ X-GM-MSGID for messages stored before it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +16,7 @@ from imapclient import IMAPClient
 from application import User
 from bench.imap_sim import Running, password_of, running_simulator, sample_mail, user_name
 from bench.imap_sim_gmail import ALL_MAIL
-from tests.integration.mail.conftest import MailApp
+from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import count_events, forget_uid_map, messages
 from tests.support.results import ok
 
@@ -144,6 +145,9 @@ def test_a_label_added_or_removed_is_a_move_and_archive_and_delete_follow(
     assert listed[f"sim {USER} 2"]["state"] == "ok"
     assert count_events(mail.app, INGESTED) == 2 and count_events(mail.app, DELETED) == 1
     assert gmail.call({"op": "stats"})["badCommands"] == 0
+    before = messages(mail.app, admin, accountId=account_id)
+    mail.app.projections.rebuild()
+    assert messages(mail.app, admin, accountId=account_id) == before
 
 
 def test_a_message_archived_out_of_the_inbox_between_polls_is_not_deleted(
@@ -195,3 +199,24 @@ def test_the_uid_map_is_rebuilt_by_x_gm_msgid_for_messages_stored_before_it(
     listed = by_subject(messages(mail.app, admin, accountId=account_id))
     assert listed[f"sim {USER} 2"]["state"] == "deleted"
     assert listed[f"sim {USER} 1"]["folders"] == ["INBOX", "Later", ALL_MAIL]
+
+
+def test_racing_pollers_record_each_label_change_once(
+    make_mail_app: MakeMailApp, admin: User, gmail: Running
+) -> None:
+    first, second = make_mail_app(), make_mail_app()
+    gmail.deliver(USER, sample_mail(USER, 1), {b"\\Inbox"})
+    account_id = connect_gmail(first, admin, gmail)
+    polled(first, account_id)
+    relabel(gmail, 1, ["Work"], ["\\Inbox"])
+    done: list[Any] = []
+    threads = [threading.Thread(target=lambda m=m: done.append(m.poll())) for m in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    polled(first, account_id)
+    [one] = messages(first.app, admin, accountId=account_id)
+    assert one["folders"] == ["Work", ALL_MAIL]
+    assert count_events(first.app, MOVED) == 2  # [INBOX] -> +All Mail, then the labels
+    assert count_events(first.app, INGESTED) == 1
