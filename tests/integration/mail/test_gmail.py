@@ -145,9 +145,9 @@ def test_a_label_added_or_removed_is_a_move_and_archive_and_delete_follow(
     assert listed[f"sim {USER} 2"]["state"] == "ok"
     assert count_events(mail.app, INGESTED) == 2 and count_events(mail.app, DELETED) == 1
     assert gmail.call({"op": "stats"})["badCommands"] == 0
-    before = messages(mail.app, admin, accountId=account_id)
+    rows = messages(mail.app, admin, accountId=account_id)
     mail.app.projections.rebuild()
-    assert messages(mail.app, admin, accountId=account_id) == before
+    assert messages(mail.app, admin, accountId=account_id) == rows
 
 
 def test_a_message_archived_out_of_the_inbox_between_polls_is_not_deleted(
