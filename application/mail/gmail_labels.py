@@ -116,16 +116,20 @@ def with_labels(
     or its line unreadable) leaves ``wanted``, so nothing is decided on a guess. The
     number of messages so held."""
     name, by_role = labelled
-    held: set[UUID] = set()
+    now: dict[UUID, tuple[str, ...] | None] = {}  # by a row of All Mail's UIDVALIDITY now
+    older: set[UUID] = set()  # a row of an older one (the map's rebuild maps it anew)
+    believed = answer is not None and answer.uids is not None
     for r in rows:
         if r.folder != name or r.message_id not in wanted or (r.folder, r.uid) in dropped:
             continue
-        known = answer is not None and answer.uids is not None
-        found = answer.labels.get(r.uid) if answer is not None and known else None
-        if found is None or answer is None or r.uidvalidity != answer.uidvalidity:
-            held.add(r.message_id)
-            continue
-        wanted[r.message_id] |= label_folders(found, by_role).folders
+        if believed and answer is not None and r.uidvalidity == answer.uidvalidity:
+            now[r.message_id] = answer.labels.get(r.uid)
+        else:
+            older.add(r.message_id)
+    held = {m for m in older if m not in now} | {m for m, found in now.items() if found is None}
+    for message_id, found in now.items():
+        if found is not None:
+            wanted[message_id] |= label_folders(found, by_role).folders
     for message_id in held:
         wanted.pop(message_id, None)
     return len(held)

@@ -207,7 +207,8 @@ class MembershipPass:
             if r.message_id in wanted and (r.folder, r.uid) not in dropped:
                 wanted[r.message_id].add(r.folder)
         unlabelled = 0
-        if labelled is not None:
+        # An \\All folder read without labels (no X-GM-EXT-1) is a folder like any other.
+        if labelled is not None and not (labels is None and labelled[0] in folders):
             unlabelled = with_labels(wanted, rows, dropped, labelled, labels)
         moved, deleted, held = self._append(account, wanted)
         self.uid_map.drop(gone)

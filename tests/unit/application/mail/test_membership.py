@@ -15,6 +15,7 @@ from typing import Any
 
 from application.mail.flag_state import UidEntry
 from application.mail.folder_state import FOLDER_GONE
+from application.mail.gmail_labels import FolderLabels
 from application.mail.membership import FolderUids, MembershipPass, placement_event
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
@@ -244,3 +245,50 @@ def test_a_session_without_folder_uids_does_nothing() -> None:
     membership, store, _, account, _ = setup(("m", 1, "INBOX"))
     assert membership.run(object(), account, ["INBOX"], noop).moved == 0
     assert events_of(store, MessageDeleted) == []
+
+
+class LabelServer(FakeServer):
+    """A ``LabelReader`` too: All Mail's labels by UID (None: no X-GM-EXT-1)."""
+
+    def __init__(self, folders: dict[str, set[int] | None], labels: dict[int, Any] | None):
+        super().__init__(folders)
+        self.labels = labels
+
+    def folder_labels(self, folder: str) -> FolderLabels | None:
+        if self.labels is None:
+            return None
+        self.reads.append(folder)
+        return FolderLabels(self.uidvalidity, frozenset(self.labels), self.labels)
+
+
+ALL = "[Gmail]/All Mail"
+
+
+def test_labels_join_the_folders_and_unknown_labels_hold_the_message() -> None:
+    membership, store, _, account, [a, b] = setup(("a", 1, ALL), ("b", 2, ALL))
+    account.synced_folders = {"k": (ALL, "all"), "i": ("INBOX", "inbox")}
+    server = LabelServer({"INBOX": set()}, {1: ("\\Inbox", "Work", "\\Important"), 2: None})
+    placed = membership.run(server, account, ["INBOX", ALL], noop)
+    [moved] = events_of(store, MessageFoldersChanged)
+    assert (moved.originator_id, moved.folders) == (a, ["INBOX", "Work", ALL])
+    assert placed.held == 1 and b not in {e.originator_id for e in store.events[2:]}
+
+
+def test_an_all_folder_without_labels_is_a_folder_like_any_other() -> None:
+    membership, store, _, account, _ = setup(("a", 1, ALL), ("b", 2, ALL))
+    account.synced_folders = {"k": (ALL, "all")}
+    placed = membership.run(LabelServer({ALL: {1}}, None), account, ["INBOX", ALL], noop)
+    assert (placed.held, placed.deleted) == (0, 1)  # b expunged, a placed: nothing held
+    assert events_of(store, MessageFoldersChanged) == []
+
+
+def test_a_row_of_an_older_all_mail_uidvalidity_waits_for_one_of_now() -> None:
+    membership, store, uid_map, account, [a] = setup(("a", 1, ALL))
+    account.synced_folders = {"k": (ALL, "all")}
+    server = LabelServer({}, {5: ("Work",)})
+    server.uidvalidity = 8  # the rows are of 7
+    assert membership.run(server, account, ["INBOX", ALL], noop).held == 1
+    uid_map.entries.append(UidEntry(str(account.id), ALL, 8, 5, a, None))  # mapped anew
+    membership.run(server, account, ["INBOX", ALL], noop)
+    [moved] = events_of(store, MessageFoldersChanged)
+    assert moved.folders == ["Work", ALL]
