@@ -84,6 +84,7 @@ class FolderPass:
     ingested: int = 0
     duplicates: int = 0
     folders: int = 0  # folders paged (INBOX not counted)
+    listed: bool = False  # listed again: the account's folder events may have changed
 
 
 class FolderSync:
@@ -118,9 +119,10 @@ class FolderSync:
             return FolderPass()
         account_id, now = str(account.id), self.ctx.clock.now()
         rows = self.store.folders(account_id)
-        if self._due(rows, now, selection_of(account)):
+        listed = self._due(rows, now, selection_of(account))
+        if listed:
             rows = self.relist(account, rows, session.list_folders(), now)
-        done = FolderPass()
+        done = FolderPass(listed=listed)
         # Sent first: a message paged there is outbound, and on Gmail it is in All Mail too.
         for row in sorted(rows, key=lambda r: (r.name != "INBOX", r.role != "sent", r.name)):
             if row.name == "INBOX":
@@ -132,7 +134,7 @@ class FolderSync:
                 self._failed(row, error_kind(error))
                 raise
             done = FolderPass(
-                done.ingested + ingested, done.duplicates + duplicates, done.folders + 1
+                done.ingested + ingested, done.duplicates + duplicates, done.folders + 1, listed
             )
         return done
 

@@ -55,7 +55,6 @@ from application.mail.flag_state import UidEntry
 from application.mail.folder_state import FOLDER_GONE
 from application.mail.gmail_labels import FolderLabels, LabelReader, labelled_folder, with_labels
 from application.mail.uid_remap import RemapStore, UidRemap
-from application.streams import load
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import (
@@ -135,7 +134,8 @@ class MembershipPass:
         folders: Sequence[str],
         check: Callable[[], None],
     ) -> Placed:
-        """The pass over ``folders`` (every synced folder, INBOX included)."""
+        """The pass over ``folders`` (every synced folder, INBOX included); ``account`` as
+        loaded after this poll's listing (its folder events name All Mail and renames)."""
         if not isinstance(session, MembershipReader):
             return Placed()
         account_id, token = str(account.id), uuid4().hex
@@ -147,10 +147,7 @@ class MembershipPass:
             log.info("membership.busy account_id=%s", account_id)
             return Placed(busy=True)
         try:
-            # Afresh: this poll's listing may have recorded folder events (a rename, Gmail's
-            # All Mail) after the poll loaded the account.
-            fresh = load(self.ctx.store, MailAccount, account.id)
-            return self._run(session, fresh if fresh.exists else account, folders, check)
+            return self._run(session, account, folders, check)
         finally:
             self.uid_map.release(account_id, CLAIM_FOLDER, token)
 
