@@ -10,7 +10,8 @@ from application.mail.folder_state import FOLDER_GONE, FolderRow
 from application.mail.ports import MailboxCursor
 from application.mail.state import ErrorKind
 from application.ports import SqlCursor, SqlDatabase
-from infrastructure.sql.flag_state import CURSORS, UIDS
+from infrastructure.sql.deferred_bodies import TABLE as DEFERRED
+from infrastructure.sql.flag_state import CURSORS, REMAP, UIDS
 
 TABLE = "mail_folders"
 _COLUMNS = (
@@ -167,13 +168,14 @@ def _cursor_values(cursor: MailboxCursor | None) -> tuple[int | None, ...]:
 def carry_folder_names(
     cur: SqlCursor, account_id: str, renamed: Mapping[str, str], vanished: Sequence[str]
 ) -> None:
-    """The UID map and flag cursors follow renamed folders (through a name no folder has,
-    with a control character, so two folders swapping names do not collide); a vanished
-    folder's map rows are marked ``FOLDER_GONE`` and its flag cursor dropped."""
+    """The UID map, flag cursors, the map's rebuild walk and deferred bodies follow
+    renamed folders (through a name no folder has, with a control character, so two
+    folders swapping names do not collide); a vanished folder's map rows are marked
+    ``FOLDER_GONE`` and its flag cursor dropped."""
     pairs = sorted(renamed.items())
-    for table in (UIDS, CURSORS):
+    for table in (UIDS, CURSORS, REMAP, DEFERRED):
         for old, new in pairs:
-            if new not in renamed:  # rows left under that name are of no folder now
+            if new not in renamed and table != DEFERRED:  # left under that name: no folder's
                 cur.execute(
                     f"DELETE FROM {table} WHERE account_id = ? AND folder = ?", (account_id, new)
                 )
