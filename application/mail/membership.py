@@ -26,9 +26,8 @@ unknown is never deleted. Rows of a folder a believed listing found gone from th
 (marked ``FOLDER_GONE`` by the folder pass) place nothing: a message only there is
 deleted, one with a copy elsewhere moves, and the rows leave the map. A deleted message
 stays deleted (its stream takes no later membership event); a ``deferred`` one is held
-until its body came. A restart repeats the comparison: the
-map's rows are dropped only after the events are durable, and an event is written only
-when the stream differs.
+until its body came. A restart repeats the comparison: the map's rows are dropped only
+after the events are durable, and an event is written only when the stream differs.
 
 Messages stored before the map existed get their rows here (``uid_remap``: bounded per
 folder and poll, by EMAILID, X-GM-MSGID or the version-1 fingerprint).
