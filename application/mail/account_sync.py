@@ -157,6 +157,8 @@ class AccountSync:
                 if self.folders is not None:
                     more = self.folders.run(session, account, lambda: _check(deadline))
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
+                    if more.listed:  # folder events (a rename, All Mail) may be new
+                        account = self.syncable(account_id) or account
                 self._membership(session, account, deadline)
                 completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
