@@ -151,6 +151,7 @@ class AccountSync:
         if account is None:
             return SyncOutcome(account_id, skipped=True)
         try:
+            listed = False
             with self.open_session(account, deadline) as session:
                 ingested, duplicates, found = self._pages(session, account, deadline, on_page)
                 flags = self._flags(session, account, deadline)
@@ -159,6 +160,7 @@ class AccountSync:
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
                     if more.listed:  # folder events (a rename, All Mail) may be new
                         account = self.syncable(account_id) or account
+                        listed = True
                 self._membership(session, account, deadline)
                 completed = found + self._bodies(session, account, deadline)
         except SYNC_ERRORS as error:
@@ -175,7 +177,11 @@ class AccountSync:
             flags.changed,
         )
         return SyncOutcome(
-            account_id, ingested=ingested, duplicates=duplicates, completed=completed
+            account_id,
+            ingested=ingested,
+            duplicates=duplicates,
+            completed=completed,
+            listed=listed,
         )
 
     def _pages(

@@ -130,6 +130,12 @@ class ImapMailboxSession:
     def idle_probe(self) -> None:
         self._idle.probe()
 
+    def notify_folders(self, folders: Sequence[str]) -> bool:
+        """NOTIFY for ``folders`` beside INBOX (``IdleChannel.notify``): their changes come
+        as IDLE news on this connection. False where the server does not offer it or
+        refused it."""
+        return self._idle.notify(folders)
+
     # -- paging ------------------------------------------------------------
 
     def verify(self) -> None:
