@@ -138,7 +138,7 @@ class WatchIngest:
         except StoreUnavailable:
             pushed = False
         if pushed:
-            log.debug("watch.folders_pushed account_id=%s", account_id)
+            log.info("watch.folders_pushed account_id=%s", account_id)
 
     def on_folders_changed(self, account_id: str) -> None:
         self._tell(FoldersChanged(account_id))
