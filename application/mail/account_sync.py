@@ -7,7 +7,10 @@ the auth transition, a command, loads it afresh to commit on its current version
 
 The poll (``sync``), on a connection of its own:
 
-    load the account (skip unless active) -> secret -> log in -> loop:
+    load the account (skip unless active) -> secret -> log in
+    -> every folder's counters in one LIST-STATUS round trip where offered
+       (``folder_seen.PollPlan``: what is unchanged since the last complete poll is not
+       opened at all) -> unless INBOX is unchanged, loop:
         fetch a page after the cursor (first sync: backfill window by date)
         parse it and store it (``MailIngestion``: bodies, events, cursor, in that order)
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
@@ -17,7 +20,8 @@ The poll (``sync``), on a connection of its own:
     -> where each message is now, over every synced folder: moves, copies, expunges,
        deletions (``membership.MembershipPass``; only after every folder was paged)
     -> deferred messages' bodies, while the download budget allows
-       (``application.mail.completion``: metadata first, the body another day).
+       (``application.mail.completion``: metadata first, the body another day)
+    -> the counters of each folder whose every step completed, saved for the next poll.
 
 The watch path, on the watch's own session: ``next_page`` fetches one page on the
 watch's thread, touching the database only for the cursor and, when the watch holds
@@ -53,6 +57,7 @@ from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror, FlagsMirrored
+from application.mail.folder_seen import FolderSeenStore, PollPlan
 from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
 from application.mail.membership import MembershipPass
@@ -99,6 +104,7 @@ class AccountSync:
         flags: FlagMirror | None = None,
         folders: FolderSync | None = None,
         membership: MembershipPass | None = None,
+        seen: FolderSeenStore | None = None,
     ) -> None:
         self.ctx = ctx
         self.flags = flags  # None: flags are not mirrored
@@ -108,6 +114,7 @@ class AccountSync:
         self.today = today
         self.folders = folders  # None: INBOX only
         self.membership = membership  # None: memberships are not mirrored
+        self.seen = seen  # None: every folder is opened on every poll
 
     # --- the account and its session ------------------------------------------------------
 
@@ -152,13 +159,22 @@ class AccountSync:
             return SyncOutcome(account_id, skipped=True)
         try:
             with self.open_session(account, deadline) as session:
-                ingested, duplicates, found = self._pages(session, account, deadline, on_page)
-                flags = self._flags(session, account, deadline)
+                plan = PollPlan(session, self.seen, account_id)
+                if self.ctx.mail.state.cursor(account_id) is None:
+                    plan.forget(["INBOX"])  # a first sync, or a reset: read it whole
+                ingested = duplicates = found = 0
+                if not plan.unopened("INBOX"):
+                    ingested, duplicates, found = self._pages(session, account, deadline, on_page)
+                flags = self._flags(session, account, deadline, plan)
                 if self.folders is not None:
-                    more = self.folders.run(session, account, lambda: _check(deadline))
+                    check = lambda: _check(deadline)  # noqa: E731
+                    more = self.folders.run(session, account, check, plan.unopened)
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
-                self._membership(session, account, deadline)
+                    plan.incomplete(more.waiting)
+                    plan.forget(more.fresh)
+                names = self._membership(session, account, deadline, plan)
                 completed = found + self._bodies(session, account, deadline)
+                plan.save(names)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)
         except (KeyErased, _Erased):
@@ -202,29 +218,51 @@ class AccountSync:
                 return ingested, duplicates, completed
 
     def _flags(
-        self, session: MailboxSession, account: MailAccount, deadline: float | None
+        self, session: MailboxSession, account: MailAccount, deadline: float | None, plan: PollPlan
     ) -> FlagsMirrored:
         """INBOX's flag changes, after its arrivals (``flag_mirror``)."""
+        return self._folder_flags(session, account, deadline, plan, "INBOX")
+
+    def _folder_flags(
+        self,
+        session: MailboxSession,
+        account: MailAccount,
+        deadline: float | None,
+        plan: PollPlan,
+        folder: str,
+    ) -> FlagsMirrored:
         if self.flags is None:
             return FlagsMirrored()
         _check(deadline)
-        return self.flags.mirror(session, account)
+        mirrored = self.flags.mirror(session, account, folder, plan.now(folder))
+        if mirrored.held or mirrored.mode == "busy":
+            plan.incomplete([folder])
+        return mirrored
 
     def _membership(
-        self, session: MailboxSession, account: MailAccount, deadline: float | None
-    ) -> None:
+        self, session: MailboxSession, account: MailAccount, deadline: float | None, plan: PollPlan
+    ) -> list[str]:
         """The other synced folders' flag changes (``flag_mirror``), then moves, copies
-        and deletions over every synced folder (``membership``)."""
+        and deletions over the synced folders whose counters moved (``membership``):
+        searched where something may have left, read without a search where MESSAGES
+        grew as UIDNEXT did. The synced folders' names, INBOX first."""
         names = ["INBOX"]
         if self.folders is not None and self.ctx.mail.folders is not None:
             rows = self.ctx.mail.folders.folders(str(account.id))
             names += [r.name for r in rows if r.name != "INBOX"]
-        if self.flags is not None:
-            for name in names[1:]:
-                _check(deadline)
-                self.flags.mirror(session, account, name)
-        if self.membership is not None:
-            self.membership.run(session, account, names, lambda: _check(deadline))
+        for name in names[1:]:
+            self._folder_flags(session, account, deadline, plan, name)
+        if self.membership is None:
+            return names
+        reads = {name: plan.membership(name) for name in names}
+        search = [n for n in names if reads[n] == "search"]
+        unexpunged = [n for n in names if reads[n] == "unexpunged"]
+        if search or unexpunged:
+            check = lambda: _check(deadline)  # noqa: E731
+            placed = self.membership.run(session, account, search, check, unexpunged)
+            if placed.busy or placed.held or placed.unbelieved:
+                plan.incomplete(names)
+        return names
 
     def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
         """The deferred messages' bodies the budget allows now."""

@@ -44,6 +44,7 @@ from application.mail.flag_state import (
     FlagWindow,
     UidEntry,
 )
+from application.mail.folder_seen import FolderSeen
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import MessageFlagsChanged, awaiting_body, stored_flags
@@ -82,12 +83,23 @@ class FlagMirror:
         self.window = window
         self.claim_seconds = claim_seconds
 
-    def mirror(self, session: object, account: MailAccount, folder: str = INBOX) -> FlagsMirrored:
+    def mirror(
+        self,
+        session: object,
+        account: MailAccount,
+        folder: str = INBOX,
+        known: FolderSeen | None = None,
+    ) -> FlagsMirrored:
         """Mirror ``folder``'s flag changes (raises the session's ``MailProviderError``,
-        ``StoreUnavailable``, ``ConcurrencyConflict`` after ``ATTEMPTS`` collisions)."""
+        ``StoreUnavailable``, ``ConcurrencyConflict`` after ``ATTEMPTS`` collisions).
+        ``known``: the folder's counters of this poll, taken before anything of it was
+        read (``folder_seen``); with CONDSTORE, a HIGHESTMODSEQ equal to the cursor's
+        ends the pass without a command."""
         if not isinstance(session, FlagReader):
             return FlagsMirrored()
         account_id, token = str(account.id), uuid4().hex
+        if known is not None and _unchanged(session, self.store.cursor(account_id, folder), known):
+            return FlagsMirrored(mode="unchanged")
         now = self.ctx.clock.now().timestamp()
         if not self.store.claim(account_id, folder, token, now=now, until=now + self.claim_seconds):
             log.info("flags.busy account_id=%s", account_id)
@@ -188,6 +200,19 @@ def _changed(
         flags=list(flags),
         unread=SEEN not in flags,
         flagged=FLAGGED in flags,
+    )
+
+
+def _unchanged(session: object, cursor: FlagCursor | None, known: FolderSeen) -> bool:
+    """CONDSTORE says nothing changed since the cursor (a believed one, same UIDVALIDITY):
+    every change after ``known`` was taken has a higher MODSEQ, read by a later poll."""
+    return (
+        "CONDSTORE" in getattr(session, "capabilities", frozenset())
+        and cursor is not None
+        and not cursor.unreliable
+        and cursor.uidvalidity == known.uidvalidity
+        and cursor.modseq is not None
+        and cursor.modseq == known.highestmodseq
     )
 
 

@@ -7,7 +7,8 @@ on the same session.
        ``list_interval``, or the ``folders`` setting changed): LIST, the setting's folders
        matched to the known ones (``folders.match_listing``), saved in one write,
        then recorded as the account's folder events (``folder_events``)
-    -> per synced folder but INBOX, page by page after its cursor:
+    -> per synced folder but INBOX whose counters moved (``folder_seen.PollPlan``;
+       all of them without LIST-STATUS), page by page after its cursor:
        read, stored (``MailIngestion``: the message's identity decides, so a message
        stored from INBOX or another folder is a duplicate, not a second
        ``MessageIngested``), then the folder's cursor saved.
@@ -81,6 +82,8 @@ class FolderPass:
     ingested: int = 0
     duplicates: int = 0
     folders: int = 0  # folders paged (INBOX not counted)
+    waiting: tuple[str, ...] = ()  # folders left with pages for a later poll (the budget)
+    fresh: tuple[str, ...] = ()  # folders read from no cursor (new, or reset)
 
 
 class FolderSync:
@@ -108,9 +111,11 @@ class FolderSync:
         session: MailboxSession | FolderSession,
         account: MailAccount,
         check: Callable[[], None],
+        unopened: Callable[[str], bool] = lambda name: False,
     ) -> FolderPass:
         """The folder pass on ``session`` (nothing for a session without folders);
-        ``check`` raises when the poll's deadline passed."""
+        ``check`` raises when the poll's deadline passed; a folder ``unopened`` says
+        nothing came to is not read (``folder_seen.PollPlan``)."""
         if not isinstance(session, FolderSession):
             return FolderPass()
         account_id, now = str(account.id), self.ctx.clock.now()
@@ -119,16 +124,22 @@ class FolderSync:
             rows = self.relist(account, rows, session.list_folders(), now)
         done = FolderPass()
         for row in rows:
-            if row.name == "INBOX":
+            if row.name == "INBOX" or (row.cursor is not None and unopened(row.name)):
                 continue
             check()
             try:
-                ingested, duplicates = self._folder(session, account, row, check)
+                ingested, duplicates, whole = self._folder(session, account, row, check)
             except SYNC_ERRORS as error:
                 self._failed(row, error_kind(error))
                 raise
+            waiting = done.waiting if whole else (*done.waiting, row.name)
+            fresh = done.fresh if row.cursor is not None else (*done.fresh, row.name)
             done = FolderPass(
-                done.ingested + ingested, done.duplicates + duplicates, done.folders + 1
+                done.ingested + ingested,
+                done.duplicates + duplicates,
+                done.folders + 1,
+                waiting,
+                fresh,
             )
         return done
 
@@ -176,8 +187,9 @@ class FolderSync:
         account: MailAccount,
         row: FolderRow,
         check: Callable[[], None],
-    ) -> tuple[int, int]:
-        """Pages of one folder until the server has no more: (ingested, duplicates)."""
+    ) -> tuple[int, int, bool]:
+        """Pages of one folder until the server has no more: (ingested, duplicates,
+        whether it was read to its end)."""
         since = self.today() - timedelta(days=self.settings.backfill_window_days)
         limit = self.settings.max_messages_per_poll
         cursor, ingested, duplicates = row.cursor, 0, 0
@@ -192,7 +204,7 @@ class FolderSync:
                 batch = session.fetch_folder(row.name, None, backfill_since=since, limit=limit)
             if any(m.deferred for m in batch.messages):
                 log.info("sync.folder_budget_spent account_id=%s", row.account_id)
-                return ingested, duplicates
+                return ingested, duplicates, False
             page = replace(
                 self.ingestion.read_page(account, batch),
                 folder=row.name,
@@ -201,12 +213,12 @@ class FolderSync:
             )
             [result] = self.ingestion.store([page])
             if result.erased:
-                return ingested, duplicates
+                return ingested, duplicates, False
             ingested, duplicates = ingested + result.ingested, duplicates + result.duplicates
             cursor = page.cursor
             self.store.save_cursor(row.account_id, row.folder_key, cursor, self.ctx.clock.now())
             if not page.has_more:
-                return ingested, duplicates
+                return ingested, duplicates, True
 
     def _failed(self, row: FolderRow, kind: ErrorKind) -> None:
         now = self.ctx.clock.now()

@@ -6,7 +6,9 @@ account pass (``MembershipPass``), after the arrivals of every synced folder.
     -> the UID map (``mail_flag_uids``: (folder, UID) -> message, written as pages are
        stored, so a message seen again in another folder has a row there too)
     -> per synced folder: EXAMINE + ``UID SEARCH ALL``; mapped UIDs of the folder's
-       current UIDVALIDITY that the server no longer has are expunged
+       current UIDVALIDITY that the server no longer has are expunged (the poll leaves
+       out folders whose counters are unchanged, and passes those that only grew as
+       ``unexpunged``: read, nothing gone, no SEARCH; ``folder_seen.PollPlan``)
     -> per message with a row in a folder read now: its folders = the folders of its
        remaining rows; compared with its stream (``stored_folders``):
          differs, not empty -> ``MessageFoldersChanged {folders, added, removed}``
@@ -116,8 +118,11 @@ class MembershipPass:
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
+        unexpunged: Sequence[str] = (),
     ) -> Placed:
-        """The pass over ``folders`` (every synced folder, INBOX included)."""
+        """The pass over ``folders`` (the synced folders to search, INBOX included) and
+        ``unexpunged`` (folders read without a search: their counters say nothing left
+        them since the last believed pass, so only their new rows matter)."""
         if not isinstance(session, MembershipReader):
             return Placed()
         account_id, token = str(account.id), uuid4().hex
@@ -129,7 +134,7 @@ class MembershipPass:
             log.info("membership.busy account_id=%s", account_id)
             return Placed(busy=True)
         try:
-            return self._run(session, account, folders, check)
+            return self._run(session, account, folders, check, unexpunged)
         finally:
             self.uid_map.release(account_id, CLAIM_FOLDER, token)
 
@@ -139,10 +144,11 @@ class MembershipPass:
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
+        unexpunged: Sequence[str] = (),
     ) -> Placed:
         account_id = str(account.id)
         rows = self.uid_map.mapped(account_id)
-        read: set[str] = set()
+        read: set[str] = set(unexpunged)
         gone: list[UidEntry] = []
         unbelieved = 0
         for folder in dict.fromkeys(folders):

@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
-from application.mail.folder_listing import FolderListing
+from application.mail.folder_listing import FolderListing, FolderStatus
 from application.mail.membership import FolderUids
 from application.mail.ports import (
     BlobOwner,
@@ -40,7 +40,7 @@ from application.mail.ports import (
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import FetchData
 from infrastructure.imap.flags import read_flags
-from infrastructure.imap.folders import list_folders
+from infrastructure.imap.folders import folder_statuses, list_folders
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM
 from infrastructure.imap.idle import IdleChannel
 from infrastructure.imap.paging import Pager
@@ -83,6 +83,8 @@ class ImapMailboxSession:
         self._pass: MailboxStatus | None = None
         self._selected: MailboxStatus | None = None
         self._selected_since_idle = False  # the last EXAMINE came after the last IDLE
+        # Each folder's first EXAMINE status in this session (``examined``).
+        self._examined: dict[str, MailboxStatus] = {}
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -133,8 +135,27 @@ class ImapMailboxSession:
     def verify(self) -> None:
         self.select_inbox()
 
+    def _examine(self, folder: str = "INBOX") -> MailboxStatus:
+        status = self._pager.select(folder)
+        self._examined.setdefault(folder, status)
+        return status
+
+    def examined(self, folder: str) -> MailboxStatus | None:
+        """The status of this session's first EXAMINE of ``folder``: a poll's view of the
+        folder's counters from before it read anything there (``folder_seen``)."""
+        return self._examined.get(folder)
+
+    def folder_statuses(self) -> dict[str, FolderStatus] | None:
+        """Every folder's counters by one LIST-STATUS round trip (``folders``); None
+        without it, and once a folder was opened (Dovecot answers STATUS of the selected
+        folder from this session's view, which may be stale)."""
+        if self._examined:
+            return None
+        self._idle.done()
+        return folder_statuses(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
+
     def select_inbox(self) -> MailboxStatus:
-        self._selected = self._pager.select()
+        self._selected = self._examine()
         self._selected_since_idle = True
         return self._selected
 
@@ -188,7 +209,7 @@ class ImapMailboxSession:
         if folder != "INBOX":
             self._selected = None
             self._idle.last_uid = None
-            return read_flags(self._conn, self._caps, self._pager.select(folder), cursor, window)
+            return read_flags(self._conn, self._caps, self._examine(folder), cursor, window)
         status = self._selected
         reusable = (
             status is not None
@@ -212,7 +233,7 @@ class ImapMailboxSession:
         self._idle.done()
         self._pass = self._selected = None
         self._idle.last_uid = None
-        status = self._pager.select(folder)
+        status = self._examine(folder)
         return self._pager.page(status, cursor, backfill_since, limit)
 
     def folder_uids(self, folder: str) -> FolderUids:
@@ -226,7 +247,7 @@ class ImapMailboxSession:
         if status is None:
             self._selected = None
             self._idle.last_uid = None
-            status = self._pager.select(folder)
+            status = self._examine(folder)
             if folder == "INBOX":
                 self._selected, self._selected_since_idle = status, True
         uids = self._pager.all_uids()
