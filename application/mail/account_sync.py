@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from uuid import UUID
@@ -57,6 +57,7 @@ from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror, FlagsMirrored
+from application.mail.folder_reads import resync, vanished_of
 from application.mail.folder_seen import FolderSeenStore, PollPlan
 from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
@@ -73,6 +74,7 @@ from application.mail.ports import (
     MailboxThrottled,
     OpenOptions,
 )
+from application.mail.resync import Resynced
 from application.mail.sync_outcome import SYNC_ERRORS, DeadlineExceeded, SyncOutcome, error_kind
 from application.ports import EventStore
 from application.privacy import KeyErased
@@ -122,9 +124,12 @@ class AccountSync:
         """The account from the event store; None unless it is active."""
         return syncable(self.ctx.store, account_id)
 
-    def open_session(self, account: MailAccount, deadline: float | None = None) -> MailboxSession:
+    def open_session(
+        self, account: MailAccount, deadline: float | None = None, *, qresync: bool = False
+    ) -> MailboxSession:
         """Log in to the account's mailbox (raises ``MailProviderError``); ``deadline``
-        bounds everything the session does."""
+        bounds everything the session does; ``qresync``: ENABLE it where offered (the
+        poll's session, never the watch's)."""
         account_id = str(account.id)
         secret = self.ctx.mail.secrets.get(account_id)
         if secret is None:
@@ -136,7 +141,8 @@ class AccountSync:
             security=account.imap["security"],
             username=username or "",
         )
-        options = OpenOptions(account_id, BlobOwner(account.tenant_id, account_id), deadline)
+        owner = BlobOwner(account.tenant_id, account_id)
+        options = OpenOptions(account_id, owner, deadline, qresync=qresync)
         return self.ctx.mail.provider.open(
             endpoint, Credentials(account.auth_method, secret), options
         )
@@ -158,21 +164,24 @@ class AccountSync:
         if account is None:
             return SyncOutcome(account_id, skipped=True)
         try:
-            with self.open_session(account, deadline) as session:
+            with self.open_session(account, deadline, qresync=True) as session:
                 plan = PollPlan(session, self.seen, account_id)
                 if self.ctx.mail.state.cursor(account_id) is None:
                     plan.forget(["INBOX"])  # a first sync, or a reset: read it whole
                 ingested = duplicates = found = 0
                 if not plan.unopened("INBOX"):
                     ingested, duplicates, found = self._pages(session, account, deadline, on_page)
-                flags = self._flags(session, account, deadline, plan)
+                resynced = {"INBOX": resync(self.ctx, session, account, plan, "INBOX")}
+                flags = self._folder_flags(
+                    session, account, deadline, plan, "INBOX", resynced=resynced
+                )
                 if self.folders is not None:
                     check = lambda: _check(deadline)  # noqa: E731
                     more = self.folders.run(session, account, check, plan.unopened)
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
                     plan.incomplete(more.waiting)
                     plan.forget(more.fresh)
-                names = self._membership(session, account, deadline, plan)
+                names = self._membership(session, account, deadline, plan, resynced)
                 completed = found + self._bodies(session, account, deadline)
                 plan.save(names)
         except SYNC_ERRORS as error:
@@ -217,12 +226,6 @@ class AccountSync:
             if not page.has_more:
                 return ingested, duplicates, completed
 
-    def _flags(
-        self, session: MailboxSession, account: MailAccount, deadline: float | None, plan: PollPlan
-    ) -> FlagsMirrored:
-        """INBOX's flag changes, after its arrivals (``flag_mirror``)."""
-        return self._folder_flags(session, account, deadline, plan, "INBOX")
-
     def _folder_flags(
         self,
         session: MailboxSession,
@@ -230,36 +233,58 @@ class AccountSync:
         deadline: float | None,
         plan: PollPlan,
         folder: str,
+        *,
+        resynced: Mapping[str, tuple[Resynced, int] | None],
     ) -> FlagsMirrored:
+        """``folder``'s flag changes (``flag_mirror``): none read where CONDSTORE says
+        nothing changed, a QRESYNC answer's where there is one."""
         if self.flags is None:
             return FlagsMirrored()
         _check(deadline)
-        mirrored = self.flags.mirror(session, account, folder, plan.now(folder))
+        answer = resynced.get(folder)
+        mirrored = self.flags.mirror(session, account, folder, plan.now(folder), answer)
         if mirrored.held or mirrored.mode == "busy":
             plan.incomplete([folder])
         return mirrored
 
     def _membership(
-        self, session: MailboxSession, account: MailAccount, deadline: float | None, plan: PollPlan
+        self,
+        session: MailboxSession,
+        account: MailAccount,
+        deadline: float | None,
+        plan: PollPlan,
+        resynced: dict[str, tuple[Resynced, int] | None],
     ) -> list[str]:
         """The other synced folders' flag changes (``flag_mirror``), then moves, copies
         and deletions over the synced folders whose counters moved (``membership``):
-        searched where something may have left, read without a search where MESSAGES
-        grew as UIDNEXT did. The synced folders' names, INBOX first."""
+        by QRESYNC's VANISHED where the session has it, searched where something may
+        have left, read without a search where MESSAGES grew as UIDNEXT did. The synced
+        folders' names, INBOX first."""
         names = ["INBOX"]
         if self.folders is not None and self.ctx.mail.folders is not None:
             rows = self.ctx.mail.folders.folders(str(account.id))
             names += [r.name for r in rows if r.name != "INBOX"]
         for name in names[1:]:
-            self._folder_flags(session, account, deadline, plan, name)
+            _check(deadline)
+            resynced[name] = resync(self.ctx, session, account, plan, name)
+            self._folder_flags(session, account, deadline, plan, name, resynced=resynced)
         if self.membership is None:
             return names
         reads = {name: plan.membership(name) for name in names}
-        search = [n for n in names if reads[n] == "search"]
-        unexpunged = [n for n in names if reads[n] == "unexpunged"]
-        if search or unexpunged:
+        vanished = {
+            name: v
+            for name in names
+            if reads[name] != "skip"
+            for v in [vanished_of(plan.resync_from(name), resynced.get(name))]
+            if v is not None
+        }
+        search = [n for n in names if reads[n] == "search" and n not in vanished]
+        unexpunged = [n for n in names if reads[n] == "unexpunged" and n not in vanished]
+        if search or unexpunged or vanished:
             check = lambda: _check(deadline)  # noqa: E731
-            placed = self.membership.run(session, account, search, check, unexpunged)
+            placed = self.membership.run(
+                session, account, search, check, unexpunged=unexpunged, vanished=vanished
+            )
             if placed.busy or placed.held or placed.unbelieved:
                 plan.incomplete(names)
         return names

@@ -9,8 +9,13 @@ the folder in the poll (the arrivals' own). Either is taken before any read of t
 folder, so whatever changes after it moves the counters past what is saved, and the
 next poll reads again.
 
-- **Arrivals** are skipped when LIST-STATUS says UIDVALIDITY, UIDNEXT and MESSAGES are
-  as believed: no message came (UIDNEXT grows with every append) and none left.
+- **Arrivals** are skipped when LIST-STATUS says UIDVALIDITY and UIDNEXT are as
+  believed: no message came (UIDNEXT grows with every append).
+- **QRESYNC** (where the poll's session enabled it): a folder whose HIGHESTMODSEQ moved
+  is EXAMINEd with ``(QRESYNC (uidvalidity modseq))`` from the believed counters'
+  modseq (``resync_from``; Dovecot raises HIGHESTMODSEQ on an expunge, as RFC 7162
+  requires of a QRESYNC server): its VANISHED UIDs go to the membership pass instead of
+  a SEARCH, its changed flags to the flag mirror instead of a FETCH (``resync``).
 - **Flags** are skipped (``FlagMirror``, no EXAMINE) when CONDSTORE's HIGHESTMODSEQ is
   the flag cursor's; without CONDSTORE the window reads them every poll.
 - **Membership**: counters as believed -> the folder is not read at all; MESSAGES grew
@@ -129,10 +134,28 @@ class PollPlan:
         return seen_of(self._session.examined(folder))
 
     def unopened(self, folder: str) -> bool:
-        """No message came or left since the last complete poll (LIST-STATUS only): the
-        arrivals are not read."""
+        """No message came since the last complete poll (LIST-STATUS's UIDVALIDITY and
+        UIDNEXT as believed): the arrivals are not read."""
         before, listed = self._before.get(folder), self._listed.get(folder)
-        return before is not None and listed is not None and same_counters(before, listed)
+        return (
+            before is not None
+            and listed is not None
+            and (before.uidvalidity, before.uidnext) == (listed.uidvalidity, listed.uidnext)
+        )
+
+    def resync_from(self, folder: str) -> FolderSeen | None:
+        """The counters a QRESYNC EXAMINE asks changes since: the last complete poll's,
+        when they carry a HIGHESTMODSEQ of the folder's present UIDVALIDITY and this
+        poll's differs (nothing to ask otherwise); None: no QRESYNC for the folder."""
+        before, now = self._before.get(folder), self.now(folder)
+        if before is None or before.highestmodseq is None or now is None:
+            return None
+        if now.uidvalidity != before.uidvalidity or now.highestmodseq in (
+            None,
+            before.highestmodseq,
+        ):
+            return None
+        return before
 
     def membership(self, folder: str) -> MembershipRead:
         return membership_read(self._before.get(folder), self.now(folder))

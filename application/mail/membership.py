@@ -8,7 +8,8 @@ account pass (``MembershipPass``), after the arrivals of every synced folder.
     -> per synced folder: EXAMINE + ``UID SEARCH ALL``; mapped UIDs of the folder's
        current UIDVALIDITY that the server no longer has are expunged (the poll leaves
        out folders whose counters are unchanged, and passes those that only grew as
-       ``unexpunged``: read, nothing gone, no SEARCH; ``folder_seen.PollPlan``)
+       ``unexpunged``: read, nothing gone, no SEARCH; ``folder_seen.PollPlan``; with
+       QRESYNC the UIDs its VANISHED (EARLIER) named, ``resync``, checked by count)
     -> per message with a row in a folder read now: its folders = the folders of its
        remaining rows; compared with its stream (``stored_folders``):
          differs, not empty -> ``MessageFoldersChanged {folders, added, removed}``
@@ -33,7 +34,7 @@ when the stream differs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -42,6 +43,7 @@ from uuid import UUID, uuid4
 from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.flag_state import UidEntry
+from application.mail.resync import Vanished
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import (
@@ -118,11 +120,15 @@ class MembershipPass:
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
+        *,
         unexpunged: Sequence[str] = (),
+        vanished: Mapping[str, Vanished] | None = None,
     ) -> Placed:
-        """The pass over ``folders`` (the synced folders to search, INBOX included) and
+        """The pass over ``folders`` (the synced folders to search, INBOX included),
         ``unexpunged`` (folders read without a search: their counters say nothing left
-        them since the last believed pass, so only their new rows matter)."""
+        them since the last believed pass, so only their new rows matter) and
+        ``vanished`` (folders whose expunges a QRESYNC EXAMINE named: searched after all
+        when the mapped rows it names outnumber ``most_gone``)."""
         if not isinstance(session, MembershipReader):
             return Placed()
         account_id, token = str(account.id), uuid4().hex
@@ -134,7 +140,9 @@ class MembershipPass:
             log.info("membership.busy account_id=%s", account_id)
             return Placed(busy=True)
         try:
-            return self._run(session, account, folders, check, unexpunged)
+            return self._run(
+                session, account, folders, check, unexpunged=unexpunged, vanished=vanished or {}
+            )
         finally:
             self.uid_map.release(account_id, CLAIM_FOLDER, token)
 
@@ -144,14 +152,29 @@ class MembershipPass:
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
-        unexpunged: Sequence[str] = (),
+        *,
+        unexpunged: Sequence[str],
+        vanished: Mapping[str, Vanished],
     ) -> Placed:
         account_id = str(account.id)
         rows = self.uid_map.mapped(account_id)
         read: set[str] = set(unexpunged)
         gone: list[UidEntry] = []
         unbelieved = 0
-        for folder in dict.fromkeys(folders):
+        search = list(folders)
+        for folder, said in vanished.items():
+            named = [
+                r
+                for r in rows
+                if r.folder == folder and r.uidvalidity == said.uidvalidity and r.uid in said.uids
+            ]
+            if len(named) > said.most_gone:  # more than can have left: not believed
+                log.warning("membership.vanished_unbelieved account_id=%s", account_id)
+                search.append(folder)
+                continue
+            read.add(folder)
+            gone += named
+        for folder in dict.fromkeys(search):
             check()
             answer = session.folder_uids(folder)
             if answer.uids is None:

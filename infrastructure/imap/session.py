@@ -37,6 +37,7 @@ from application.mail.ports import (
     MailboxCursor,
     MailboxStatus,
 )
+from application.mail.resync import Resynced
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import FetchData
 from infrastructure.imap.flags import read_flags
@@ -44,6 +45,7 @@ from infrastructure.imap.folders import folder_statuses, list_folders
 from infrastructure.imap.identity import HEADER_FIELDS_ITEM
 from infrastructure.imap.idle import IdleChannel
 from infrastructure.imap.paging import Pager
+from infrastructure.imap.qresync import resync
 from infrastructure.imap.settings import ImapAdapterSettings
 from infrastructure.imap.wire import Wire
 
@@ -60,8 +62,10 @@ class ImapMailboxSession:
         blob_owner: BlobOwner | None = None,
         wire: Wire | None = None,
         meter: DownloadMeter | None = None,
+        qresync: bool = False,
     ) -> None:
         self._client = client
+        self._qresync = qresync  # ENABLEd at login (a poll's session only)
         self._caps = capabilities
         items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
         if "OBJECTID" in capabilities:
@@ -255,6 +259,21 @@ class ImapMailboxSession:
             status.uidnext is None or all(u < status.uidnext for u in uids)
         )
         return FolderUids(status.uidvalidity, frozenset(uids) if believed else None)
+
+    def resync(self, folder: str, uidvalidity: int, modseq: int) -> Resynced | None:
+        """``EXAMINE folder (QRESYNC (uidvalidity modseq))`` (``qresync``): the folder's
+        status, the UIDs expunged and the flags changed since ``modseq``, in one exchange;
+        None unless QRESYNC was enabled at login. The folder stays selected."""
+        if not self._qresync:
+            return None
+        self._idle.done()
+        self._pass = self._selected = None
+        self._idle.last_uid = None
+        answer = resync(self._conn, folder, uidvalidity, modseq)
+        self._examined.setdefault(folder, answer.status)
+        if folder == "INBOX":
+            self._selected, self._selected_since_idle = answer.status, True
+        return answer
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST, two with OBJECTID (``folders``); the selected
