@@ -10,6 +10,10 @@ from application.mail.folder_seen import FolderSeen, PollPlan
 from application.mail.resync import Resynced, ResyncSession, Vanished
 from domain.mail_account import MailAccount
 
+# At most this many expunges are asked of QRESYNC: its VANISHED answer is one line, and a
+# line past 1 MB fails the read; more than this is left to ``UID SEARCH ALL``.
+MAX_GONE_ASKED = 20_000
+
 
 def resync(
     ctx: Context, session: object, account: MailAccount, plan: PollPlan, folder: str
@@ -18,9 +22,11 @@ def resync(
     complete poll: the answer, and the modseq asked from (the lower of the believed
     counters' and the flag cursor's, so the answer serves both the membership pass and
     the flag mirror). None without QRESYNC, or with nothing to ask."""
-    before = plan.resync_from(folder)
+    before, now = plan.resync_from(folder), plan.now(folder)
     if before is None or before.highestmodseq is None or not isinstance(session, ResyncSession):
         return None
+    if now is None or most_gone(before, now.uidnext, now.messages) > MAX_GONE_ASKED:
+        return None  # a VANISHED answer that long is one line past what a reader takes
     asked = before.highestmodseq
     store = ctx.mail.flags
     cursor = store.cursor(str(account.id), folder) if store is not None else None
@@ -44,5 +50,12 @@ def vanished_of(
         return None
     if status.uidvalidity != before.uidvalidity:
         return None
-    most = before.messages + max(0, status.uidnext - before.uidnext) - status.exists
-    return Vanished(status.uidvalidity, answer.vanished, max(0, most))
+    return Vanished(
+        status.uidvalidity, answer.vanished, most_gone(before, status.uidnext, status.exists)
+    )
+
+
+def most_gone(before: FolderSeen, uidnext: int, messages: int) -> int:
+    """How many messages can have left a folder since ``before``: every one it had and
+    every UID given out since, less those it has now."""
+    return max(0, before.messages + max(0, uidnext - before.uidnext) - messages)

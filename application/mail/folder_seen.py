@@ -93,6 +93,9 @@ def membership_read(before: FolderSeen | None, now: FolderSeen | None) -> Member
     """How the membership pass reads a folder whose counters went ``before`` -> ``now``."""
     if before is None or now is None or before.uidvalidity != now.uidvalidity:
         return "search"
+    was, is_now = before.highestmodseq, now.highestmodseq
+    if was is not None and is_now is not None and is_now < was:
+        return "search"  # HIGHESTMODSEQ went down: the server is not the one believed
     if same_counters(before, now):
         return "skip"
     grew = now.uidnext - before.uidnext
@@ -146,16 +149,14 @@ class PollPlan:
     def resync_from(self, folder: str) -> FolderSeen | None:
         """The counters a QRESYNC EXAMINE asks changes since: the last complete poll's,
         when they carry a HIGHESTMODSEQ of the folder's present UIDVALIDITY and this
-        poll's differs (nothing to ask otherwise); None: no QRESYNC for the folder."""
+        poll's is higher; None: no QRESYNC for the folder (nothing changed, or the
+        HIGHESTMODSEQ went down: FETCH and SEARCH read it instead)."""
         before, now = self._before.get(folder), self.now(folder)
         if before is None or before.highestmodseq is None or now is None:
             return None
-        if now.uidvalidity != before.uidvalidity or now.highestmodseq in (
-            None,
-            before.highestmodseq,
-        ):
+        if now.uidvalidity != before.uidvalidity or now.highestmodseq is None:
             return None
-        return before
+        return before if now.highestmodseq > before.highestmodseq else None
 
     def membership(self, folder: str) -> MembershipRead:
         return membership_read(self._before.get(folder), self.now(folder))
