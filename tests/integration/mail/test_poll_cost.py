@@ -121,6 +121,8 @@ def test_changes_are_found_and_only_changed_folders_are_opened(
     assert listed["a"]["folders"] == ["Archive"] and count_events(mail.app, MOVED) == 1
     if kind == "full":  # INBOX and Archive changed, the other four are not opened
         assert cost.count(b"EXAMINE") <= 4
+    if kind != "hidden":  # INBOX's VANISHED and Archive's growth: no SEARCH, no FETCH of flags
+        assert searched_all(cost) == 0 and resyncs(cost) >= 1
 
     with imap(server, box) as client:  # a flag changed in Archive alone
         client.select_folder("Archive")
