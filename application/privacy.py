@@ -40,6 +40,16 @@ class PiiCipher(Protocol):
         Raises ``KeyErased`` once the account's or tenant's key was shredded."""
         ...
 
+    def body_sealer(
+        self, tenant_id: str, account_id: str, body_ref: str | None, purpose: str = "pii"
+    ) -> Callable[[str], str]:
+        """``sealer`` for what a message's body says (its snippet): under the key of the
+        body ``body_ref`` names, so erasing the body makes it unreadable everywhere; under
+        the account's key for a ref of another kind, of another owner, or none.
+
+        Raises ``KeyErased`` once the account's or tenant's key was shredded."""
+        ...
+
     def reveal(
         self, token: str, tenant_id: str, account_id: str | None, purpose: str = "pii"
     ) -> str | None:

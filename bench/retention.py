@@ -21,7 +21,8 @@ tidings: one ``RetentionSweeper.run()`` (the ``mail_bodies`` kind: one statement
 its partial index, one ``load_many``, the blobs destroyed, one append of
 ``MessageBodyErased`` each batch), then ``catch_up()``. Baseline: on a copy of
 ``mail_messages``, one ``UPDATE`` clearing every due row's body (PostgreSQL:
-``RETURNING`` the refs; SQLite: the refs read first, in the same transaction), then
+``RETURNING`` the refs; SQLite: the refs read first, in the same transaction) and one
+batched ``DELETE`` of their keys from a copy of ``message_keys``, then
 each ref's bytes overwritten in its pack, one open and one fsync per pack file. Goal:
 >= 0.7 of the baseline's rate.
 
@@ -66,7 +67,9 @@ from bench._rebuild import MailSeeder
 from domain.events import DomainEvent
 from domain.message import MessageIngested
 from infrastructure import bootstrap as wiring
+from infrastructure.blobs.keyed_refs import KeyedRef
 from infrastructure.bootstrap import bootstrap
+from infrastructure.crypto.body_keys import BODY_KEYS_TABLE, body_key_id
 from infrastructure.runtime.settings import Settings
 
 SEEDED_FROM = datetime(2025, 1, 1, tzinfo=UTC)
@@ -334,16 +337,31 @@ def _copy_messages(scratch: Scratch, copy: str) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {copy}")
         conn.execute(f"CREATE TABLE {copy} AS SELECT * FROM mail_messages")
         conn.execute(f"CREATE INDEX {copy}_due ON {copy} (tenant_id, received_at, message_id)")
+        keys = f"{copy}_keys"  # the bodies' own keys, which an erasure deletes
+        conn.execute(f"DROP TABLE IF EXISTS {keys}")
+        conn.execute(f"CREATE TABLE {keys} (key_id TEXT PRIMARY KEY, wrapped TEXT NOT NULL)")
+        conn.execute(f"INSERT INTO {keys} SELECT key_id, wrapped FROM {BODY_KEYS_TABLE}")
         if scratch.backend == "postgresql":
             conn.execute(f"ALTER TABLE {copy} ADD PRIMARY KEY (message_id)")
             conn.execute(f"VACUUM ANALYZE {copy}")
+            conn.execute(f"VACUUM ANALYZE {keys}")
     finally:
         conn.close()
 
 
+def _key_ids(refs: list[str]) -> list[tuple[str]]:
+    keyed = [KeyedRef.of(ref) for ref in refs]
+    return [
+        (body_key_id(k.owner.tenant_id, k.owner.account_id, k.name),)
+        for k in keyed
+        if k is not None
+    ]
+
+
 def _raw_erase(scratch: Scratch, copy: str, blobs: Any, now: datetime) -> None:
-    """The hand-written erasure: one UPDATE of every due row, then the bytes of each ref
-    overwritten in its pack, one open and one fsync per pack file."""
+    """The hand-written erasure: one UPDATE of every due row and one batched DELETE of
+    their bodies' keys, then the bytes of each ref overwritten in its pack, one open and
+    one fsync per pack file."""
     cutoff = (now - timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     due = "received_at <= {p} AND body_erased = 0 AND body_ref IS NOT NULL"
     conn = raw_connection(scratch)
@@ -360,6 +378,8 @@ def _raw_erase(scratch: Scratch, copy: str, blobs: Any, now: datetime) -> None:
                         (cutoff,),
                     ).fetchall()
                 ]
+                with conn.cursor() as cur:
+                    cur.executemany(f"DELETE FROM {copy}_keys WHERE key_id = %s", _key_ids(refs))
         else:
             conn.execute("BEGIN IMMEDIATE")
             refs = [
@@ -373,6 +393,7 @@ def _raw_erase(scratch: Scratch, copy: str, blobs: Any, now: datetime) -> None:
                 f" WHERE {due.format(p='?')}",
                 (cutoff,),
             )
+            conn.executemany(f"DELETE FROM {copy}_keys WHERE key_id = ?", _key_ids(refs))
             conn.execute("COMMIT")
     finally:
         conn.close()
@@ -403,6 +424,22 @@ def _micros(moment: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+def _sweep_and_catch_up(app: Any, sweeper: Any, backend: str) -> int:
+    """tidings' side of a row: one whole sweep, then the read models caught up; the
+    expiries it recorded."""
+    started = time.perf_counter()
+    report = sweeper.run()
+    if report is None or report.interrupted:
+        raise RuntimeError("the sweep did not run to its end")
+    swept = time.perf_counter()
+    app.projections.catch_up()
+    say(
+        f"[{backend}] tidings: sweep {swept - started:.2f}s"
+        f" ({report.batches} batches), catch-up {time.perf_counter() - swept:.2f}s"
+    )
+    return int(report.recorded)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--backend", choices=[*BACKENDS, "both"], default="both")
@@ -429,10 +466,11 @@ def main(argv: list[str] | None = None) -> int:
             "transaction, on copies of the same tables (no events, no feed); baseline, "
             "tidings, baseline, the baseline's mean.",
             "bodies: RetentionSweeper.run() (the mail_bodies kind: one statement along its "
-            "partial index, one load_many, the blobs destroyed one by one, one append of "
-            "MessageBodyErased each batch), then catch_up(); baseline: one UPDATE of every "
-            "due row of a copy of mail_messages, then each ref's bytes overwritten in its "
-            "pack, one open and one fsync per pack file; baseline, tidings, baseline.",
+            "partial index, one load_many, the bodies' keys and blobs destroyed, one append "
+            "of MessageBodyErased each batch), then catch_up(); baseline: one UPDATE of "
+            "every due row of a copy of mail_messages and one batched DELETE of their keys "
+            "from a copy of message_keys, then each ref's bytes overwritten in its pack, one "
+            "open and one fsync per pack file; baseline, tidings, baseline.",
             f"total wall time {elapsed:.0f}s; exit status 1 when a goal is missed",
         ],
     )
@@ -441,19 +479,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _sweep_and_catch_up(app: Any, sweeper: Any, backend: str) -> int:
-    """tidings' side of a row: one whole sweep, then the read models caught up; the
-    expiries it recorded."""
-    started = time.perf_counter()
-    report = sweeper.run()
-    if report is None or report.interrupted:
-        raise RuntimeError("the sweep did not run to its end")
-    swept = time.perf_counter()
-    app.projections.catch_up()
-    say(
-        f"[{backend}] tidings: sweep {swept - started:.2f}s"
-        f" ({report.batches} batches), catch-up {time.perf_counter() - swept:.2f}s"
-    )
-    return int(report.recorded)

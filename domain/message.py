@@ -123,7 +123,7 @@ class MessageBodyVanished(DomainEvent):
 
     tenant_id: str
     account_id: str
-    reason: str  # expunged | uidvalidity_changed
+    reason: str  # expunged | uidvalidity_changed | folder_gone
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -182,7 +182,9 @@ def build_mail_ports(
         ),
     )
     keys.setup()
-    blobs = FilesystemBlobStore(settings.blob_dir, account_key=keys.account_key)
+    blobs = FilesystemBlobStore(
+        settings.blob_dir, account_key=keys.account_key, body_keys=keys.bodies
+    )
     state = SqlMailboxState(db)
     state.setup()
     folders = SqlFolderState(db)

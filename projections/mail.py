@@ -93,8 +93,6 @@ _LATER_MESSAGE_EVENTS = (
     MessageBodyFetched,
     MessageBodyVanished,
     MessageFlagsChanged,
-    MessageBodyErased,
-    MessageExpired,
     *MOVES,
 )
 
@@ -202,10 +200,14 @@ class MailProjection:
         create_folders(cur, self._tables["folders"])
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
-        accounts, messages = self._tables["accounts"], self._tables["messages"]
+        messages = self._tables["messages"]
         ingested: list[MessageIngested] = []
+        retired: list[MessageBodyErased | MessageExpired] = []  # also a run, set-wise
         for recorded in batch:
             event = recorded.event
+            if not isinstance(event, MessageBodyErased | MessageExpired) and retired:
+                retire(cur, messages, retired)
+                retired = []
             if isinstance(event, MessageIngested):
                 ingested.append(event)  # runs of them are written set-wise, in order
                 continue
@@ -213,36 +215,45 @@ class MailProjection:
                 self._insert_messages(cur, dialect, ingested)
                 set_flags(cur, messages, arrival_flags(ingested))
                 ingested = []
-            if isinstance(event, _LATER_MESSAGE_EVENTS):
+            if isinstance(event, MessageBodyErased | MessageExpired):
+                retired.append(event)
+            elif isinstance(event, _LATER_MESSAGE_EVENTS):
                 self._later(cur, event)
-            elif isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
-                apply_folder(cur, self._tables, event)
-            elif isinstance(event, MailAccountConnected):
-                cur.execute(
-                    f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
-                    " provider, auth_method, display_name, address, imap, trusted_authserv_id,"
-                    " status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')"
-                    " ON CONFLICT (account_id) DO NOTHING",
-                    (
-                        str(event.originator_id),
-                        event.tenant_id,
-                        event.owner_user_id,
-                        event.scope,
-                        event.provider,
-                        event.auth_method,
-                        event.display_name,
-                        event.address,
-                        json.dumps(event.imap),
-                        event.trusted_authserv_id,
-                    ),
-                )
-            elif isinstance(event, MailAccountUpdated):
-                self._update(cur, accounts, str(event.originator_id), event.changes)
-            elif type(event) in _STATUS:
-                self._status(cur, event)
+            else:
+                self._account(cur, event)
         if ingested:
             self._insert_messages(cur, dialect, ingested)
             set_flags(cur, messages, arrival_flags(ingested))
+        retire(cur, messages, retired)
+
+    def _account(self, cur: SqlCursor, event: DomainEvent) -> None:
+        """An account's or its folders' event."""
+        accounts = self._tables["accounts"]
+        if isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
+            apply_folder(cur, self._tables, event)
+        elif isinstance(event, MailAccountConnected):
+            cur.execute(
+                f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
+                " provider, auth_method, display_name, address, imap, trusted_authserv_id,"
+                " status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')"
+                " ON CONFLICT (account_id) DO NOTHING",
+                (
+                    str(event.originator_id),
+                    event.tenant_id,
+                    event.owner_user_id,
+                    event.scope,
+                    event.provider,
+                    event.auth_method,
+                    event.display_name,
+                    event.address,
+                    json.dumps(event.imap),
+                    event.trusted_authserv_id,
+                ),
+            )
+        elif isinstance(event, MailAccountUpdated):
+            self._update(cur, accounts, str(event.originator_id), event.changes)
+        elif type(event) in _STATUS:
+            self._status(cur, event)
 
     def _status(self, cur: SqlCursor, event: DomainEvent) -> None:
         """A status change; a delete also removes the account's rows everywhere."""
@@ -283,14 +294,12 @@ class MailProjection:
         )
 
     def _later(self, cur: SqlCursor, event: DomainEvent) -> None:
-        """A message's event after ``MessageIngested``: body, flags, folders, retention."""
+        """A message's event after ``MessageIngested``: body, flags, folders."""
         messages = self._tables["messages"]
         if isinstance(event, MessageFlagsChanged):
             set_flags(cur, messages, [(str(event.originator_id), event.flags)])
         elif isinstance(event, MessageBodyFetched | MessageBodyVanished):
             self._complete(cur, event)
-        elif isinstance(event, MessageBodyErased | MessageExpired):
-            retire(cur, messages, event)
         else:
             apply_membership(cur, messages, event)
 

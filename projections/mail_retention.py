@@ -3,15 +3,20 @@ and what ``MessageBodyErased`` / ``MessageExpired`` do to a message's row.
 
 ``MessageBodyErased`` clears the row's body ref and snippet and sets ``body_erased``;
 ``MessageExpired`` does the same and sets ``state`` to ``deleted`` (thread and counts stay,
-as for a vanished body).
+as for a vanished body). A run of them is written set-wise: the erasure of a message and
+the expiry of the same one cannot both be in one run out of order, since the expiry only
+sets more (the state) and clears the same.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from application.ports import Dialect, SqlCursor
 from domain.message_retention import MessageBodyErased, MessageExpired
 from projections.base import index_name
 
+CHUNK = 500  # message ids per statement (well under either dialect's bound variables)
 BODY_ERASED_COLUMN = "body_erased INTEGER NOT NULL DEFAULT 0"
 
 # What each mail retention stage still has to do (``projections.mail_expiry_reader``).
@@ -48,11 +53,17 @@ def upgrade_body_erased(cur: SqlCursor, dialect: Dialect, messages: str) -> None
         create_retention_indexes(cur, messages)
 
 
-def retire(cur: SqlCursor, messages: str, event: MessageBodyErased | MessageExpired) -> None:
-    """The body gone (ref and snippet cleared), or the message too."""
-    state = ", state = 'deleted'" if isinstance(event, MessageExpired) else ""
-    cur.execute(
-        f"UPDATE {messages} SET body_ref = NULL, snippet = '',"
-        f" body_erased = 1{state} WHERE message_id = ?",
-        (str(event.originator_id),),
-    )
+def retire(
+    cur: SqlCursor, messages: str, events: Sequence[MessageBodyErased | MessageExpired]
+) -> None:
+    """Bodies gone (ref and snippet cleared), or messages too: a run of events in one
+    statement per kind and chunk (a sweep's batch is one run)."""
+    for kind, state in ((MessageBodyErased, ""), (MessageExpired, ", state = 'deleted'")):
+        ids = [str(e.originator_id) for e in events if isinstance(e, kind)]
+        for start in range(0, len(ids), CHUNK):
+            chunk = ids[start : start + CHUNK]
+            cur.execute(
+                f"UPDATE {messages} SET body_ref = NULL, snippet = '', body_erased = 1{state}"
+                f" WHERE message_id IN ({', '.join('?' for _ in chunk)})",
+                chunk,
+            )

@@ -57,7 +57,7 @@ from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror, FlagsMirrored
-from application.mail.folder_reads import resync, vanished_of
+from application.mail.folder_reads import membership_reads, resync
 from application.mail.folder_seen import FolderSeenStore, PollPlan
 from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
@@ -169,6 +169,7 @@ class AccountSync:
                 if self.ctx.mail.state.cursor(account_id) is None:
                     plan.forget(["INBOX"])  # a first sync, or a reset: read it whole
                 ingested = duplicates = found = 0
+                listed = False
                 if not plan.unopened("INBOX"):
                     ingested, duplicates, found = self._pages(session, account, deadline, on_page)
                 resynced = {"INBOX": resync(self.ctx, session, account, plan, "INBOX")}
@@ -181,7 +182,10 @@ class AccountSync:
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
                     plan.incomplete(more.waiting)
                     plan.forget(more.fresh)
-                names = self._membership(session, account, deadline, plan, resynced)
+                    listed = more.listed
+                    if more.listed:  # folder events (a rename, All Mail) may be new
+                        account = self.syncable(account_id) or account
+                names = self._membership(session, account, deadline, plan, resynced, listed=listed)
                 completed = found + self._bodies(session, account, deadline)
                 plan.save(names)
         except SYNC_ERRORS as error:
@@ -254,6 +258,8 @@ class AccountSync:
         deadline: float | None,
         plan: PollPlan,
         resynced: dict[str, tuple[Resynced, int] | None],
+        *,
+        listed: bool = False,
     ) -> list[str]:
         """The other synced folders' flag changes (``flag_mirror``), then moves, copies
         and deletions over the synced folders whose counters moved (``membership``):
@@ -270,20 +276,18 @@ class AccountSync:
             self._folder_flags(session, account, deadline, plan, name, resynced=resynced)
         if self.membership is None:
             return names
-        reads = {name: plan.membership(name) for name in names}
-        vanished = {
-            name: v
-            for name in names
-            if reads[name] != "skip"
-            for v in [vanished_of(plan.resync_from(name), resynced.get(name))]
-            if v is not None
-        }
-        search = [n for n in names if reads[n] == "search" and n not in vanished]
-        unexpunged = [n for n in names if reads[n] == "unexpunged" and n not in vanished]
-        if search or unexpunged or vanished:
+        reads = membership_reads(
+            plan, self.membership, account, session, names=names, resynced=resynced
+        )
+        if reads.any or listed:  # after a listing: a folder found gone places nothing now
             check = lambda: _check(deadline)  # noqa: E731
             placed = self.membership.run(
-                session, account, search, check, unexpunged=unexpunged, vanished=vanished
+                session,
+                account,
+                reads.search,
+                check,
+                unexpunged=reads.unexpunged,
+                vanished=reads.vanished,
             )
             if placed.busy or placed.held or placed.unbelieved:
                 plan.incomplete(names)

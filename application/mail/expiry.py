@@ -7,12 +7,13 @@ of their retention streams, once per run: a run has one ``now``), walked one aft
 other in order, each from its oldest due message; one statement over the read model
 finds the current tenant's next due messages; one ``load_many`` of their streams; each
 message records its erasure or expiry only if its own stream still says it is due
-(``MessageLife``), and all of them go in one append. The blobs are destroyed before the
-append, so a sweep killed in between finds the messages due again and records them then
-(destroying a missing blob again is harmless); a conflict (another writer, a racing
-sweeper) reloads and decides again, so each erasure and expiry is recorded once. A blob
-another live message of the account still holds (content-addressed) is kept, and so is
-one whose ref names anyone but the message's own account (a ref is data).
+(``MessageLife``), and all of them go in one append. The bodies' keys and blobs are
+destroyed before the append, so a sweep killed in between finds the messages due again
+and records them then (destroying a missing key or blob again is harmless); a conflict
+(another writer, a racing sweeper) reloads and decides again, so each erasure and expiry
+is recorded once. A blob another live message of the account still holds
+(content-addressed) is kept, and so is one whose ref names anyone but the message's own
+account (a ref is data).
 """
 
 from __future__ import annotations

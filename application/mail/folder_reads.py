@@ -5,8 +5,13 @@ docstring; when: ``folder_seen.PollPlan.resync_from``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
 from application.context import Context
 from application.mail.folder_seen import FolderSeen, PollPlan
+from application.mail.gmail_labels import labelled_folder
+from application.mail.membership import MembershipPass
 from application.mail.resync import Resynced, ResyncSession, Vanished
 from domain.mail_account import MailAccount
 
@@ -34,6 +39,55 @@ def resync(
         asked = min(asked, cursor.modseq)
     answer = session.resync(folder, before.uidvalidity, asked)
     return None if answer is None else (answer, asked)
+
+
+@dataclass(frozen=True)
+class MembershipReads:
+    """How the membership pass reads each synced folder this poll (``membership_reads``);
+    a folder in none of them is not read at all."""
+
+    search: list[str] = field(default_factory=list)
+    unexpunged: list[str] = field(default_factory=list)
+    vanished: dict[str, Vanished] = field(default_factory=dict)
+
+    @property
+    def any(self) -> bool:
+        return bool(self.search or self.unexpunged or self.vanished)
+
+
+def membership_reads(
+    plan: PollPlan,
+    membership: MembershipPass,
+    account: MailAccount,
+    session: object,
+    *,
+    names: Sequence[str],
+    resynced: Mapping[str, tuple[Resynced, int] | None],
+) -> MembershipReads:
+    """Per synced folder: not read (counters unchanged), read without a search (it only
+    grew), by its VANISHED (QRESYNC), else searched. Always searched: Gmail's All Mail
+    (its labels move no counter but HIGHESTMODSEQ) and a folder whose older UIDs the UID
+    map's rebuild has still to walk."""
+    account_id = str(account.id)
+    labelled = labelled_folder(account, session)
+    reads = MembershipReads()
+    for name in names:
+        before = plan.before(name)
+        forced = (labelled is not None and name == labelled[0]) or (
+            before is not None
+            and membership.remap_pending(account_id, name, before.uidvalidity, before.uidnext)
+        )
+        read = "search" if forced else plan.membership(name)
+        said = None if forced else vanished_of(plan.resync_from(name), resynced.get(name))
+        if read == "skip":
+            continue
+        if said is not None:
+            reads.vanished[name] = said
+        elif read == "unexpunged":
+            reads.unexpunged.append(name)
+        else:
+            reads.search.append(name)
+    return reads
 
 
 def vanished_of(

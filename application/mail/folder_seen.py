@@ -146,6 +146,10 @@ class PollPlan:
             and (before.uidvalidity, before.uidnext) == (listed.uidvalidity, listed.uidnext)
         )
 
+    def before(self, folder: str) -> FolderSeen | None:
+        """The counters the last complete poll believed (None: none, or forgotten)."""
+        return self._before.get(folder)
+
     def resync_from(self, folder: str) -> FolderSeen | None:
         """The counters a QRESYNC EXAMINE asks changes since: the last complete poll's,
         when they carry a HIGHESTMODSEQ of the folder's present UIDVALIDITY and this

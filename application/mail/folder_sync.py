@@ -14,13 +14,16 @@ on the same session.
        ``MessageIngested``), then the folder's cursor saved.
 
 Matching a listing: unchanged and renamed (same MAILBOXID) folders keep their key and
-cursor; a reset (new UIDVALIDITY) keeps the key and voids the cursor; a folder gone (or
-no longer chosen by the setting) loses its row; a new one gets a row and a first sync in
-the backfill window. A listing without INBOX is not believed: nothing changes.
+cursor (a rename carries the folder's UID map and flag cursor to the new name in the same
+write); a reset (new UIDVALIDITY) keeps the key and voids the cursor; a folder gone (or
+no longer chosen by the setting) loses its row, and one gone from the server marks its
+UID-map rows ``FOLDER_GONE``, so the membership pass of this poll deletes the messages
+found nowhere else; a new one gets a row and a first sync in the backfill window. A
+listing without INBOX is not believed: nothing changes.
 
-Bodies past the download budget are not deferred here: a folder page that comes with a
-deferred message is not stored and the folder waits for the next poll (the deferred
-bodies' later fetch reads INBOX by UID). A folder whose UIDVALIDITY changed between
+Bodies past the download budget are deferred as in INBOX: the page is stored, each
+deferred message held with its folder, and its body fetched later from that folder
+(``completion``). A folder whose UIDVALIDITY changed between
 LIST and EXAMINE is read again from the backfill window in the same pass. A folder's
 failure is recorded on its row, the account is listed again at its next poll (the folder
 may be gone), and the error ends the pass like any sync error.
@@ -82,7 +85,8 @@ class FolderPass:
     ingested: int = 0
     duplicates: int = 0
     folders: int = 0  # folders paged (INBOX not counted)
-    waiting: tuple[str, ...] = ()  # folders left with pages for a later poll (the budget)
+    listed: bool = False  # listed again: the account's folder events may have changed
+    waiting: tuple[str, ...] = ()  # folders left with pages for a later poll
     fresh: tuple[str, ...] = ()  # folders read from no cursor (new, or reset)
 
 
@@ -120,10 +124,12 @@ class FolderSync:
             return FolderPass()
         account_id, now = str(account.id), self.ctx.clock.now()
         rows = self.store.folders(account_id)
-        if self._due(rows, now, selection_of(account)):
+        listed = self._due(rows, now, selection_of(account))
+        if listed:
             rows = self.relist(account, rows, session.list_folders(), now)
-        done = FolderPass()
-        for row in rows:
+        done = FolderPass(listed=listed)
+        # Sent first: a message paged there is outbound, and on Gmail it is in All Mail too.
+        for row in sorted(rows, key=lambda r: (r.name != "INBOX", r.role != "sent", r.name)):
             if row.name == "INBOX" or (row.cursor is not None and unopened(row.name)):
                 continue
             check()
@@ -138,6 +144,7 @@ class FolderSync:
                 done.ingested + ingested,
                 done.duplicates + duplicates,
                 done.folders + 1,
+                listed,
                 waiting,
                 fresh,
             )
@@ -164,7 +171,10 @@ class FolderSync:
             return list(rows)
         kept = _matched(account_id, changes, by_known, selection)
         gone = [by_known[k].folder_key for k in changes.gone]
-        self.store.save_listing(account_id, kept, gone, now)
+        renamed = {k.name: f.name for k, f in changes.renamed if k.name != f.name}
+        self.store.save_listing(
+            account_id, kept, gone, now, renamed=renamed, vanished=vanished(changes, listing)
+        )
         if self.on_listed is not None:
             self.on_listed(account_id, kept)
         log.info(
@@ -202,9 +212,6 @@ class FolderSync:
                 cursor = None
                 self.store.save_cursor(row.account_id, row.folder_key, None, self.ctx.clock.now())
                 batch = session.fetch_folder(row.name, None, backfill_since=since, limit=limit)
-            if any(m.deferred for m in batch.messages):
-                log.info("sync.folder_budget_spent account_id=%s", row.account_id)
-                return ingested, duplicates, False
             page = replace(
                 self.ingestion.read_page(account, batch),
                 folder=row.name,
@@ -233,6 +240,18 @@ def selection_of(account: MailAccount) -> FolderSelection:
         return parse_folder_setting(account.folders)
     except FolderSettingInvalid:
         return parse_folder_setting(None)
+
+
+def vanished(changes: FolderChanges, listing: FolderListing) -> list[str]:
+    """The names of the folders gone from the server: no longer listed (selectable) under
+    their name or their MAILBOXID. A folder the setting no longer chooses is not one."""
+    names = {f.name for f in listing.folders if f.selectable}
+    ids = {f.mailbox_id for f in listing.folders if f.selectable and f.mailbox_id}
+    return [
+        k.name
+        for k in changes.gone
+        if k.name not in names and (k.mailbox_id is None or k.mailbox_id not in ids)
+    ]
 
 
 def _marker(selection: FolderSelection) -> str:

@@ -24,11 +24,22 @@ pass ends at the first failing folder (the folder pass raises before this step),
 message is never deleted on a partial view. A folder's answer is believed only when its
 UID count equals EXISTS and every UID is below UIDNEXT (a server answering "nothing"
 for a full folder deletes nothing). Rows of folders not read in this pass (no longer
-listed) and rows of an older UIDVALIDITY still place their message: unknown is never
-deleted. A deleted message stays deleted (its stream takes no later membership event);
-a ``deferred`` one is held until its body came. A restart repeats the comparison: the
-map's rows are dropped only after the events are durable, and an event is written only
-when the stream differs.
+chosen by the setting) and rows of an older UIDVALIDITY still place their message:
+unknown is never deleted. Rows of a folder a believed listing found gone from the server
+(marked ``FOLDER_GONE`` by the folder pass) place nothing: a message only there is
+deleted, one with a copy elsewhere moves, and the rows leave the map. A deleted message
+stays deleted (its stream takes no later membership event); a ``deferred`` one is held
+until its body came. A restart repeats the comparison: the map's rows are dropped only
+after the events are durable, and an event is written only when the stream differs.
+
+Messages stored before the map existed get their rows here (``uid_remap``: bounded per
+folder and poll, by EMAILID, X-GM-MSGID or the version-1 fingerprint).
+
+Gmail (``gmail_labels``): All Mail is read with its labels instead of ``UID SEARCH ALL``,
+and a message's labels join the folders of its rows (a message whose labels are not
+known now is held). Streams name folders as they were called when the event was
+written; the comparison is with the names now (``MailAccount.renamed_name``), since the
+read models rename on ``MailFolderRenamed``, so a rename costs no event per message.
 """
 
 from __future__ import annotations
@@ -37,13 +48,16 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 from uuid import UUID, uuid4
 
 from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.flag_state import UidEntry
+from application.mail.folder_state import FOLDER_GONE
+from application.mail.gmail_labels import FolderLabels, LabelReader, labelled_folder, with_labels
 from application.mail.resync import Vanished
+from application.mail.uid_remap import RemapStore, UidRemap
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import (
@@ -67,6 +81,7 @@ class FolderUids:
 
     uidvalidity: int
     uids: frozenset[int] | None
+    uidnext: int | None = None  # the EXAMINE's, where known (the UID map's rebuild ends there)
 
 
 @runtime_checkable
@@ -113,6 +128,15 @@ class MembershipPass:
         self.ctx = ctx
         self.uid_map = uid_map
         self.claim_seconds = claim_seconds
+        # Rows for messages stored before the map existed (a store that keeps its walk).
+        self.remap = UidRemap(ctx, uid_map) if isinstance(uid_map, RemapStore) else None
+
+    def remap_pending(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> bool:
+        """The UID map's rebuild has UIDs below ``uidnext`` of ``folder`` still to walk: the
+        poll reads the folder (a search) even when its counters did not move."""
+        if self.remap is None:
+            return False
+        return self.remap.store.remap_from(account_id, folder, uidvalidity) < uidnext
 
     def run(
         self,
@@ -128,7 +152,8 @@ class MembershipPass:
         ``unexpunged`` (folders read without a search: their counters say nothing left
         them since the last believed pass, so only their new rows matter) and
         ``vanished`` (folders whose expunges a QRESYNC EXAMINE named: searched after all
-        when the mapped rows it names outnumber ``most_gone``)."""
+        when the mapped rows it names outnumber ``most_gone``); ``account`` as loaded
+        after this poll's listing (its folder events name All Mail and renames)."""
         if not isinstance(session, MembershipReader):
             return Placed()
         account_id, token = str(account.id), uuid4().hex
@@ -158,30 +183,39 @@ class MembershipPass:
     ) -> Placed:
         account_id = str(account.id)
         rows = self.uid_map.mapped(account_id)
-        read: set[str] = set(unexpunged)
-        gone: list[UidEntry] = []
+        # Rows of a folder a believed listing found gone (``FOLDER_GONE``) place nothing:
+        # their messages are compared now. Rows of a folder merely not chosen any more
+        # still place theirs (unknown is never deleted).
+        gone = [r for r in rows if r.uidvalidity == FOLDER_GONE]
+        read = {r.folder for r in gone} | set(unexpunged)
         unbelieved = 0
-        search = list(folders)
-        for folder, said in vanished.items():
-            named = [
-                r
-                for r in rows
-                if r.folder == folder and r.uidvalidity == said.uidvalidity and r.uid in said.uids
-            ]
-            if len(named) > said.most_gone:  # more than can have left: not believed
-                log.warning("membership.vanished_unbelieved account_id=%s", account_id)
-                search.append(folder)
-                continue
-            read.add(folder)
-            gone += named
+        labelled = labelled_folder(account, session)
+        labels: FolderLabels | None = None
+        believed, named, unbelieved_vanished = _by_vanished(account_id, rows, vanished)
+        read |= believed
+        gone += named
+        search = [*folders, *unbelieved_vanished]  # a VANISHED not believed: searched
         for folder in dict.fromkeys(search):
             check()
-            answer = session.folder_uids(folder)
+            answer = _read(session, folder, labelled)
+            if isinstance(answer, FolderLabels):
+                labels = answer
             if answer.uids is None:
                 unbelieved += 1
                 log.warning("membership.unbelieved account_id=%s", account_id)
                 continue
             read.add(folder)
+            if self.remap is not None:
+                here = {r.uid for r in rows if r.folder == folder}
+                rows += self.remap.rows_for(
+                    session,
+                    account_id,
+                    folder,
+                    uidvalidity=answer.uidvalidity,
+                    uids=answer.uids,
+                    mapped=here,
+                    uidnext=getattr(answer, "uidnext", None),
+                )
             gone += [
                 r
                 for r in rows
@@ -197,9 +231,13 @@ class MembershipPass:
         for r in rows:
             if r.message_id in wanted and (r.folder, r.uid) not in dropped:
                 wanted[r.message_id].add(r.folder)
+        unlabelled = 0
+        # An \\All folder read without labels (no X-GM-EXT-1) is a folder like any other.
+        if labelled is not None and not (labels is None and labelled[0] in search):
+            unlabelled = with_labels(wanted, rows, dropped, labelled, labels)
         moved, deleted, held = self._append(account, wanted)
         self.uid_map.drop(gone)
-        outcome = Placed(moved, deleted, len(gone), held, unbelieved)
+        outcome = Placed(moved, deleted, len(gone), held + unlabelled, unbelieved)
         log.info(
             "membership.ok account_id=%s moved=%d deleted=%d expunged=%d held=%d unbelieved=%d",
             account_id,
@@ -246,6 +284,41 @@ class MembershipPass:
         raise ConcurrencyConflict("membership changes kept colliding; the next poll retries")
 
 
+def _by_vanished(
+    account_id: str, rows: Sequence[UidEntry], vanished: Mapping[str, Vanished]
+) -> tuple[set[str], list[UidEntry], list[str]]:
+    """The folders read by their VANISHED answer, the mapped rows those name, and the
+    folders whose answer names more rows than their counters let leave
+    (``Vanished.most_gone``: not believed)."""
+    believed: set[str] = set()
+    gone: list[UidEntry] = []
+    unbelieved: list[str] = []
+    for folder, said in vanished.items():
+        named = [
+            r
+            for r in rows
+            if r.folder == folder and r.uidvalidity == said.uidvalidity and r.uid in said.uids
+        ]
+        if len(named) > said.most_gone:
+            log.warning("membership.vanished_unbelieved account_id=%s", account_id)
+            unbelieved.append(folder)
+        else:
+            believed.add(folder)
+            gone += named
+    return believed, gone, unbelieved
+
+
+def _read(
+    session: MembershipReader, folder: str, labelled: tuple[str, object] | None
+) -> FolderUids | FolderLabels:
+    """The folder's UIDs now; Gmail's All Mail with its labels."""
+    if labelled is not None and folder == labelled[0]:
+        answer = cast(LabelReader, session).folder_labels(folder)
+        if answer is not None:
+            return answer
+    return session.folder_uids(folder)
+
+
 def placement_event(
     account: MailAccount,
     stream_id: UUID,
@@ -255,9 +328,12 @@ def placement_event(
 ) -> MessageFoldersChanged | MessageDeleted | None:
     """The event that makes ``stream`` say the message is in ``folders`` (empty: gone
     from every synced folder); None when it says so already, or was deleted before."""
-    stored = stored_folders(stream)
-    if not stored:  # no message, or deleted: a deleted message stays deleted
+    # A renamed folder's messages keep its old name in their streams; the read models
+    # renamed them on ``MailFolderRenamed``, so the comparison is with the name now.
+    found = stored_folders(stream)
+    if not found:  # no message, or deleted: a deleted message stays deleted
         return None
+    stored = sorted({account.renamed_name(n) for n in found})
     account_id, version = str(account.id), len(stream) + 1
     if not folders:
         return MessageDeleted(

@@ -1,6 +1,6 @@
 """The event a stored message is made of: ``MessageIngested``, its personal values
-sealed under the account's key, its thread key and its arrival time in one sortable
-shape. Pure but for the sealing (``ctx.mail.cipher``)."""
+sealed under the account's key (its snippet under its body's own key), its thread key
+and its arrival time in one sortable shape. Pure but for the sealing (``ctx.mail.cipher``)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ def message_ingested(
     """The event of one message already in range."""
     tenant, account_id = account.tenant_id, str(account.id)
     seal = ctx.mail.cipher.sealer(tenant, account_id)
+    seal_body = ctx.mail.cipher.body_sealer(tenant, account_id, message.body_ref)
     return MessageIngested(
         originator_id=message_id(account_id, message.provider_message_id),
         originator_version=1,
@@ -50,7 +51,7 @@ def message_ingested(
         to=seal(_addresses(message.to)),
         cc=seal(_addresses(message.cc)),
         subject=seal(message.subject),
-        snippet=seal(message.snippet),
+        snippet=seal_body(message.snippet),
         received_at=utc_iso(message.received_at),
         body_ref=message.body_ref,
         size_bytes=message.size_bytes,

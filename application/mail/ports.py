@@ -261,10 +261,12 @@ class MailboxSession(Protocol):
         mailbox, and the session may be back in IDLE when this returns."""
         ...
 
-    def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
-        """The bodies of deferred messages by UID, in UID order, while the download budget
-        allows (the rest are not in the answer); none when the mailbox's UIDVALIDITY is
-        no longer ``uidvalidity`` (the answer's own says so)."""
+    def fetch_deferred(
+        self, uids: Sequence[int], *, uidvalidity: int, folder: str = "INBOX"
+    ) -> DeferredFetch:
+        """The bodies of deferred messages of ``folder`` by UID, in UID order, while the
+        download budget allows (the rest are not in the answer); none when the folder's
+        UIDVALIDITY is no longer ``uidvalidity`` (the answer's own says so)."""
         ...
 
     def verify(self) -> None:

@@ -15,6 +15,9 @@ another tenant or account names a key that is not the reader's, and answers None
 move between purposes of the same owner goes unnoticed for them, which shows that owner
 its own data.
 
+Each stored body has a key of its own under the account key (``body_keys``): its blob
+and its snippet are sealed under it, so erasing one body destroys just that key.
+
 Keyed digests (``digest``) are HMACs under a key derived from the tenant key: equal
 values of one field give equal digests (equality filters over sealed values), and
 shredding the tenant key makes them meaningless.
@@ -44,6 +47,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from application.ports import SqlDatabase
 from application.privacy import KeyErased
+from infrastructure.crypto.body_keys import (
+    BodyKeys,
+    body_key_id,
+    body_key_name,
+    named_body_key,
+)
 from infrastructure.crypto.randomness import random_bytes
 
 log = logging.getLogger("tidings.crypto")
@@ -110,6 +119,7 @@ class KeyRing:
         self._aeads: dict[bytes, AESGCM] = {}
         self._macs: dict[tuple[bytes, str], hmac.HMAC] = {}
         self._seen_live: dict[str, float] = {}  # tenant key id -> when last seen unshredded
+        self.bodies = BodyKeys(db, self.account_key, cache_seconds)
 
     def setup(self) -> None:
         with self.db.transaction() as cur:
@@ -117,6 +127,7 @@ class KeyRing:
                 f"CREATE TABLE IF NOT EXISTS {KEYS_TABLE} (key_id TEXT PRIMARY KEY,"
                 " wrapped TEXT)"  # NULL wrapped = shredded
             )
+        self.bodies.setup()
 
     # --- keys ---------------------------------------------------------------------
 
@@ -193,6 +204,29 @@ class KeyRing:
 
         return seal
 
+    def body_sealer(
+        self, tenant_id: str, account_id: str, body_ref: str | None, purpose: str = PII
+    ) -> Callable[[str], str]:
+        """A sealer under the key of the body ``body_ref`` names (what the body says must
+        go with it), else, for a body of another kind or none, under the account's key."""
+        name = body_key_name(body_ref)
+        if name is None:
+            return self.sealer(tenant_id, account_id, purpose)
+        try:
+            key = self.bodies.key(tenant_id, account_id, name)
+        except KeyShredded:
+            raise
+        except KeyErased:  # a ref of another account's, or an erased body: not its key
+            return self.sealer(tenant_id, account_id, purpose)
+        key_id = body_key_id(tenant_id, account_id, name)
+        aead = AESGCM(key)
+        prefix, aad = f"{TOKEN_PREFIX}:{key_id}:", _token_aad(key_id, purpose)
+
+        def seal(plaintext: str) -> str:
+            return prefix + base64.b64encode(_seal(aead, aad, plaintext.encode())).decode()
+
+        return seal
+
     def reveal(
         self, token: str, tenant_id: str, account_id: str | None, purpose: str = PII
     ) -> str | None:
@@ -200,7 +234,8 @@ class KeyRing:
         if parts is None:
             return None
         prefix, key_id, sealed = parts
-        if key_id != _key_id(tenant_id, account_id):
+        body_key = named_body_key(key_id, tenant_id, account_id)
+        if body_key is None and key_id != _key_id(tenant_id, account_id):
             return None  # sealed for another owner: never decrypted here
         if prefix == TOKEN_PREFIX:
             aad = _token_aad(key_id, purpose)
@@ -209,9 +244,12 @@ class KeyRing:
         else:
             return None
         try:
-            _, key = self._chain(tenant_id, account_id, create=False)
+            if body_key is not None and account_id is not None:
+                key = self.bodies.key(tenant_id, account_id, body_key)
+            else:
+                _, key = self._chain(tenant_id, account_id, create=False)
             return _open(key, aad, base64.b64decode(sealed)).decode()
-        except (KeyShredded, InvalidTag, ValueError):
+        except (KeyErased, InvalidTag, ValueError):
             return None
 
     def account_named_by(self, token: str) -> tuple[str, str] | None:

@@ -31,7 +31,7 @@ from domain.events import DomainEvent
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_DEPTH = 32
 _TOKEN = re.compile(r"^pii[0-9]+:(.+):[^:]*$", re.DOTALL)
-_BLOB_REF = re.compile(r"^(?:acct|pack)[0-9]+:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):")
+_BLOB_REF = re.compile(r"^(?:acct|pack|body)[0-9]+:([A-Za-z0-9_-]*):([A-Za-z0-9-]{1,64}):")
 _ENVELOPE = frozenset({"originator_id", "originator_version", "timestamp"})
 
 
@@ -149,6 +149,11 @@ def _check_key_id(path: str, key_id: str, tenant: Any, accounts: set[str]) -> No
             return
     elif key_id.startswith("a."):
         account, at, owner = key_id[2:].partition("@")
+        if at and owner == tenant and account in accounts:
+            return
+    elif key_id.startswith("b."):  # a body's own key: b.<name>@<account>@<tenant>
+        _, at, rest = key_id[2:].partition("@")
+        account, at, owner = rest.partition("@")
         if at and owner == tenant and account in accounts:
             return
     raise InvalidEvent(f"{path}: a sealed token of another tenant or account")

@@ -26,6 +26,7 @@ from typing import Any, Self
 
 from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
 from application.mail.folder_listing import FolderListing, FolderStatus
+from application.mail.gmail_labels import FolderLabels
 from application.mail.membership import FolderUids
 from application.mail.ports import (
     BlobOwner,
@@ -42,8 +43,9 @@ from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import FetchData
 from infrastructure.imap.flags import read_flags
 from infrastructure.imap.folders import folder_statuses, list_folders
-from infrastructure.imap.identity import HEADER_FIELDS_ITEM
+from infrastructure.imap.identity import HEADER_FIELDS_ITEM, provider_message_id, refusal
 from infrastructure.imap.idle import IdleChannel
+from infrastructure.imap.labels import read_labels
 from infrastructure.imap.paging import Pager
 from infrastructure.imap.qresync import resync
 from infrastructure.imap.settings import ImapAdapterSettings
@@ -258,7 +260,7 @@ class ImapMailboxSession:
         believed = len(uids) == status.exists and (
             status.uidnext is None or all(u < status.uidnext for u in uids)
         )
-        return FolderUids(status.uidvalidity, frozenset(uids) if believed else None)
+        return FolderUids(status.uidvalidity, frozenset(uids) if believed else None, status.uidnext)
 
     def resync(self, folder: str, uidvalidity: int, modseq: int) -> Resynced | None:
         """``EXAMINE folder (QRESYNC (uidvalidity modseq))`` (``qresync``): the folder's
@@ -275,16 +277,57 @@ class ImapMailboxSession:
             self._selected, self._selected_since_idle = answer.status, True
         return answer
 
+    def folder_labels(self, folder: str) -> FolderLabels | None:
+        """Gmail: ``folder``'s UIDs with their labels (EXAMINE, then ``UID FETCH (UID
+        X-GM-LABELS)`` by spans), believed as ``folder_uids``' answer is; None without
+        X-GM-EXT-1."""
+        if "X-GM-EXT-1" not in self._caps:
+            return None
+        self._idle.done()
+        self._pass = self._selected = None
+        self._idle.last_uid = None
+        return read_labels(self._conn, self._examine(folder))
+
+    def folder_identities(self, uids: Sequence[int]) -> dict[int, str]:
+        """The provider ids of these UIDs of the folder last read (no EXAMINE: the
+        membership pass asks right after reading it): ``UID FETCH (EMAILID)``, ``(X-GM-
+        MSGID)``, else ``(RFC822.SIZE)`` and the Message-ID and Date header fields for the
+        version-1 fingerprint; in groups of ``metadata_group``. A message whose answer is
+        out of range is left out."""
+        if "OBJECTID" in self._caps:
+            items = ["EMAILID"]
+        elif "X-GM-EXT-1" in self._caps:
+            items = ["X-GM-MSGID"]
+        else:
+            items = ["RFC822.SIZE", HEADER_FIELDS_ITEM]
+        found: dict[int, str] = {}
+        step = max(1, self._conn.settings.metadata_group)
+        ordered = list(uids)
+        for start in range(0, len(ordered), step):
+            answer = self._pager.uid_fetch(ordered[start : start + step], items)
+            for uid, item in answer.items():
+                if refusal(item) is None:
+                    size = item.get(b"RFC822.SIZE")
+                    found[uid] = provider_message_id(item, size if type(size) is int else 0)
+        return found
+
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST, two with OBJECTID (``folders``); the selected
         mailbox stays."""
         self._idle.done()
         return list_folders(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
 
-    def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
+    def fetch_deferred(
+        self, uids: Sequence[int], *, uidvalidity: int, folder: str = "INBOX"
+    ) -> DeferredFetch:
         self._idle.done()
         self._pass = None
-        status = self.select_inbox()
+        if folder == "INBOX":
+            status = self.select_inbox()
+        else:  # another folder: INBOX's remembered status is dropped, as by fetch_folder
+            self._selected = None
+            self._idle.last_uid = None
+            status = self._examine(folder)
         return self._pager.deferred_bodies(status, uids, uidvalidity)
 
     def _uid_fetch(self, uids: list[int] | str, items: list[str]) -> FetchData:

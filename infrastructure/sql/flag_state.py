@@ -21,6 +21,7 @@ UIDS = "mail_flag_uids"
 CURSORS = "mail_flag_cursors"
 CLAIMS = "mail_flag_claims"
 SEEN = "mail_folder_seen"
+REMAP = "mail_uid_remap"  # per (account, folder): the UID the map's rebuild goes on from
 _IN_CHUNK = 500  # SQLite's bound parameters per statement stay far below its limit
 _UPSERT_UID = (
     f"INSERT INTO {UIDS} (account_id, folder, uid, uidvalidity, message_id, flags)"
@@ -57,6 +58,11 @@ class SqlFlagState:
                 f"CREATE TABLE IF NOT EXISTS {SEEN} (account_id TEXT NOT NULL,"
                 " folder TEXT NOT NULL, uidvalidity BIGINT NOT NULL, uidnext BIGINT NOT NULL,"
                 " messages BIGINT NOT NULL, highestmodseq BIGINT,"
+                " PRIMARY KEY (account_id, folder))"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {REMAP} (account_id TEXT NOT NULL,"
+                " folder TEXT NOT NULL, uidvalidity BIGINT NOT NULL, next_uid BIGINT NOT NULL,"
                 " PRIMARY KEY (account_id, folder))"
             )
 
@@ -215,6 +221,25 @@ class SqlFlagState:
             cur.execute(f"DELETE FROM {CURSORS} WHERE account_id = ?", (account_id,))
             cur.execute(f"DELETE FROM {CLAIMS} WHERE account_id = ?", (account_id,))
             cur.execute(f"DELETE FROM {SEEN} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {REMAP} WHERE account_id = ?", (account_id,))
+
+    def remap_from(self, account_id: str, folder: str, uidvalidity: int) -> int:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT uidvalidity, next_uid FROM {REMAP} WHERE account_id = ? AND folder = ?",
+                (account_id, folder),
+            )
+            row = cur.fetchone()
+        return int(row[1]) if row is not None and int(row[0]) == uidvalidity else 1
+
+    def save_remap(self, account_id: str, folder: str, uidvalidity: int, next_uid: int) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {REMAP} (account_id, folder, uidvalidity, next_uid)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (account_id, folder) DO UPDATE SET"
+                " uidvalidity = excluded.uidvalidity, next_uid = excluded.next_uid",
+                (account_id, folder, uidvalidity, next_uid),
+            )
 
 
 def _upsert(cur: SqlCursor, entries: Sequence[UidEntry]) -> None:

@@ -71,7 +71,7 @@ def test_a_40_mb_message_is_ingested_in_bounded_memory_and_returned_intact(
     by_subject = {m["subject"]: m for m in messages(mail.app, admin)}
     big = by_subject["the big one"]
     assert big["state"] == "ok" and big["sizeBytes"] == size
-    assert big["bodyRef"].startswith("acct1:")  # sealed under the account key
+    assert big["bodyRef"].startswith("body1:")  # streamed, sealed under a key of its own
     assert big["snippet"].startswith("first line of a big message")
     got = ok(mail.app.query("get-message", {"messageId": big["messageId"]}, admin))
     assert got["rawEncoding"] == "base64" and got["raw"] is not None

@@ -144,6 +144,11 @@ class FakeCipher:
     ) -> Callable[[str], str]:
         return lambda plaintext: self.seal(tenant_id, account_id, plaintext, purpose)
 
+    def body_sealer(
+        self, tenant_id: str, account_id: str, body_ref: str | None, purpose: str = "pii"
+    ) -> Callable[[str], str]:
+        return self.sealer(tenant_id, account_id, purpose)
+
     def reveal(
         self, token: str, tenant_id: str, account_id: str | None, purpose: str = "pii"
     ) -> str | None:

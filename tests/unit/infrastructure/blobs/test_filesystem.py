@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from application.mail.ports import BlobNotFound, BlobStore
-from infrastructure.blobs.filesystem import BlobRefInvalid, FilesystemBlobStore
+from infrastructure.blobs.filesystem import FilesystemBlobStore
+from infrastructure.blobs.keyed_refs import BlobRefInvalid
 
 
 @pytest.fixture
