@@ -87,6 +87,10 @@ def membership_reads(
             reads.unexpunged.append(name)
         else:
             reads.search.append(name)
+            continue
+        now = plan.now(name)  # read without a search: the walk goes on past its new UIDs
+        if before is not None and now is not None and now.uidnext > before.uidnext:
+            membership.remap_grew(account_id, name, before.uidvalidity, now.uidnext)
     return reads
 
 

@@ -138,6 +138,13 @@ class MembershipPass:
             return False
         return self.remap.store.remap_from(account_id, folder, uidvalidity) < uidnext
 
+    def remap_grew(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> None:
+        """A folder the rebuild had walked grew to ``uidnext`` and is read without a
+        search: its new UIDs got their rows as they were stored, so the walk goes on from
+        ``uidnext`` (else it would count as unwalked and be searched)."""
+        if self.remap is not None:
+            self.remap.store.save_remap(account_id, folder, uidvalidity, uidnext)
+
     def run(
         self,
         session: object,
