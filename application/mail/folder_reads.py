@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from application.context import Context
 from application.mail.folder_seen import FolderSeen, PollPlan
 from application.mail.gmail_labels import labelled_folder
-from application.mail.membership import MembershipPass
 from application.mail.resync import Resynced, ResyncSession, Vanished
 from domain.mail_account import MailAccount
 
@@ -41,6 +41,16 @@ def resync(
     return None if answer is None else (answer, asked)
 
 
+class RemapWalk(Protocol):
+    """The UID map's rebuild as the membership pass keeps it (``MembershipPass``)."""
+
+    def remap_pending(
+        self, account_id: str, folder: str, uidvalidity: int, uidnext: int
+    ) -> bool: ...
+
+    def remap_grew(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class MembershipReads:
     """How the membership pass reads each synced folder this poll (``membership_reads``);
@@ -57,7 +67,7 @@ class MembershipReads:
 
 def membership_reads(
     plan: PollPlan,
-    membership: MembershipPass,
+    membership: RemapWalk,
     account: MailAccount,
     session: object,
     *,

@@ -5,9 +5,11 @@ every step completed; nothing forgotten counts)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
 
 from application.mail.folder_listing import FolderStatus
-from application.mail.folder_reads import most_gone, vanished_of
+from application.mail.folder_reads import membership_reads, most_gone, vanished_of
 from application.mail.folder_seen import FolderSeen, PollPlan, membership_read, seen_of
 from application.mail.ports import MailboxStatus
 from application.mail.resync import Resynced, UidRanges
@@ -100,3 +102,43 @@ def test_a_vanished_answer_is_bounded_by_the_counters() -> None:
     assert vanished_of(BEFORE, (Resynced(answer.status, None, {}), 50)) is None
     reset = Resynced(MailboxStatus(8, 101, 60, 98), UidRanges.of([(3, 4)]), {})
     assert vanished_of(BEFORE, (reset, 50)) is None and vanished_of(None, (answer, 50)) is None
+
+
+class Walk:
+    """The membership pass's side of the UID map's rebuild: which folders it has still
+    to walk, and where a grown folder's walk goes on."""
+
+    def __init__(self, pending: set[str]) -> None:
+        self.pending = pending
+        self.grew: dict[str, int] = {}
+
+    def remap_pending(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> bool:
+        return folder in self.pending
+
+    def remap_grew(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> None:
+        self.grew[folder] = uidnext
+
+
+def test_membership_reads_per_folder() -> None:
+    names = ["INBOX", "Archive", "Sent", "Junk", "Trash"]
+    store = Store(dict.fromkeys(names, BEFORE))
+    listed = {
+        "INBOX": status(100, 101),  # unchanged
+        "Archive": status(102, 103, 51),  # grew by two
+        "Sent": status(99, 101, 51),  # an expunge
+        "Junk": status(100, 101),  # unchanged, but the rebuild has still to walk it
+        "Trash": status(98, 101, 52),  # two expunges, named by QRESYNC
+    }
+    plan = PollPlan(Session(listed), store, "a")
+    walk = Walk({"Junk"})
+    answer = Resynced(MailboxStatus(7, 101, 52, 98), UidRanges.of([(5, 6)]), {})
+    account: Any = SimpleNamespace(id="a")
+    reads = membership_reads(
+        plan, walk, account, object(), names=names, resynced={"Trash": (answer, 50)}
+    )
+    assert (reads.search, reads.unexpunged, list(reads.vanished)) == (
+        ["Sent", "Junk"],
+        ["Archive"],
+        ["Trash"],
+    )
+    assert reads.vanished["Trash"].most_gone == 2 and walk.grew == {"Archive": 103}
