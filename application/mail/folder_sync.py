@@ -7,7 +7,8 @@ on the same session.
        ``list_interval``, or the ``folders`` setting changed): LIST, the setting's folders
        matched to the known ones (``folders.match_listing``), saved in one write,
        then recorded as the account's folder events (``folder_events``)
-    -> per synced folder but INBOX, page by page after its cursor:
+    -> per synced folder but INBOX whose counters moved (``folder_seen.PollPlan``;
+       all of them without LIST-STATUS), page by page after its cursor:
        read, stored (``MailIngestion``: the message's identity decides, so a message
        stored from INBOX or another folder is a duplicate, not a second
        ``MessageIngested``), then the folder's cursor saved.
@@ -85,6 +86,8 @@ class FolderPass:
     duplicates: int = 0
     folders: int = 0  # folders paged (INBOX not counted)
     listed: bool = False  # listed again: the account's folder events may have changed
+    waiting: tuple[str, ...] = ()  # folders left with pages for a later poll
+    fresh: tuple[str, ...] = ()  # folders read from no cursor (new, or reset)
 
 
 class FolderSync:
@@ -112,9 +115,11 @@ class FolderSync:
         session: MailboxSession | FolderSession,
         account: MailAccount,
         check: Callable[[], None],
+        unopened: Callable[[str], bool] = lambda name: False,
     ) -> FolderPass:
         """The folder pass on ``session`` (nothing for a session without folders);
-        ``check`` raises when the poll's deadline passed."""
+        ``check`` raises when the poll's deadline passed; a folder ``unopened`` says
+        nothing came to is not read (``folder_seen.PollPlan``)."""
         if not isinstance(session, FolderSession):
             return FolderPass()
         account_id, now = str(account.id), self.ctx.clock.now()
@@ -125,16 +130,23 @@ class FolderSync:
         done = FolderPass(listed=listed)
         # Sent first: a message paged there is outbound, and on Gmail it is in All Mail too.
         for row in sorted(rows, key=lambda r: (r.name != "INBOX", r.role != "sent", r.name)):
-            if row.name == "INBOX":
+            if row.name == "INBOX" or (row.cursor is not None and unopened(row.name)):
                 continue
             check()
             try:
-                ingested, duplicates = self._folder(session, account, row, check)
+                ingested, duplicates, whole = self._folder(session, account, row, check)
             except SYNC_ERRORS as error:
                 self._failed(row, error_kind(error))
                 raise
+            waiting = done.waiting if whole else (*done.waiting, row.name)
+            fresh = done.fresh if row.cursor is not None else (*done.fresh, row.name)
             done = FolderPass(
-                done.ingested + ingested, done.duplicates + duplicates, done.folders + 1, listed
+                done.ingested + ingested,
+                done.duplicates + duplicates,
+                done.folders + 1,
+                listed,
+                waiting,
+                fresh,
             )
         return done
 
@@ -185,8 +197,9 @@ class FolderSync:
         account: MailAccount,
         row: FolderRow,
         check: Callable[[], None],
-    ) -> tuple[int, int]:
-        """Pages of one folder until the server has no more: (ingested, duplicates)."""
+    ) -> tuple[int, int, bool]:
+        """Pages of one folder until the server has no more: (ingested, duplicates,
+        whether it was read to its end)."""
         since = self.today() - timedelta(days=self.settings.backfill_window_days)
         limit = self.settings.max_messages_per_poll
         cursor, ingested, duplicates = row.cursor, 0, 0
@@ -207,12 +220,12 @@ class FolderSync:
             )
             [result] = self.ingestion.store([page])
             if result.erased:
-                return ingested, duplicates
+                return ingested, duplicates, False
             ingested, duplicates = ingested + result.ingested, duplicates + result.duplicates
             cursor = page.cursor
             self.store.save_cursor(row.account_id, row.folder_key, cursor, self.ctx.clock.now())
             if not page.has_more:
-                return ingested, duplicates
+                return ingested, duplicates, True
 
     def _failed(self, row: FolderRow, kind: ErrorKind) -> None:
         now = self.ctx.clock.now()

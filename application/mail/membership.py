@@ -6,7 +6,10 @@ account pass (``MembershipPass``), after the arrivals of every synced folder.
     -> the UID map (``mail_flag_uids``: (folder, UID) -> message, written as pages are
        stored, so a message seen again in another folder has a row there too)
     -> per synced folder: EXAMINE + ``UID SEARCH ALL``; mapped UIDs of the folder's
-       current UIDVALIDITY that the server no longer has are expunged
+       current UIDVALIDITY that the server no longer has are expunged (the poll leaves
+       out folders whose counters are unchanged, and passes those that only grew as
+       ``unexpunged``: read, nothing gone, no SEARCH; ``folder_seen.PollPlan``; with
+       QRESYNC the UIDs its VANISHED (EARLIER) named, ``resync``, checked by count)
     -> per message with a row in a folder read now: its folders = the folders of its
        remaining rows; compared with its stream (``stored_folders``):
          differs, not empty -> ``MessageFoldersChanged {folders, added, removed}``
@@ -42,7 +45,7 @@ read models rename on ``MailFolderRenamed``, so a rename costs no event per mess
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, cast, runtime_checkable
@@ -53,6 +56,7 @@ from application.errors import ConcurrencyConflict
 from application.mail.flag_state import UidEntry
 from application.mail.folder_state import FOLDER_GONE
 from application.mail.gmail_labels import FolderLabels, LabelReader, labelled_folder, with_labels
+from application.mail.resync import Vanished
 from application.mail.uid_remap import RemapStore, UidRemap
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
@@ -77,6 +81,7 @@ class FolderUids:
 
     uidvalidity: int
     uids: frozenset[int] | None
+    uidnext: int | None = None  # the EXAMINE's, where known (the UID map's rebuild ends there)
 
 
 @runtime_checkable
@@ -126,15 +131,36 @@ class MembershipPass:
         # Rows for messages stored before the map existed (a store that keeps its walk).
         self.remap = UidRemap(ctx, uid_map) if isinstance(uid_map, RemapStore) else None
 
+    def remap_pending(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> bool:
+        """The UID map's rebuild has UIDs below ``uidnext`` of ``folder`` still to walk: the
+        poll reads the folder (a search) even when its counters did not move."""
+        if self.remap is None:
+            return False
+        return self.remap.store.remap_from(account_id, folder, uidvalidity) < uidnext
+
+    def remap_grew(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> None:
+        """A folder the rebuild had walked grew to ``uidnext`` and is read without a
+        search: its new UIDs got their rows as they were stored, so the walk goes on from
+        ``uidnext`` (else it would count as unwalked and be searched)."""
+        if self.remap is not None:
+            self.remap.store.save_remap(account_id, folder, uidvalidity, uidnext)
+
     def run(
         self,
         session: object,
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
+        *,
+        unexpunged: Sequence[str] = (),
+        vanished: Mapping[str, Vanished] | None = None,
     ) -> Placed:
-        """The pass over ``folders`` (every synced folder, INBOX included); ``account`` as
-        loaded after this poll's listing (its folder events name All Mail and renames)."""
+        """The pass over ``folders`` (the synced folders to search, INBOX included),
+        ``unexpunged`` (folders read without a search: their counters say nothing left
+        them since the last believed pass, so only their new rows matter) and
+        ``vanished`` (folders whose expunges a QRESYNC EXAMINE named: searched after all
+        when the mapped rows it names outnumber ``most_gone``); ``account`` as loaded
+        after this poll's listing (its folder events name All Mail and renames)."""
         if not isinstance(session, MembershipReader):
             return Placed()
         account_id, token = str(account.id), uuid4().hex
@@ -146,7 +172,9 @@ class MembershipPass:
             log.info("membership.busy account_id=%s", account_id)
             return Placed(busy=True)
         try:
-            return self._run(session, account, folders, check)
+            return self._run(
+                session, account, folders, check, unexpunged=unexpunged, vanished=vanished or {}
+            )
         finally:
             self.uid_map.release(account_id, CLAIM_FOLDER, token)
 
@@ -156,6 +184,9 @@ class MembershipPass:
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
+        *,
+        unexpunged: Sequence[str],
+        vanished: Mapping[str, Vanished],
     ) -> Placed:
         account_id = str(account.id)
         rows = self.uid_map.mapped(account_id)
@@ -163,11 +194,15 @@ class MembershipPass:
         # their messages are compared now. Rows of a folder merely not chosen any more
         # still place theirs (unknown is never deleted).
         gone = [r for r in rows if r.uidvalidity == FOLDER_GONE]
-        read = {r.folder for r in gone}
+        read = {r.folder for r in gone} | set(unexpunged)
         unbelieved = 0
         labelled = labelled_folder(account, session)
         labels: FolderLabels | None = None
-        for folder in dict.fromkeys(folders):
+        believed, named, unbelieved_vanished = _by_vanished(account_id, rows, vanished)
+        read |= believed
+        gone += named
+        search = [*folders, *unbelieved_vanished]  # a VANISHED not believed: searched
+        for folder in dict.fromkeys(search):
             check()
             answer = _read(session, folder, labelled)
             if isinstance(answer, FolderLabels):
@@ -186,6 +221,7 @@ class MembershipPass:
                     uidvalidity=answer.uidvalidity,
                     uids=answer.uids,
                     mapped=here,
+                    uidnext=getattr(answer, "uidnext", None),
                 )
             gone += [
                 r
@@ -204,7 +240,7 @@ class MembershipPass:
                 wanted[r.message_id].add(r.folder)
         unlabelled = 0
         # An \\All folder read without labels (no X-GM-EXT-1) is a folder like any other.
-        if labelled is not None and not (labels is None and labelled[0] in folders):
+        if labelled is not None and not (labels is None and labelled[0] in search):
             unlabelled = with_labels(wanted, rows, dropped, labelled, labels)
         moved, deleted, held = self._append(account, wanted)
         self.uid_map.drop(gone)
@@ -253,6 +289,30 @@ class MembershipPass:
             deleted = sum(1 for e in events if isinstance(e, MessageDeleted))
             return len(events) - deleted, deleted, held
         raise ConcurrencyConflict("membership changes kept colliding; the next poll retries")
+
+
+def _by_vanished(
+    account_id: str, rows: Sequence[UidEntry], vanished: Mapping[str, Vanished]
+) -> tuple[set[str], list[UidEntry], list[str]]:
+    """The folders read by their VANISHED answer, the mapped rows those name, and the
+    folders whose answer names more rows than their counters let leave
+    (``Vanished.most_gone``: not believed)."""
+    believed: set[str] = set()
+    gone: list[UidEntry] = []
+    unbelieved: list[str] = []
+    for folder, said in vanished.items():
+        named = [
+            r
+            for r in rows
+            if r.folder == folder and r.uidvalidity == said.uidvalidity and r.uid in said.uids
+        ]
+        if len(named) > said.most_gone:
+            log.warning("membership.vanished_unbelieved account_id=%s", account_id)
+            unbelieved.append(folder)
+        else:
+            believed.add(folder)
+            gone += named
+    return believed, gone, unbelieved
 
 
 def _read(

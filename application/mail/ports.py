@@ -352,11 +352,13 @@ class OpenOptions:
     ``account_id``: whose session (connection caps, OAuth2 tokens, logs). Bodies the
     session streams to the blob store are stored as ``blob_owner``'s. ``deadline``
     (``time.monotonic()``) bounds everything the session does, connecting included:
-    past it every call raises ``MailboxTimeout``."""
+    past it every call raises ``MailboxTimeout``. ``qresync``: ENABLE QRESYNC where
+    offered (a poll's session; never the watch's, whose EXPUNGE handling stays as is)."""
 
     account_id: str
     blob_owner: BlobOwner | None = None
     deadline: float | None = None
+    qresync: bool = False
 
 
 class MailProvider(Protocol):

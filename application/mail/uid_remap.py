@@ -66,6 +66,7 @@ class UidRemap:
         uidvalidity: int,
         uids: Iterable[int],
         mapped: set[int],
+        uidnext: int | None = None,
     ) -> list[UidEntry]:
         """The rows found now for ``folder``'s unmapped UIDs (already remembered)."""
         if not isinstance(session, IdentityReader):
@@ -73,9 +74,12 @@ class UidRemap:
         start = self.store.remap_from(account_id, folder, uidvalidity)
         present = sorted(uids)
         todo = [u for u in present if u >= start and u not in mapped]
+        # A walk that is done goes on from UIDNEXT where known (the folder's last messages
+        # may be gone), so a poll can tell it is done without a search (``remap_pending``).
+        end = max(present[-1] + 1 if present else 0, uidnext or 0)
         if not todo:
-            if present and present[-1] >= start:
-                self.store.save_remap(account_id, folder, uidvalidity, present[-1] + 1)
+            if end > start:
+                self.store.save_remap(account_id, folder, uidvalidity, end)
             return []
         asked = todo[:MAX_PER_FOLDER]
         wanted = set(asked)
@@ -91,6 +95,6 @@ class UidRemap:
             if stream in stored
         ]
         self.store.remember(entries)
-        done = asked[-1] + 1 if len(todo) > len(asked) else present[-1] + 1
+        done = asked[-1] + 1 if len(todo) > len(asked) else end
         self.store.save_remap(account_id, folder, uidvalidity, done)
         return entries

@@ -92,6 +92,11 @@ class Script:
     "never" (no answer at all)."""
     idle_lines: list[bytes] = field(default_factory=list)
     """Sent, each with CRLF, right after "+ idling" (a flood of STATUS lines, say)."""
+    vanished_lines: list[bytes] = field(default_factory=list)
+    """Sent after an EXAMINE with ``(QRESYNC ...)`` as ``* VANISHED <line>`` (put
+    QRESYNC and ENABLE in ``capabilities`` too)."""
+    qresync_flags: bool = True
+    """An EXAMINE with ``(QRESYNC ...)`` also answers every message's flags."""
 
 
 def bad_charset_message(uid: int) -> HostileMessage:
@@ -272,8 +277,16 @@ class _Conversation:
             )
             if script.highestmodseq is not None:
                 self.send(b"* OK [HIGHESTMODSEQ %d] ok\r\n" % script.highestmodseq)
+            if b"(QRESYNC (" in args.upper():
+                for line in script.vanished_lines:
+                    self.send(b"* VANISHED " + line + b"\r\n")
+                if script.qresync_flags:
+                    self.flags(b"1:*", by_uid=True)
         elif verb == b"UID SEARCH":
-            found = [m.uid for m in script.messages if m.uid in _uid_set(args, script)]
+            named = _uid_set(args, script)
+            if args.strip().upper() == b"ALL":
+                named = {m.uid for m in script.messages}
+            found = [m.uid for m in script.messages if m.uid in named]
             found += list(script.extra_search_uids)
             if script.vanish_all and args.strip().upper() == b"ALL":
                 found = []
@@ -306,7 +319,12 @@ class _Conversation:
         elif verb == b"LOGOUT":
             self.send(b"* BYE bye\r\n" + tag + b" OK done\r\n")
             return False
-        elif verb not in (b"NOOP", b"ENABLE"):
+        elif verb == b"ENABLE":
+            offered = set(script.capabilities.upper().split())
+            enabled = [c for c in args.upper().split() if c.decode() in offered]
+            if enabled:
+                self.send(b"* ENABLED " + b" ".join(enabled) + b"\r\n")
+        elif verb != b"NOOP":
             self.send(tag + b" BAD unknown command\r\n")
             return True
         self.send(tag + b" OK done\r\n")

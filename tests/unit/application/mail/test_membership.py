@@ -17,6 +17,7 @@ from application.mail.flag_state import UidEntry
 from application.mail.folder_state import FOLDER_GONE
 from application.mail.gmail_labels import FolderLabels
 from application.mail.membership import FolderUids, MembershipPass, placement_event
+from application.mail.resync import UidRanges, Vanished
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import (
@@ -245,6 +246,33 @@ def test_a_session_without_folder_uids_does_nothing() -> None:
     membership, store, _, account, _ = setup(("m", 1, "INBOX"))
     assert membership.run(object(), account, ["INBOX"], noop).moved == 0
     assert events_of(store, MessageDeleted) == []
+
+
+def test_vanished_uids_expunge_without_a_search_and_a_lie_is_searched() -> None:
+    membership, store, uid_map, account, _ = setup(
+        ("m", 1, "INBOX"), ("m", 4, "Archive"), ("k", 2, "INBOX")
+    )
+    server = FakeServer({"INBOX": {2}, "Archive": {4}})
+    said = Vanished(7, UidRanges.of([(1, 1)]), most_gone=1)
+    placed = membership.run(server, account, [], noop, vanished={"INBOX": said})
+    assert (placed.moved, placed.expunged, server.reads) == (1, 1, [])
+    assert stored_folders(store.load(events_of(store, MessageFoldersChanged)[0].originator_id)) == (
+        "Archive",
+    )
+    # "both gone" against counters that let one leave at most: searched, nothing deleted
+    lie = Vanished(7, UidRanges.of([(2, 4)]), most_gone=0)
+    placed = membership.run(server, account, [], noop, vanished={"INBOX": lie, "Archive": lie})
+    assert sorted(server.reads) == ["Archive", "INBOX"] and placed.deleted == 0
+    assert {(e.folder, e.uid) for e in uid_map.entries} == {("INBOX", 2), ("Archive", 4)}
+
+
+def test_an_unexpunged_folder_is_read_without_a_search() -> None:
+    """Its rows place their messages (a copy that arrived there), none is dropped."""
+    membership, store, _, account, [m] = setup(("m", 1, "INBOX"), ("m", 9, "Archive"))
+    server = FakeServer({"INBOX": {1}, "Archive": set()})
+    placed = membership.run(server, account, [], noop, unexpunged=["Archive"])
+    assert (placed.moved, placed.expunged, server.reads) == (1, 0, [])
+    assert stored_folders(store.load(m)) == ("Archive", "INBOX")
 
 
 class LabelServer(FakeServer):
