@@ -144,16 +144,19 @@ class IdleChannel:
 
     def notify(self, folders: Sequence[str]) -> bool:
         """NOTIFY for INBOX selected and ``folders`` besides (outside IDLE; one round
-        trip); an empty list undoes an earlier one. False without NOTIFY, when the server
-        refused it (IDLE news is then what it was), or when there is nothing to undo."""
+        trip, none when these folders are pushed already); an empty list undoes an earlier
+        one. False without NOTIFY, when the server refused it (IDLE news is then what it
+        was), or when there is nothing to undo."""
         if "NOTIFY" not in self._caps:
             return False
         command = notify_command(folders)
+        names = frozenset(f for f in folders if f.upper() != "INBOX")
         if command == b"NOTIFY NONE" and self.watched is None:
             return False
+        if names == self.watched:  # asked for already: no round trip, IDLE goes on
+            return True
         self.done()
         taken = self._conn.io(set_notify, self._conn.client, command)
-        names = frozenset(f for f in folders if f.upper() != "INBOX")
         self.watched = names if taken and command != b"NOTIFY NONE" else None
         return self.watched is not None
 

@@ -69,6 +69,9 @@ def test_watched_folders_changes_are_idle_news(
         news_until(session, "folders_changed")
         other.append("Junk", make_message(subject="not watched"))
         assert quiet_for(session, 2.0)
+        assert session.notify_folders(["Archive", "Sent"])  # the same: IDLE goes on
+        other.append("Archive", make_message(subject="still pushed"))
+        news_until(session, "folders_changed")
 
 
 def test_inbox_news_is_unchanged_and_its_flags_count_with_notify(
