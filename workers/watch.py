@@ -9,7 +9,7 @@ Per account, a watch moves through:
     idling --(refresh_folders)--> refreshing --(NOTIFY asked again, IDLE)--> idling
     any --(error, server hang-up, a probe unanswered for probe_timeout, stop())--> stopped
 
-Before its first IDLE a watch has the server push the other synced folders (NOTIFY, where
+Right after login a watch has the server push the other synced folders (NOTIFY, where
 offered: ``hooks.watch_folders``); news of their changes goes to ``on_folders_changed``.
 
 Probing is idling with a probe in flight (``policies.liveness``): the probe is written
@@ -218,6 +218,7 @@ class WatchManager:
         try:
             watch.session = self._hooks.open_session(watch.account_id)
             watch.connected_at = self._clock()
+            self._hooks.watch_folders(watch.account_id, watch.session)  # parked ones too
             self._sync(watch)  # right after start: what arrived since the last poll
         except Exception as error:  # any failure ends this watch
             self._finish(watch, StopReason.ERROR, error)
@@ -277,7 +278,7 @@ class WatchManager:
                 self._finish(watch, watch.stop_reason, None)
                 return
             assert watch.session is not None
-            if watch.folders_stale:  # NOTIFY, where the server offers it: once per start
+            if watch.folders_stale:  # the folders were listed again since it asked
                 watch.folders_stale = False
                 self._hooks.watch_folders(watch.account_id, watch.session)
             news = watch.session.idle_start()

@@ -59,4 +59,4 @@ class Watch:
     opening: bool = True  # its open is still timed (``LoginRate``)
     probe_sent_at: float | None = None  # a liveness probe awaits its answer
     draw: float = 0.0  # where in the probe spread this watch's next probe falls
-    folders_stale: bool = True  # its pushed folders are (re)asked for before its next IDLE
+    folders_stale: bool = False  # listed again: ask for its pushed folders before IDLE
