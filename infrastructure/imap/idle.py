@@ -62,6 +62,7 @@ _PARTIAL = b"BODY[]<0>"
 # this size each (the rest is fetched as on any page): a push is usually one message.
 PUSH_BODIES = 8
 PUSH_BODY_BYTES = 128 * 1024
+_NEW_MAIL = (b"EXISTS", b"RECENT")
 
 
 def news(lines: list[bytes], watched: frozenset[str] | None = None) -> IdleNews:
@@ -76,7 +77,7 @@ def news(lines: list[bytes], watched: frozenset[str] | None = None) -> IdleNews:
         kind = words[1].upper()
         if kind == b"BYE":
             closed = True
-        elif len(words) > 2 and words[2].rstrip().upper() in (b"EXISTS", b"RECENT"):
+        elif kind.isdigit() and len(words) > 2 and words[2].rstrip().upper() in _NEW_MAIL:
             exists = True
         elif watched is not None and not changed:
             changed = _changed(kind, words, line, watched)

@@ -89,6 +89,12 @@ def test_new_mail_is_not_news_of_folders() -> None:
     assert heard.exists and not heard.folders_changed
 
 
+def test_a_folder_named_like_news_is_a_folder() -> None:
+    watched = frozenset({"EXISTS"})
+    heard = news([b"* STATUS EXISTS (MESSAGES 1)"], watched)
+    assert heard.folders_changed and not heard.exists
+
+
 def test_the_servers_overflow_is_news() -> None:
     line = b"* OK [NOTIFICATIONOVERFLOW] Too many notifications"
     assert overflowed(line)
