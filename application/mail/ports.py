@@ -324,6 +324,12 @@ class FolderSession(Protocol):
         (raises ``MailboxCursorInvalid`` when its UIDVALIDITY changed)."""
         ...
 
+    def folder_exists(self, folder: str) -> bool:
+        """Whether the server still has ``folder`` (a listing left it out): True when
+        STATUS answers OK, False when it answers that the folder does not exist; any
+        other answer raises a ``MailProviderError`` (nothing decided)."""
+        ...
+
 
 class FolderDiscovery(Protocol):
     """A logged-in session that lists the account's folders (``ImapMailboxSession``)."""

@@ -458,3 +458,13 @@ def tagged_commands(imap: Any) -> dict[bytes, Any]:
 def untagged_responses(imap: Any) -> dict[str, list[Any]]:
     untagged: dict[str, list[Any]] = imap.untagged_responses
     return untagged
+
+
+def status_answer(client: Any, folder: str, items: bytes) -> tuple[str, list[Any]]:
+    """``STATUS folder items``: the tagged answer's type (``OK`` or ``NO``; BAD raises)
+    and text, the untagged STATUS data dropped (nothing else reads it)."""
+    imap = client._imap
+    tag = imap._command("STATUS", client._normalise_folder(folder), items)
+    typ, data = imap._command_complete("STATUS", tag)
+    imap.untagged_responses.pop("STATUS", None)
+    return str(typ), list(data)
