@@ -206,6 +206,12 @@ class MailboxTransientError(MailProviderError):
     """Timeouts, dropped connections, server hiccups: try again on the next tick."""
 
 
+class MailboxAnswerTooLarge(MailboxTransientError):
+    """An answer passed what the session reads (a line past 1 MB, or the bytes one
+    operation may buffer): the connection is dropped; asking the same again would fail
+    the same way."""
+
+
 class MailboxTimeout(MailboxTransientError):
     """An operation's deadline (or the session's) passed before the server answered."""
 

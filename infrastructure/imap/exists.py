@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import imaplib
 import re
-from typing import Any
 
 from application.mail.ports import MailboxAuthError, MailboxThrottled, MailboxTransientError
 from infrastructure.imap import wire
@@ -34,13 +33,9 @@ def folder_exists(conn: Connection, folder: str) -> bool:
     text = b" ".join(d for d in data if type(d) is bytes)[:MAX_TEXT]
     code = _CODE.match(text)
     refused = classify(imaplib.IMAP4.error(text.decode("utf-8", "replace")))
-    if typ == "NO" and (code is None or code[1].upper() in GONE_CODES):
-        if not isinstance(refused, MailboxThrottled | MailboxAuthError):
-            return False
-    raise conn.fail(_not_decided(refused))
-
-
-def _not_decided(refused: Any) -> MailboxTransientError | MailboxThrottled | MailboxAuthError:
-    if isinstance(refused, MailboxThrottled | MailboxAuthError):
-        return refused
-    return MailboxTransientError("STATUS of a folder left out of the listing was refused")
+    said = isinstance(refused, MailboxThrottled | MailboxAuthError)  # throttled, not gone
+    if typ == "NO" and not said and (code is None or code[1].upper() in GONE_CODES):
+        return False
+    if said:
+        raise conn.fail(refused)
+    raise conn.fail(MailboxTransientError("STATUS of a folder the listing left out refused"))

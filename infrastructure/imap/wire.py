@@ -59,6 +59,14 @@ class ResponseTooLarge(OSError):
     """One operation's response passed the bytes a connection may buffer."""
 
 
+def too_large(exc: BaseException) -> bool:
+    """``exc`` is an answer past the buffer cap or a line past imaplib's line limit (which
+    imaplib re-raises as its own ``error`` with the reader's text)."""
+    return isinstance(exc, ResponseTooLarge) or (
+        isinstance(exc, imaplib.IMAP4.error) and f"got more than {_MAXLINE} bytes" in str(exc)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     literal_bytes: int
