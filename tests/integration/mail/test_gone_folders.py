@@ -6,6 +6,8 @@ and messages deleted with their folder restored when it comes back (a rebuild ag
 
 from __future__ import annotations
 
+from typing import Any
+
 from application import User
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import connect, count_events, messages, raw_mail
@@ -126,7 +128,7 @@ def test_a_folder_deleted_on_dovecot_deletes_its_messages_found_nowhere_else(
     assert listed == {"only there": ("ok", "Old"), "copied": ("ok", "INBOX")}
     assert count_events(mail.app, RESTORED) == 1
 
-    def answers() -> object:
+    def answers() -> Any:
         return (
             messages(mail.app, admin, accountId=account_id),
             messages(mail.app, admin, accountId=account_id, folder="Old"),
