@@ -40,6 +40,7 @@ from domain.message import (
     MessageFlagsChanged,
     MessageFoldersChanged,
     MessageIngested,
+    MessageRestored,
 )
 from domain.message_retention import MessageBodyErased, MessageExpired
 
@@ -57,6 +58,7 @@ TYPES = (
     "message.expired",
     "message.moved",
     "message.deleted",
+    "message.restored",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -184,6 +186,16 @@ def _deleted(e: MessageDeleted) -> Built:
     return "message.deleted", e.account_id, data, ()
 
 
+def _restored(e: MessageRestored) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "folders": list(e.folders),
+        "state": e.state,
+    }
+    return "message.restored", e.account_id, data, ()
+
+
 def _account(kind: str) -> Callable[[Any], Built]:
     def build(e: Any) -> Built:
         account_id = str(e.originator_id)
@@ -259,6 +271,7 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageExpired: _retired,
     MessageFoldersChanged: _moved,
     MessageDeleted: _deleted,
+    MessageRestored: _restored,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

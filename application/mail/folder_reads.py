@@ -12,6 +12,7 @@ from typing import Protocol
 from application.context import Context
 from application.mail.folder_seen import FolderSeen, PollPlan
 from application.mail.gmail_labels import labelled_folder
+from application.mail.ports import MailboxAnswerTooLarge
 from application.mail.resync import Resynced, ResyncSession, Vanished
 from domain.mail_account import MailAccount
 
@@ -37,7 +38,11 @@ def resync(
     cursor = store.cursor(str(account.id), folder) if store is not None else None
     if cursor is not None and cursor.uidvalidity == before.uidvalidity and cursor.modseq:
         asked = min(asked, cursor.modseq)
-    answer = session.resync(folder, before.uidvalidity, asked)
+    try:
+        answer = session.resync(folder, before.uidvalidity, asked)
+    except MailboxAnswerTooLarge:
+        plan.refuse_qresync(folder)  # the next polls search it: the account goes on
+        raise
     return None if answer is None else (answer, asked)
 
 

@@ -16,6 +16,10 @@ next poll reads again.
   modseq (``resync_from``; Dovecot raises HIGHESTMODSEQ on an expunge, as RFC 7162
   requires of a QRESYNC server): its VANISHED UIDs go to the membership pass instead of
   a SEARCH, its changed flags to the flag mirror instead of a FETCH (``resync``).
+  A folder whose QRESYNC answer once passed what the session reads (a VANISHED line
+  past 1 MB: a server ignoring the bound asked) fails that poll, and is not asked again
+  until its UIDVALIDITY changes (``NO_QRESYNC``): the SEARCH reads it instead, so the
+  account goes on syncing.
 - **Flags** are skipped (``FlagMirror``, no EXAMINE) when CONDSTORE's HIGHESTMODSEQ is
   the flag cursor's; without CONDSTORE the window reads them every poll.
 - **Membership**: counters as believed -> the folder is not read at all; MESSAGES grew
@@ -35,13 +39,18 @@ again. A failed poll saves nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol, runtime_checkable
 
 from application.mail.folder_listing import FolderStatus
 from application.mail.ports import MailboxStatus
 
 MembershipRead = Literal["skip", "unexpunged", "search"]
+
+
+# Saved as a folder's HIGHESTMODSEQ (which is never 0): QRESYNC is not asked of this
+# folder again until its UIDVALIDITY changes, since its answer once passed what is read.
+NO_QRESYNC = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +165,7 @@ class PollPlan:
         poll's is higher; None: no QRESYNC for the folder (nothing changed, or the
         HIGHESTMODSEQ went down: FETCH and SEARCH read it instead)."""
         before, now = self._before.get(folder), self.now(folder)
-        if before is None or before.highestmodseq is None or now is None:
+        if before is None or before.highestmodseq in (None, NO_QRESYNC) or now is None:
             return None
         if now.uidvalidity != before.uidvalidity or now.highestmodseq is None:
             return None
@@ -164,6 +173,17 @@ class PollPlan:
 
     def membership(self, folder: str) -> MembershipRead:
         return membership_read(self._before.get(folder), self.now(folder))
+
+    def refuse_qresync(self, folder: str) -> None:
+        """The folder's QRESYNC answer passed what the session reads (a lying server's
+        VANISHED): saved at once (the poll fails), so later polls search the folder
+        instead, until its UIDVALIDITY changes."""
+        before = self._before.get(folder)
+        if before is None or self._store is None:
+            return
+        refused = replace(before, highestmodseq=NO_QRESYNC)
+        self._store.save_seen(self._account_id, {folder: refused})
+        self._before[folder] = refused
 
     def forget(self, folders: Iterable[str]) -> None:
         """These folders were read from no cursor (new, reset, or their state forgotten):
@@ -182,8 +202,19 @@ class PollPlan:
             return
         done = {}
         for name in folders:
-            now = self.now(name)
-            if name not in self._incomplete and now is not None and now != self._before.get(name):
+            now, before = self.now(name), self._before.get(name)
+            if now is not None and _refused(before, now):
+                now = replace(now, highestmodseq=NO_QRESYNC)
+            if name not in self._incomplete and now is not None and now != before:
                 done[name] = now
         if done:
             self._store.save_seen(self._account_id, done)
+
+
+def _refused(before: FolderSeen | None, now: FolderSeen) -> bool:
+    """QRESYNC stays refused for the folder while its UIDVALIDITY is the same."""
+    return (
+        before is not None
+        and before.highestmodseq == NO_QRESYNC
+        and before.uidvalidity == now.uidvalidity
+    )

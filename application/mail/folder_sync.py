@@ -19,7 +19,12 @@ write); a reset (new UIDVALIDITY) keeps the key and voids the cursor; a folder g
 no longer chosen by the setting) loses its row, and one gone from the server marks its
 UID-map rows ``FOLDER_GONE``, so the membership pass of this poll deletes the messages
 found nowhere else; a new one gets a row and a first sync in the backfill window. A
-listing without INBOX is not believed: nothing changes.
+listing without INBOX is not believed: nothing changes. A folder is gone from the server
+only when the server says so: each one a believed listing no longer shows (under its
+name or its MAILBOXID) is asked ``STATUS name (UIDVALIDITY)``; ``NO`` (it does not
+exist) makes it gone, ``OK`` means the listing lied or was cut short: the folder keeps
+its row and its messages their folders (logged as ``unlisted``); any other answer
+raises like a sync error, before anything is saved.
 
 Bodies past the download budget are deferred as in INBOX: the page is stored, each
 deferred message held with its folder, and its body fetched later from that folder
@@ -126,7 +131,8 @@ class FolderSync:
         rows = self.store.folders(account_id)
         listed = self._due(rows, now, selection_of(account))
         if listed:
-            rows = self.relist(account, rows, session.list_folders(), now)
+            listing = session.list_folders()
+            rows = self.relist(account, rows, listing, now, confirm=session.folder_exists)
         done = FolderPass(listed=listed)
         # Sent first: a message paged there is outbound, and on Gmail it is in All Mail too.
         for row in sorted(rows, key=lambda r: (r.name != "INBOX", r.role != "sent", r.name)):
@@ -159,9 +165,17 @@ class FolderSync:
         return changed or now - oldest >= timedelta(seconds=self.settings.list_interval)
 
     def relist(
-        self, account: MailAccount, rows: Sequence[FolderRow], listing: FolderListing, now: datetime
+        self,
+        account: MailAccount,
+        rows: Sequence[FolderRow],
+        listing: FolderListing,
+        now: datetime,
+        *,
+        confirm: Callable[[str], bool],
     ) -> list[FolderRow]:
-        """The folders the account syncs now, matched to ``rows`` and saved."""
+        """The folders the account syncs now, matched to ``rows`` and saved; a folder the
+        listing no longer shows is gone only when ``confirm`` (the session's
+        ``folder_exists``, one bounded STATUS each) says the server has it no more."""
         account_id, selection = str(account.id), selection_of(account)
         chosen = folders_to_sync(listing.folders, selection)
         by_known = {KnownFolder(r.name, r.uidvalidity, r.mailbox_id): r for r in rows}
@@ -169,23 +183,38 @@ class FolderSync:
         if changes.suspect:
             log.warning("sync.folders_suspect account_id=%s: listing without INBOX", account_id)
             return list(rows)
+        lost = vanished(changes, listing)
+        unlisted = {name for name in lost if confirm(name)}  # the listing left them out
+        if unlisted:
+            log.warning(
+                "sync.folders_unlisted account_id=%s kept=%d: listed no more, still there",
+                account_id,
+                len(unlisted),
+            )
         kept = _matched(account_id, changes, by_known, selection)
-        gone = [by_known[k].folder_key for k in changes.gone]
+        kept += [by_known[k] for k in changes.gone if k.name in unlisted]
+        gone = [by_known[k].folder_key for k in changes.gone if k.name not in unlisted]
         renamed = {k.name: f.name for k, f in changes.renamed if k.name != f.name}
         self.store.save_listing(
-            account_id, kept, gone, now, renamed=renamed, vanished=vanished(changes, listing)
+            account_id,
+            kept,
+            gone,
+            now,
+            renamed=renamed,
+            vanished=[name for name in lost if name not in unlisted],
         )
         if self.on_listed is not None:
             self.on_listed(account_id, kept)
         log.info(
             "sync.folders_listed account_id=%s synced=%d added=%d renamed=%d reset=%d gone=%d"
-            " missing=%d dropped=%d",
+            " unlisted=%d missing=%d dropped=%d",
             account_id,
             len(kept),
             len(changes.added),
             len(changes.renamed),
             len(changes.reset),
             len(gone),
+            len(unlisted),
             len(chosen.missing),
             sum(n for _, n in listing.dropped),
         )

@@ -28,9 +28,11 @@ chosen by the setting) and rows of an older UIDVALIDITY still place their messag
 unknown is never deleted. Rows of a folder a believed listing found gone from the server
 (marked ``FOLDER_GONE`` by the folder pass) place nothing: a message only there is
 deleted, one with a copy elsewhere moves, and the rows leave the map. A deleted message
-stays deleted (its stream takes no later membership event); a ``deferred`` one is held
-until its body came. A restart repeats the comparison: the map's rows are dropped only
-after the events are durable, and an event is written only when the stream differs.
+is restored (``MessageRestored``, its folders as found now, its state as before) when a
+row of the map places it again: its folder came back, or the server had hidden it; one
+retention expired stays deleted. A ``deferred`` one is held until its body came. A
+restart repeats the comparison: the map's rows are dropped only after the events are
+durable, and an event is written only when the stream differs.
 
 Messages stored before the map existed get their rows here (``uid_remap``: bounded per
 folder and poll, by EMAILID, X-GM-MSGID or the version-1 fingerprint).
@@ -63,9 +65,12 @@ from domain.mail_account import MailAccount
 from domain.message import (
     MessageDeleted,
     MessageFoldersChanged,
+    MessageRestored,
     awaiting_body,
+    state_before_deletion,
     stored_folders,
 )
+from domain.message_retention import MessageExpired
 
 log = logging.getLogger("tidings.membership")
 
@@ -287,6 +292,9 @@ class MembershipPass:
             except ConcurrencyConflict:
                 continue
             deleted = sum(1 for e in events if isinstance(e, MessageDeleted))
+            restored = sum(1 for e in events if isinstance(e, MessageRestored))
+            if restored:
+                log.warning("membership.restored account_id=%s count=%d", account.id, restored)
             return len(events) - deleted, deleted, held
         raise ConcurrencyConflict("membership changes kept colliding; the next poll retries")
 
@@ -332,16 +340,30 @@ def placement_event(
     stream: list[DomainEvent],
     folders: set[str],
     now: datetime,
-) -> MessageFoldersChanged | MessageDeleted | None:
+) -> MessageFoldersChanged | MessageDeleted | MessageRestored | None:
     """The event that makes ``stream`` say the message is in ``folders`` (empty: gone
-    from every synced folder); None when it says so already, or was deleted before."""
+    from every synced folder); None when it says so already, or when it was deleted and
+    may not come back (expired by retention, or not found now)."""
     # A renamed folder's messages keep its old name in their streams; the read models
     # renamed them on ``MailFolderRenamed``, so the comparison is with the name now.
     found = stored_folders(stream)
-    if not found:  # no message, or deleted: a deleted message stays deleted
-        return None
-    stored = sorted({account.renamed_name(n) for n in found})
     account_id, version = str(account.id), len(stream) + 1
+    if found is None:
+        return None
+    if not found:  # deleted: back only when found again after an expunge (not expired)
+        state = state_before_deletion(stream)
+        if not folders or state is None or not _expunged_last(stream):
+            return None
+        return MessageRestored(
+            originator_id=stream_id,
+            originator_version=version,
+            timestamp=now,
+            tenant_id=account.tenant_id,
+            account_id=account_id,
+            folders=sorted(folders),
+            state=state,
+        )
+    stored = sorted({account.renamed_name(n) for n in found})
     if not folders:
         return MessageDeleted(
             originator_id=stream_id,
@@ -363,3 +385,11 @@ def placement_event(
         added=sorted(folders - set(stored)),
         removed=sorted(set(stored) - folders),
     )
+
+
+def _expunged_last(stream: list[DomainEvent]) -> bool:
+    """The stream's end is a deletion as expunged, and retention never expired it."""
+    if any(isinstance(e, MessageExpired) for e in stream):
+        return False
+    deletions = [e for e in stream if isinstance(e, MessageDeleted)]
+    return bool(deletions) and deletions[-1].reason == "expunged"

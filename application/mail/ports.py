@@ -207,6 +207,12 @@ class MailboxTransientError(MailProviderError):
     """Timeouts, dropped connections, server hiccups: try again on the next tick."""
 
 
+class MailboxAnswerTooLarge(MailboxTransientError):
+    """An answer passed what the session reads (a line past 1 MB, or the bytes one
+    operation may buffer): the connection is dropped; asking the same again would fail
+    the same way."""
+
+
 class MailboxTimeout(MailboxTransientError):
     """An operation's deadline (or the session's) passed before the server answered."""
 
@@ -323,6 +329,12 @@ class FolderSession(Protocol):
     ) -> FetchBatch:
         """``fetch_since`` in ``folder`` (its decoded name), with that folder's cursor
         (raises ``MailboxCursorInvalid`` when its UIDVALIDITY changed)."""
+        ...
+
+    def folder_exists(self, folder: str) -> bool:
+        """Whether the server still has ``folder`` (a listing left it out): True when
+        STATUS answers OK, False when it answers that the folder does not exist; any
+        other answer raises a ``MailProviderError`` (nothing decided)."""
         ...
 
 

@@ -9,14 +9,16 @@ by ``flag_response``. Rules of belief: ``application.mail.resync``.
 
 from __future__ import annotations
 
+import imaplib
 import re
 from typing import Any
 
-from application.mail.ports import MailboxStatus, MailboxTransientError
+from application.mail.ports import MailboxAnswerTooLarge, MailboxStatus, MailboxTransientError
 from application.mail.resync import MAX_RANGES, Resynced, UidRanges
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.flag_response import parse_flag_lines
 from infrastructure.imap.identity import ID_MAX, MODSEQ_MAX, valid_id
+from infrastructure.imap.wire import too_large
 
 _VANISHED = re.compile(rb"\(EARLIER\) ([0-9:,]+)\Z")
 _NUMBER = re.compile(rb"[0-9]{1,20}\Z")
@@ -24,7 +26,7 @@ _NUMBER = re.compile(rb"[0-9]{1,20}\Z")
 
 def resync(conn: Connection, folder: str, uidvalidity: int, modseq: int) -> Resynced:
     """The QRESYNC EXAMINE of ``folder`` on a session that ENABLEd QRESYNC."""
-    untagged = conn.io(_examine, conn.client, folder, uidvalidity, modseq)
+    untagged = conn.io(_answer, conn.client, folder, uidvalidity, modseq)
     status = _status(conn, untagged)
     read = parse_flag_lines(untagged.get("FETCH", []))
     flags = {uid: e.flags for uid, e in read.entries.items()}
@@ -60,6 +62,17 @@ def parse_vanished(lines: list[Any], uidnext: int | None) -> UidRanges | None:
             if len(ranges) > MAX_RANGES:
                 return None
     return UidRanges.of(ranges)
+
+
+def _answer(client: Any, folder: str, uidvalidity: int, modseq: int) -> dict[str, list[Any]]:
+    """The EXAMINE's untagged data; an answer past the reader's limits (a VANISHED line
+    past 1 MB from a server that ignored the bound asked) is ``MailboxAnswerTooLarge``."""
+    try:
+        return _examine(client, folder, uidvalidity, modseq)
+    except (OSError, imaplib.IMAP4.error) as exc:
+        if too_large(exc):
+            raise MailboxAnswerTooLarge("the QRESYNC answer passed what is read") from None
+        raise
 
 
 def _examine(client: Any, folder: str, uidvalidity: int, modseq: int) -> dict[str, list[Any]]:

@@ -40,6 +40,7 @@ from application.mail.ports import (
 )
 from application.mail.resync import Resynced
 from infrastructure.imap.connection import Connection
+from infrastructure.imap.exists import folder_exists
 from infrastructure.imap.fetch_response import FetchData
 from infrastructure.imap.flags import read_flags
 from infrastructure.imap.folders import folder_statuses, list_folders
@@ -328,6 +329,12 @@ class ImapMailboxSession:
         mailbox stays."""
         self._idle.done()
         return list_folders(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
+
+    def folder_exists(self, folder: str) -> bool:
+        """``STATUS folder (UIDVALIDITY)`` (``exists``): whether the server still has a
+        folder its listing left out; the selected mailbox stays."""
+        self._idle.done()
+        return folder_exists(self._conn, folder)
 
     def fetch_deferred(
         self, uids: Sequence[int], *, uidvalidity: int, folder: str = "INBOX"

@@ -2,7 +2,8 @@
 
 ``HostileImapServer(script)`` listens on 127.0.0.1 (a free port) and speaks just enough
 IMAP for our client — greeting, CAPABILITY, LOGIN, EXAMINE/SELECT, UID SEARCH,
-UID FETCH, LIST, NOOP, NOTIFY, IDLE, LOGOUT — answering from the ``Script``: its messages
+UID FETCH, LIST, STATUS, NOOP, NOTIFY, IDLE, LOGOUT — answering from the ``Script``: its
+messages (per folder where ``folder_messages`` says)
 (``HostileMessage``: any RFC822.SIZE or INTERNALDATE text, announced literals larger
 than what follows, garbage FETCH lines), its LIST answer (any lines, literals included)
 and its connection-wide tricks (a one-byte-a-second drip, any UIDVALIDITY, UIDs out of
@@ -22,7 +23,7 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Self
 
@@ -97,6 +98,12 @@ class Script:
     QRESYNC and ENABLE in ``capabilities`` too)."""
     qresync_flags: bool = True
     """An EXAMINE with ``(QRESYNC ...)`` also answers every message's flags."""
+    folder_messages: dict[bytes, list[HostileMessage]] = field(default_factory=dict)
+    """Folders (by name as sent) whose EXAMINE selects these messages instead of
+    ``messages``, for the rest of that session."""
+    status_answer: bytes = b"NO [NONEXISTENT] no such folder"
+    """The tagged answer to ``STATUS`` of a folder other than INBOX (``OK ...``: it is
+    there, whatever LIST said)."""
 
 
 def bad_charset_message(uid: int) -> HostileMessage:
@@ -269,6 +276,10 @@ class _Conversation:
         elif verb == b"LOGIN":
             self.dripping = self.dripping or script.drip_from == "login"
         elif verb in (b"EXAMINE", b"SELECT"):
+            name = args.split(b" (", 1)[0].strip().strip(b'"')
+            chosen = self.server.script.folder_messages.get(name)
+            base = self.server.script
+            self.script = script = base if chosen is None else replace(base, messages=chosen)
             uids = [m.uid for m in script.messages]
             uidnext = script.uidnext or str(max(uids, default=0) + 1)
             self.send(
@@ -312,6 +323,12 @@ class _Conversation:
             if script.notify != "OK":
                 self.send(tag + b" " + script.notify.encode() + b" not here\r\n")
                 return True
+        elif verb == b"STATUS":
+            name = args.split(b" (", 1)[0].strip().strip(b'"')
+            if name.upper() != b"INBOX" and not script.status_answer.startswith(b"OK"):
+                self.send(tag + b" " + script.status_answer + b"\r\n")
+                return True
+            self.send(b"* STATUS %s (UIDVALIDITY %s)\r\n" % (name, script.uidvalidity.encode()))
         elif verb == b"IDLE":
             self.send(b"+ idling\r\n" + b"".join(line + b"\r\n" for line in script.idle_lines))
             if self.readline() is None:

@@ -1,8 +1,8 @@
 """A scripted QRESYNC server that lies (``HostileImapServer``): VANISHED naming UIDs it
 still has (with their flags in the same answer, or against its own EXISTS), UIDs at or
-past UIDNEXT, far more ranges than believed, and a HIGHESTMODSEQ that goes down. No
-message is ever deleted on its word, every lie ends in ``UID SEARCH ALL``, and no poll
-fails."""
+past UIDNEXT, far more ranges than believed, a HIGHESTMODSEQ that goes down, and a
+VANISHED line past what is read. No message is ever deleted on its word, every lie ends
+in ``UID SEARCH ALL``, and only the line past the reader's limit fails a poll, once."""
 
 from __future__ import annotations
 
@@ -63,13 +63,6 @@ def test_vanished_lies_are_not_believed_and_delete_nothing(mail: MailApp, admin:
             assert searches_all(hostile, before) == 1  # the lie is replaced by a search
         assert count_events(mail.app, DELETED) == 0 and count_events(mail.app, MOVED) == 0
 
-        # a line past what the reader takes (1.4 MB) fails this account's poll alone
-        script.highestmodseq, script.uidnext = 20, "400007"
-        ranges = b",".join(b"%d" % u for u in range(5, 400_000, 2))
-        script.vanished_lines = [b"(EARLIER) " + ranges]
-        assert mail.outcome(account_id, mail.poll()).error_kind is not None
-        assert count_events(mail.app, DELETED) == 0
-
         # far more expunges possible than QRESYNC is asked for: the search instead
         script.highestmodseq, script.uidnext = 21, "4000000"
         before = len(hostile.commands)
@@ -87,6 +80,19 @@ def test_vanished_lies_are_not_believed_and_delete_nothing(mail: MailApp, admin:
         before = len(hostile.commands)
         poll(mail, account_id)
         assert resyncs(hostile, before) == 1 and searches_all(hostile, before) == 0
+        assert count_events(mail.app, DELETED) == 1
+
+        # a line past what the reader takes (1.4 MB) fails this account's poll once; then
+        # INBOX is searched instead of asked QRESYNC (until its UIDVALIDITY changes)
+        script.highestmodseq, script.uidnext = 20, "4000007"
+        ranges = b",".join(b"%d" % u for u in range(5, 400_000, 2))
+        script.vanished_lines = [b"(EARLIER) " + ranges]
+        assert mail.outcome(account_id, mail.poll()).error_kind is not None
+        for modseq, uidnext in ((20, "4000007"), (22, "4000009")):
+            script.highestmodseq, script.uidnext = modseq, uidnext
+            before = len(hostile.commands)
+            poll(mail, account_id)
+            assert resyncs(hostile, before) == 0 and searches_all(hostile, before) == 1
         assert count_events(mail.app, DELETED) == 1
     states = sorted(m["state"] for m in messages(mail.app, admin, accountId=account_id))
     assert states == ["deleted", "ok", "ok"]

@@ -10,7 +10,13 @@ from typing import Any
 
 from application.mail.folder_listing import FolderStatus
 from application.mail.folder_reads import membership_reads, most_gone, vanished_of
-from application.mail.folder_seen import FolderSeen, PollPlan, membership_read, seen_of
+from application.mail.folder_seen import (
+    NO_QRESYNC,
+    FolderSeen,
+    PollPlan,
+    membership_read,
+    seen_of,
+)
 from application.mail.ports import MailboxStatus
 from application.mail.resync import Resynced, UidRanges
 
@@ -78,6 +84,24 @@ def test_with_list_status_unchanged_folders_are_not_opened() -> None:
     plan.save(["INBOX", "Archive", "Sent"])
     assert store.saved["Archive"] == FolderSeen(7, 101, 99, 51)
     assert store.saved["Sent"] == BEFORE  # left something for later: read again
+
+
+def test_a_folder_whose_qresync_answer_was_too_large_is_searched_until_a_reset() -> None:
+    store = Store({"INBOX": BEFORE})
+    plan = PollPlan(Session({"INBOX": status(99, 102, 60)}), store, "a")
+    assert plan.resync_from("INBOX") == BEFORE
+    plan.refuse_qresync("INBOX")  # saved at once: the poll fails after it
+    assert store.saved["INBOX"] == FolderSeen(7, 101, 100, NO_QRESYNC)
+    plan = PollPlan(Session({"INBOX": status(99, 102, 60)}), store, "a")
+    assert plan.resync_from("INBOX") is None and plan.membership("INBOX") == "search"
+    plan.save(["INBOX"])  # the refusal stays with the counters of now
+    assert store.saved["INBOX"] == FolderSeen(7, 102, 99, NO_QRESYNC)
+    plan = PollPlan(Session({"INBOX": status(98, 103, 70)}), store, "a")
+    assert plan.resync_from("INBOX") is None
+    reset = FolderStatus(messages=5, uidnext=6, uidvalidity=8, highestmodseq=9)
+    plan = PollPlan(Session({"INBOX": reset}), store, "a")
+    plan.save(["INBOX"])  # a new UIDVALIDITY: QRESYNC may be asked again
+    assert store.saved["INBOX"] == FolderSeen(8, 6, 5, 9)
 
 
 def test_without_list_status_the_first_examine_counts() -> None:

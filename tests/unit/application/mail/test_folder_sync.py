@@ -106,6 +106,12 @@ class FakeSession:
         self.fetched: list[tuple[str, MailboxCursor | None]] = []
         self.pages: dict[str, FetchBatch] = {}
         self.failing: set[str] = set()
+        self.unlisted: set[str] = set()  # left out of the listing, still on the server
+        self.probed: list[str] = []
+
+    def folder_exists(self, name: str) -> bool:
+        self.probed.append(name)
+        return name in self.unlisted
 
     def list_folders(self) -> FolderListing:
         self.lists += 1
@@ -219,6 +225,38 @@ def test_matching_keeps_keys_voids_a_reset_cursor_and_drops_what_is_gone() -> No
     assert fetched["Archive"] is None  # the reset one starts again
     # The rename carries the UID map to the new name; Trash is gone from the server.
     assert (store.renamed, store.vanished) == ({"Sent": "Sent Items"}, ["Trash"])
+
+
+def test_a_folder_the_listing_left_out_but_the_server_has_is_kept() -> None:
+    sync, store, session, account, _ = make(SPECIAL, interval=0)
+    sync.run(session, account, never_late)
+    keys = {r.name: r.folder_key for r in store.folders(str(account.id))}
+    session.listing = FolderListing((folder("INBOX", "inbox"), folder("Archive", "archive")))
+    session.unlisted = {"Sent"}  # LIST lied: STATUS Sent answers OK
+    session.fetched.clear()
+    sync.run(session, account, never_late)
+    after = {r.name: r.folder_key for r in store.folders(str(account.id))}
+    assert after == keys and store.vanished == [] and session.probed == ["Sent"]
+    assert "Sent" in dict(session.fetched)  # still synced from its cursor
+    session.unlisted = set()  # now really deleted: STATUS answers NO
+    sync.run(session, account, never_late)
+    assert set(after) - {r.name for r in store.folders(str(account.id))} == {"Sent"}
+    assert store.vanished == ["Sent"]
+
+
+def test_a_failed_confirmation_decides_nothing() -> None:
+    sync, store, session, account, _ = make(SPECIAL, interval=0)
+    sync.run(session, account, never_late)
+    rows = store.folders(str(account.id))
+
+    def broken(name: str) -> bool:
+        raise MailboxTransientError("STATUS answered BAD")
+
+    session.folder_exists = broken  # type: ignore[method-assign]
+    session.listing = FolderListing((folder("INBOX", "inbox"),))
+    with pytest.raises(MailboxTransientError):
+        sync.run(session, account, never_late)
+    assert store.folders(str(account.id)) == rows and store.vanished == []
 
 
 def test_a_folder_no_longer_chosen_is_not_gone_from_the_server() -> None:

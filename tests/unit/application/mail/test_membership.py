@@ -24,9 +24,12 @@ from domain.message import (
     MessageDeleted,
     MessageFoldersChanged,
     MessageIngested,
+    MessageRestored,
     MessageState,
+    state_before_deletion,
     stored_folders,
 )
+from domain.message_retention import MessageExpired
 from tests.unit.application.fakes import FakeEventStore
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
@@ -201,7 +204,7 @@ def test_an_older_uidvalidity_row_still_places_its_message() -> None:
     assert len(uid_map.entries) == 1 and events_of(store, MessageDeleted) == []
 
 
-def test_a_deferred_message_is_held_and_a_deleted_one_stays_deleted() -> None:
+def test_a_deferred_message_is_held_and_a_deleted_one_comes_back_unless_expired() -> None:
     account = MailAccount(uuid.uuid4())
     deferred: list[DomainEvent] = [ingested(account, state="deferred")]
     assert placement_event(account, uuid.uuid4(), deferred, set(), NOW) is not None  # pure
@@ -220,7 +223,23 @@ def test_a_deferred_message_is_held_and_a_deleted_one_stays_deleted() -> None:
             reason="expunged",
         ),
     ]
-    assert placement_event(account, m, gone, {"Archive"}, NOW) is None
+    back = placement_event(account, m, gone, {"Archive", "INBOX"}, NOW)
+    assert isinstance(back, MessageRestored) and back.originator_version == 3
+    assert (back.folders, back.state) == (["Archive", "INBOX"], "ok")
+    assert placement_event(account, m, gone, set(), NOW) is None  # still nowhere
+    expired = MessageExpired(
+        originator_id=m,
+        originator_version=3,
+        timestamp=NOW,
+        tenant_id="t1",
+        account_id=str(account.id),
+        body_ref=None,
+        keep_for="P30D",
+    )
+    assert placement_event(account, m, [*gone, expired], {"Archive"}, NOW) is None
+    assert stored_folders([*gone, back]) == ("Archive", "INBOX")
+    late: list[DomainEvent] = [ingested(account, state="deferred"), *gone[1:]]
+    assert state_before_deletion(late) == "deferred"
 
 
 def test_a_collision_reloads_and_compares_again() -> None:
