@@ -56,9 +56,8 @@ from application import worker_defaults as defaults
 from application.mail.ports import IdleNews, MailProviderError
 from application.mail.sync_outcome import SyncOutcome
 from workers.policies.liveness import Liveness, Verdict
-from workers.policies.login_rate import LoginRate
 from workers.policies.watch_stops import StopReason, WhyStopped, keeps_watching
-from workers.watch_state import State, Watch, WatchHooks
+from workers.watch_state import State, Watch, WatchCounters, WatchHooks
 
 __all__ = ["State", "Watch", "WatchHooks", "WatchManager"]
 
@@ -81,9 +80,8 @@ class WatchManager:
         self._liveness = Liveness(probe_after, probe_timeout, reidle_after)
         self._rng = rng or random.Random()  # noqa: S311 (a spread, not a secret)
         self._clock = clock
-        self._probes = {"sent": 0, "answered": 0, "unanswered": 0}  # since the last take
         self._watches: dict[str, Watch] = {}
-        self._logins_timed = LoginRate()
+        self._counts = WatchCounters(clock)
         self._generation = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="watch")
@@ -111,7 +109,7 @@ class WatchManager:
             self._generation += 1
             watch = Watch(account_id, self._generation, parked=parked)
             self._watches[account_id] = watch
-            self._logins_timed.started(self._clock())
+            self._counts.login_started()
         self._logins.submit(self._open, watch)
         return watch.generation
 
@@ -150,15 +148,7 @@ class WatchManager:
 
     def login_rate(self) -> float | None:
         """Logins (open to parked or IDLE) a second, measured here; None: too few yet."""
-        with self._lock:
-            return self._logins_timed.per_second(self._clock())
-
-    def _opened(self, watch: Watch, *, ok: bool) -> None:
-        with self._lock:
-            if not watch.opening:
-                return
-            watch.opening = False
-            self._logins_timed.finished(self._clock(), ok=ok)
+        return self._counts.login_rate()
 
     def watching(self) -> dict[str, State]:
         with self._lock:
@@ -166,13 +156,7 @@ class WatchManager:
 
     def take_probe_counts(self) -> dict[str, int]:
         """Liveness probes since the last call, by outcome (for the metrics)."""
-        with self._lock:
-            counts, self._probes = self._probes, dict.fromkeys(self._probes, 0)
-        return counts
-
-    def _count_probe(self, outcome: str) -> None:
-        with self._lock:
-            self._probes[outcome] += 1
+        return self._counts.take_probes()
 
     def is_watching(self, account_id: str) -> bool:
         with self._lock:
@@ -264,7 +248,7 @@ class WatchManager:
                 if parked:
                     watch.state = "parked"  # ``activate`` or ``stop`` takes it on
             if parked:
-                self._opened(watch, ok=True)
+                self._counts.login_ended(watch, ok=True)
                 log.info("watch.parked account_id=%s", watch.account_id)
                 return
             self._idle(watch)
@@ -282,7 +266,7 @@ class WatchManager:
                 watch.folders_stale = False
                 self._hooks.watch_folders(watch.account_id, watch.session)
             news = watch.session.idle_start()
-            self._opened(watch, ok=True)
+            self._counts.login_ended(watch, ok=True)
             if not watch.idle_since:
                 log.info("watch.started account_id=%s", watch.account_id)
             self._fresh_idle(watch, self._clock())
@@ -316,7 +300,7 @@ class WatchManager:
 
     def _finish(self, watch: Watch, reason: WhyStopped, error: BaseException | None) -> None:
         watch.state = "stopped"
-        self._opened(watch, ok=False)
+        self._counts.login_ended(watch, ok=False)
         if watch.session is not None:
             with contextlib.suppress(Exception):
                 watch.session.close()
@@ -380,7 +364,7 @@ class WatchManager:
         if news.heard:
             watch.heard_at = now
         if news.answered:
-            self._count_probe("answered")
+            self._counts.probe("answered")
             self._fresh_idle(watch, now)  # the probe's IDLE runs: a fresh one
         if news.folders_changed:
             self._hooks.on_folders_changed(watch.account_id)
@@ -441,7 +425,7 @@ class WatchManager:
                 draw=watch.draw,
             )
             if verdict is Verdict.DEAD:
-                self._count_probe("unanswered")
+                self._counts.probe("unanswered")
                 log.info("watch.unanswered account_id=%s", watch.account_id)
                 self._unregister(watch)
                 watch.state = "stopped"
@@ -461,5 +445,5 @@ class WatchManager:
             self._pool.submit(self._finish, watch, StopReason.ERROR, error)
             return
         watch.probe_sent_at = now
-        self._count_probe("sent")
+        self._counts.probe("sent")
         log.debug("watch.probe account_id=%s", watch.account_id)

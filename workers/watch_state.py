@@ -1,15 +1,19 @@
 """What the watch manager (``workers.watch``) keeps per watch, and what it calls back: a
-watch's state and timers (``Watch``), and the hooks the watch path's ingestion answers
-(``WatchHooks``, ``workers.watch_ingest``)."""
+watch's state and timers (``Watch``), the hooks the watch path's ingestion answers
+(``WatchHooks``, ``workers.watch_ingest``), and what it counts for the metrics
+(``WatchCounters``)."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from application.mail.ports import MailboxSession
 from application.mail.sync_outcome import SyncOutcome
+from workers.policies.login_rate import LoginRate
 from workers.policies.watch_stops import WhyStopped
 
 State = Literal["opening", "parked", "idling", "fetching", "refreshing", "stopped"]
@@ -60,3 +64,40 @@ class Watch:
     probe_sent_at: float | None = None  # a liveness probe awaits its answer
     draw: float = 0.0  # where in the probe spread this watch's next probe falls
     folders_stale: bool = False  # listed again: ask for its pushed folders before IDLE
+
+
+class WatchCounters:
+    """Logins timed from ``start`` to parked or IDLE (``policies.login_rate``: the rate a
+    failover's logins are planned with), and liveness probes by outcome since the last
+    take. Any thread."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._logins = LoginRate()
+        self._probes = {"sent": 0, "answered": 0, "unanswered": 0}
+
+    def login_started(self) -> None:
+        with self._lock:
+            self._logins.started(self._clock())
+
+    def login_ended(self, watch: Watch, *, ok: bool) -> None:
+        """The watch's open ended (parked, in IDLE, or failed); counted once a watch."""
+        with self._lock:
+            if not watch.opening:
+                return
+            watch.opening = False
+            self._logins.finished(self._clock(), ok=ok)
+
+    def login_rate(self) -> float | None:
+        with self._lock:
+            return self._logins.per_second(self._clock())
+
+    def probe(self, outcome: str) -> None:
+        with self._lock:
+            self._probes[outcome] += 1
+
+    def take_probes(self) -> dict[str, int]:
+        with self._lock:
+            counts, self._probes = self._probes, dict.fromkeys(self._probes, 0)
+        return counts
