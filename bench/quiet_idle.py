@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         fleet = Fleet(settings, scratch.workdir, env)
         try:
-            accounts = seed_accounts(server, app, n)
+            accounts = seed_accounts(server, app, settings, n)
             worker = fleet.start("quiet")
             hot(app, accounts.users)
             wait_until(

@@ -88,11 +88,13 @@ from bench._mail import (
     worker_argv,
     worker_env,
 )
+from infrastructure.bootstrap_workers import build_syncer
 from infrastructure.devkit.dovecot import DovecotServer, DovecotUser
 from infrastructure.eventstore.recorder import EVENTS_TABLE
 from infrastructure.redis.client import replied
 from infrastructure.redis.signals import CHANNEL as SIGNAL_CHANNEL
 from infrastructure.runtime.settings import Settings
+from workers.once import poll_once
 
 MEMBER = frozenset({"TenantMember"})
 INGESTED_TOPIC = "tidings.mail.MessageIngested"
@@ -377,6 +379,7 @@ def bench_latency(server: DovecotServer, app: App, fleet: Fleet, appends: int) -
     user = User(id="u-latency", tenant_id="t-latency", roles=MEMBER)
     account = connect(app, user, server, box, scope="user")
     app.projections.catch_up()
+    first_poll(app, fleet.settings)
     worker = fleet.start("latency")
     hot(app, [user])
     wait_until(lambda: idle_users(server).get(box.name, 0) >= 1, 60, 0.1, "the watch")
@@ -451,7 +454,7 @@ class Accounts:
     ids: list[str]
 
 
-def seed_accounts(server: DovecotServer, app: App, n: int) -> Accounts:
+def seed_accounts(server: DovecotServer, app: App, settings: Settings, n: int) -> Accounts:
     say(f"hot: {n} Dovecot users and accounts (scope user, {USERS_PER_TENANT} per tenant)")
     boxes, users, ids = [], [], []
     started = time.perf_counter()
@@ -464,7 +467,19 @@ def seed_accounts(server: DovecotServer, app: App, n: int) -> Accounts:
         if (i + 1) % 500 == 0:
             say(f"  {i + 1} connected ({(i + 1) / (time.perf_counter() - started):.0f}/s)")
     app.projections.catch_up()
+    first_poll(app, settings)
     return Accounts(boxes, users, ids)
+
+
+def first_poll(app: App, settings: Settings) -> None:
+    """Every account polled once, as a worker's first poll does: its folders are listed,
+    so its watch has them pushed (NOTIFY) from its start, as in a running deployment."""
+    started = time.perf_counter()
+    outcomes = poll_once(app, build_syncer(app, settings), concurrency=8, deadline_seconds=120)
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        raise RuntimeError(f"{len(failed)} first polls failed: {failed[0].error_kind}")
+    say(f"  {len(outcomes)} accounts polled once in {time.perf_counter() - started:.1f}s")
 
 
 def all_idle(server: DovecotServer, boxes: list[DovecotUser]) -> bool:
@@ -940,12 +955,12 @@ def main(argv: list[str] | None = None) -> int:
     inotify = raise_inotify(max(1024, n + 256))
     started = time.perf_counter()
     lines: list[Line] = []
-    with bench_env(n, args.ttl) as (server, scratch, _settings, app, fleet):
+    with bench_env(n, args.ttl) as (server, scratch, settings, app, fleet):
         files = server.root.parent if server.root else "?"
         if "latency" in only:
             lines += bench_latency(server, app, fleet, appends)
         if only & {"hot", "failover"}:
-            accounts = seed_accounts(server, app, n)
+            accounts = seed_accounts(server, app, settings, n)
             floors: list[float] = []
             floor_lines: list[Line] = []
             if "hot" in only:  # the floor before the worker starts, and again after

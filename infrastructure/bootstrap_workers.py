@@ -168,7 +168,8 @@ def _supervisor(
     threads that tell it things are built with its ``tell``)."""
     inbox = Inbox()
     directory = AccountDirectory(app.ctx.mail.read_model, app.ctx.store)
-    ingest = WatchIngest(syncer, watch_committer(syncer), metrics, inbox.tell)
+    committer = watch_committer(syncer)
+    ingest = WatchIngest(syncer, committer, metrics, inbox.tell, folders=app.ctx.mail.folders)
     watches = WatchManager(
         ingest,
         pool_size=settings.watch_pool,

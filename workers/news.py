@@ -39,6 +39,13 @@ class MailSeen:
 
 
 @dataclass(frozen=True)
+class FoldersChanged:
+    """A watch heard of a change beyond new mail in INBOX (NOTIFY): poll the account soon."""
+
+    account_id: str
+
+
+@dataclass(frozen=True)
 class PollDone:
     outcome: SyncOutcome
 
@@ -66,7 +73,14 @@ class Wake:
 
 
 News = (
-    SignalReceived | WatchStopped | MailSeen | PollDone | DirectoryFetched | AccountLookedUp | Wake
+    SignalReceived
+    | WatchStopped
+    | MailSeen
+    | FoldersChanged
+    | PollDone
+    | DirectoryFetched
+    | AccountLookedUp
+    | Wake
 )
 
 

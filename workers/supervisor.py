@@ -29,7 +29,8 @@ Each turn:
    to give back to it (``policies.handover``; ticks come sooner until they do); report
    watch states and tiers;
 4. restart watches whose backoff ran out (same lease, new generation);
-5. start due polls this worker owns (``fleet.owns_poll``).
+5. start due polls this worker owns (``fleet.owns_poll``); a watch's news of changed
+   folders (NOTIFY) brings its account's poll forward (``policies.folder_news``).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from workers.directory import AccountDirectory
 from workers.metrics import WorkerMetrics
 from workers.news import Inbox, WatchStopped
 from workers.policies import failover, fleet, watch_report
+from workers.policies.folder_news import FolderNews
 from workers.policies.scheduling import DueScheduler, first_poll_at
 from workers.policies.tiers import NEVER, RecentUsers, Tier, TierPolicy, TierSettings
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped
@@ -125,6 +127,7 @@ class Supervisor:
         )
         self.recent_users = RecentUsers(self.tiers.settings.user_active_window)
         self.polls: DueScheduler[str] = DueScheduler()
+        self.folder_news = FolderNews(self.polls)
         self._live: dict[str, int] | None = None
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
@@ -203,6 +206,8 @@ class Supervisor:
                 case news.MailSeen(account_id):
                     self.tiers.on_mail(account_id, time.time(), time.time())
                     self._on_ingested()
+                case news.FoldersChanged(account_id):
+                    self.folder_news.heard(account_id, time.time())
                 case news.PollDone(outcome):
                     self._polled(outcome)
                 case news.DirectoryFetched(accounts, activity):
@@ -211,8 +216,7 @@ class Supervisor:
                         self._shared_tiers(activity, now)
                 case news.AccountLookedUp(account_id, info):
                     self._looked_up(account_id, info, now)
-                case news.Wake():
-                    pass
+                # ``news.Wake``: nothing to do but look at the stop flag
 
     def _signal(self, signal: Signal, now: float) -> None:
         wall = time.time()
@@ -276,6 +280,9 @@ class Supervisor:
             self._forget(stopped.account_id, StopReason.AUTH_ERROR)
 
     def _polled(self, outcome: SyncOutcome) -> None:
+        self.folder_news.finished(outcome.account_id, time.time())
+        if outcome.listed:  # the folders a watch has pushed may have changed
+            self.owner.refresh_folders(outcome.account_id)
         if outcome.ingested:
             self.metrics.ingested.labels("poll").inc(outcome.ingested)
             self.tiers.on_mail(outcome.account_id, time.time(), time.time())
@@ -379,6 +386,7 @@ class Supervisor:
     def _forget(self, account_id: str, reason: WhyStopped) -> None:
         self.owner.forget(account_id, reason)
         self.polls.cancel(account_id)
+        self.folder_news.forget(account_id)
         self.tiers.untrack(account_id)
         self.directory.forget(account_id)
 
@@ -401,8 +409,8 @@ class Supervisor:
                 tiers = self.tiers.classify(wall, self._hot_budget())
             tier = tiers.get(account_id, "warm")
             self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
-            if self._owns_poll(account_id):
-                self.poller.submit(account_id, self._poll_done)
+            if not self._owns_poll(account_id) or self.poller.submit(account_id, self._poll_done):
+                self.folder_news.started(account_id, wall)
 
     def _poll_done(self, outcome: SyncOutcome) -> None:  # a poll thread
         self.inbox.tell(news.PollDone(outcome))

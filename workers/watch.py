@@ -6,7 +6,11 @@ Per account, a watch moves through:
     idling --(EXISTS)--> fetching --(DONE + fetch + IDLE, one write; [ingest])--> idling
     idling --(silence past probe_after, or IDLE older than reidle_after)--> probing
     probing --(the probe's DONE + IDLE answered)--> idling
+    idling --(refresh_folders)--> refreshing --(NOTIFY asked again, IDLE)--> idling
     any --(error, server hang-up, a probe unanswered for probe_timeout, stop())--> stopped
+
+Right after login a watch has the server push the other synced folders (NOTIFY, where
+offered: ``hooks.watch_folders``); news of their changes goes to ``on_folders_changed``.
 
 Probing is idling with a probe in flight (``policies.liveness``): the probe is written
 by the mux thread and its answer read there, with the socket still registered, so a
@@ -46,57 +50,18 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
-from typing import Literal, Protocol
 
 from application import worker_defaults as defaults
-from application.mail.ports import IdleNews, MailboxSession, MailProviderError
+from application.mail.ports import IdleNews, MailProviderError
 from application.mail.sync_outcome import SyncOutcome
 from workers.policies.liveness import Liveness, Verdict
-from workers.policies.login_rate import LoginRate
 from workers.policies.watch_stops import StopReason, WhyStopped, keeps_watching
+from workers.watch_state import State, Watch, WatchCounters, WatchHooks
+
+__all__ = ["State", "Watch", "WatchHooks", "WatchManager"]
 
 log = logging.getLogger("tidings.watch")
-
-State = Literal["opening", "parked", "idling", "fetching", "refreshing", "stopped"]
-
-
-class WatchHooks(Protocol):
-    def open_session(self, account_id: str) -> MailboxSession: ...
-
-    def sync(self, account_id: str, session: MailboxSession) -> Future[SyncOutcome]:
-        """Fetch the next page on this thread; the future answers (on any thread) once
-        the page is ingested."""
-        ...
-
-    def on_stopped(
-        self,
-        account_id: str,
-        generation: int,
-        reason: WhyStopped,
-        error: BaseException | None,
-        lived: float,
-    ) -> None: ...
-
-    def on_mail(self, account_id: str, outcome: SyncOutcome) -> None: ...
-
-
-@dataclass
-class Watch:
-    account_id: str
-    generation: int
-    state: State = "opening"
-    session: MailboxSession | None = None
-    connected_at: float = 0.0
-    idle_since: float = 0.0
-    heard_at: float = 0.0
-    stop_reason: WhyStopped | None = None
-    fileno: int = -1
-    parked: bool = False  # stop short of IDLE until ``activate``
-    opening: bool = True  # its open is still timed (``LoginRate``)
-    probe_sent_at: float | None = None  # a liveness probe awaits its answer
-    draw: float = 0.0  # where in the probe spread this watch's next probe falls
 
 
 class WatchManager:
@@ -115,9 +80,8 @@ class WatchManager:
         self._liveness = Liveness(probe_after, probe_timeout, reidle_after)
         self._rng = rng or random.Random()  # noqa: S311 (a spread, not a secret)
         self._clock = clock
-        self._probes = {"sent": 0, "answered": 0, "unanswered": 0}  # since the last take
         self._watches: dict[str, Watch] = {}
-        self._logins_timed = LoginRate()
+        self._counts = WatchCounters(clock)
         self._generation = 0
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="watch")
@@ -145,7 +109,7 @@ class WatchManager:
             self._generation += 1
             watch = Watch(account_id, self._generation, parked=parked)
             self._watches[account_id] = watch
-            self._logins_timed.started(self._clock())
+            self._counts.login_started()
         self._logins.submit(self._open, watch)
         return watch.generation
 
@@ -171,17 +135,20 @@ class WatchManager:
         self._command("stop", watch, reason)
         return True
 
+    def refresh_folders(self, account_id: str) -> bool:
+        """The account's folders were listed again: its watch asks for them to be pushed
+        anew before its next IDLE (idling: at once). False when there is no such watch."""
+        with self._lock:
+            watch = self._watches.get(account_id)
+        if watch is None:
+            return False
+        watch.folders_stale = True
+        self._command("refresh", watch)
+        return True
+
     def login_rate(self) -> float | None:
         """Logins (open to parked or IDLE) a second, measured here; None: too few yet."""
-        with self._lock:
-            return self._logins_timed.per_second(self._clock())
-
-    def _opened(self, watch: Watch, *, ok: bool) -> None:
-        with self._lock:
-            if not watch.opening:
-                return
-            watch.opening = False
-            self._logins_timed.finished(self._clock(), ok=ok)
+        return self._counts.login_rate()
 
     def watching(self) -> dict[str, State]:
         with self._lock:
@@ -189,13 +156,7 @@ class WatchManager:
 
     def take_probe_counts(self) -> dict[str, int]:
         """Liveness probes since the last call, by outcome (for the metrics)."""
-        with self._lock:
-            counts, self._probes = self._probes, dict.fromkeys(self._probes, 0)
-        return counts
-
-    def _count_probe(self, outcome: str) -> None:
-        with self._lock:
-            self._probes[outcome] += 1
+        return self._counts.take_probes()
 
     def is_watching(self, account_id: str) -> bool:
         with self._lock:
@@ -241,6 +202,7 @@ class WatchManager:
         try:
             watch.session = self._hooks.open_session(watch.account_id)
             watch.connected_at = self._clock()
+            self._hooks.watch_folders(watch.account_id, watch.session)  # parked ones too
             self._sync(watch)  # right after start: what arrived since the last poll
         except Exception as error:  # any failure ends this watch
             self._finish(watch, StopReason.ERROR, error)
@@ -286,7 +248,7 @@ class WatchManager:
                 if parked:
                     watch.state = "parked"  # ``activate`` or ``stop`` takes it on
             if parked:
-                self._opened(watch, ok=True)
+                self._counts.login_ended(watch, ok=True)
                 log.info("watch.parked account_id=%s", watch.account_id)
                 return
             self._idle(watch)
@@ -300,8 +262,11 @@ class WatchManager:
                 self._finish(watch, watch.stop_reason, None)
                 return
             assert watch.session is not None
+            if watch.folders_stale:  # the folders were listed again since it asked
+                watch.folders_stale = False
+                self._hooks.watch_folders(watch.account_id, watch.session)
             news = watch.session.idle_start()
-            self._opened(watch, ok=True)
+            self._counts.login_ended(watch, ok=True)
             if not watch.idle_since:
                 log.info("watch.started account_id=%s", watch.account_id)
             self._fresh_idle(watch, self._clock())
@@ -317,6 +282,8 @@ class WatchManager:
     def _idling(self, watch: Watch, news: IdleNews) -> None:
         """In IDLE: fetch at once if IDLE began with news of mail, else wait at the mux."""
         assert watch.session is not None
+        if news.folders_changed:
+            self._hooks.on_folders_changed(watch.account_id)
         if news.closed:
             self._finish(watch, StopReason.CLOSED, None)
         elif news.exists:
@@ -333,7 +300,7 @@ class WatchManager:
 
     def _finish(self, watch: Watch, reason: WhyStopped, error: BaseException | None) -> None:
         watch.state = "stopped"
-        self._opened(watch, ok=False)
+        self._counts.login_ended(watch, ok=False)
         if watch.session is not None:
             with contextlib.suppress(Exception):
                 watch.session.close()
@@ -397,8 +364,10 @@ class WatchManager:
         if news.heard:
             watch.heard_at = now
         if news.answered:
-            self._count_probe("answered")
+            self._counts.probe("answered")
             self._fresh_idle(watch, now)  # the probe's IDLE runs: a fresh one
+        if news.folders_changed:
+            self._hooks.on_folders_changed(watch.account_id)
         if news.closed:
             self._unregister(watch)
             self._pool.submit(self._finish, watch, StopReason.CLOSED, None)
@@ -414,25 +383,35 @@ class WatchManager:
             except queue.Empty:
                 return
             if verb == "register":
-                if watch.stop_reason is not None or not self._current(watch):
-                    reason = watch.stop_reason or StopReason.STALE
-                    self._pool.submit(self._finish, watch, reason, None)
-                    continue
-                try:
-                    self._selector.register(watch.fileno, selectors.EVENT_READ, watch)
-                except (KeyError, ValueError, OSError) as error:
-                    self._pool.submit(self._finish, watch, StopReason.ERROR, error)
+                self._register(watch)
             elif verb == "stop":
                 # Idling: the socket is ours, close it now; parked: nobody works on it.
                 # Otherwise the pool thread working on it sees stop_reason at its next step.
-                with self._lock:
-                    ours = watch.state in ("idling", "parked")
-                    if ours:
-                        watch.state = "stopped"
-                if ours:
-                    self._unregister(watch)
+                if self._take(watch, ("idling", "parked"), "stopped"):
                     reason = watch.stop_reason or StopReason.STOPPED
                     self._pool.submit(self._finish, watch, reason, None)
+            elif verb == "refresh" and self._take(watch, ("idling",), "refreshing"):
+                self._pool.submit(self._idle, watch)  # asks first; otherwise: at its next IDLE
+
+    def _register(self, watch: Watch) -> None:
+        if watch.stop_reason is not None or not self._current(watch):
+            reason = watch.stop_reason or StopReason.STALE
+            self._pool.submit(self._finish, watch, reason, None)
+            return
+        try:
+            self._selector.register(watch.fileno, selectors.EVENT_READ, watch)
+        except (KeyError, ValueError, OSError) as error:
+            self._pool.submit(self._finish, watch, StopReason.ERROR, error)
+
+    def _take(self, watch: Watch, states: tuple[State, ...], to: State) -> bool:
+        """A watch in one of ``states`` moves to ``to``, off the selector; else False."""
+        with self._lock:
+            ours = watch.state in states
+            if ours:
+                watch.state = to
+        if ours:
+            self._unregister(watch)
+        return ours
 
     def _check_timers(self, now: float) -> None:
         with self._lock:
@@ -446,7 +425,7 @@ class WatchManager:
                 draw=watch.draw,
             )
             if verdict is Verdict.DEAD:
-                self._count_probe("unanswered")
+                self._counts.probe("unanswered")
                 log.info("watch.unanswered account_id=%s", watch.account_id)
                 self._unregister(watch)
                 watch.state = "stopped"
@@ -466,5 +445,5 @@ class WatchManager:
             self._pool.submit(self._finish, watch, StopReason.ERROR, error)
             return
         watch.probe_sent_at = now
-        self._count_probe("sent")
+        self._counts.probe("sent")
         log.debug("watch.probe account_id=%s", watch.account_id)

@@ -10,17 +10,25 @@ A page is fetched on the watch's thread and stored through one ``GroupCommitter`
 other accounts' pages (a burst of new mail in thousands of watched accounts becomes a
 few large appends instead of thousands of small ones); ``sync`` answers with a future
 of the page's ``SyncOutcome``, resolved on the committer thread.
+
+Where the server offers NOTIFY, a watch has the account's other synced folders pushed
+(``watch_folders``: the folder state read once per watch start, and again after a
+listing); their news becomes ``FoldersChanged`` for the supervisor, which polls soon.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from functools import partial
 
+from application.errors import StoreUnavailable
 from application.mail.account_sync import AccountSync
+from application.mail.folder_push import push_folders
+from application.mail.folder_state import FolderStateStore
 from application.mail.ingestion import Page
 from application.mail.ports import MailboxCursor, MailboxSession
 from application.mail.state import ErrorKind
@@ -28,8 +36,10 @@ from application.mail.sync_outcome import SyncOutcome
 from domain.mail_account import MailAccount
 from workers.committer import GroupCommitter
 from workers.metrics import WorkerMetrics
-from workers.news import MailSeen, News, WatchStopped
+from workers.news import FoldersChanged, MailSeen, News, WatchStopped
 from workers.policies.watch_stops import WhyStopped
+
+log = logging.getLogger("tidings.watch")
 
 
 def watch_committer(sync: AccountSync) -> GroupCommitter[Page, SyncOutcome]:
@@ -55,8 +65,10 @@ class WatchIngest:
         committer: GroupCommitter[Page, SyncOutcome],
         metrics: WorkerMetrics,
         tell: Callable[[News], None],
+        folders: FolderStateStore | None = None,
     ) -> None:
         self._sync = sync
+        self._folders = folders
         self._committer = committer
         self._metrics = metrics
         self._tell = tell
@@ -117,6 +129,19 @@ class WatchIngest:
 
     def on_mail(self, account_id: str, outcome: SyncOutcome) -> None:
         self._tell(MailSeen(account_id))
+
+    def watch_folders(self, account_id: str, session: MailboxSession) -> None:
+        """NOTIFY for the account's other synced folders, where the server offers it. The
+        folder state out of reach leaves them to the poll: the watch goes on."""
+        try:
+            pushed = push_folders(self._folders, account_id, session)
+        except StoreUnavailable:
+            pushed = False
+        if pushed:
+            log.info("watch.folders_pushed account_id=%s", account_id)
+
+    def on_folders_changed(self, account_id: str) -> None:
+        self._tell(FoldersChanged(account_id))
 
     def close(self) -> None:
         self._committer.close()

@@ -211,6 +211,11 @@ class WatchOwner:
                 )
         return decision, False
 
+    def refresh_folders(self, account_id: str) -> None:
+        """The account's folders were listed again: its watch, if any, asks anew which
+        to have pushed."""
+        self.watches.refresh_folders(account_id)
+
     def stop(self, account_id: str, reason: WhyStopped) -> None:
         """Stop the watch (if any) and give its lease back (if still ours)."""
         self.restarts.cancel(account_id)

@@ -202,7 +202,11 @@ class AccountSync:
             flags.changed,
         )
         return SyncOutcome(
-            account_id, ingested=ingested, duplicates=duplicates, completed=completed
+            account_id,
+            ingested=ingested,
+            duplicates=duplicates,
+            completed=completed,
+            listed=listed,
         )
 
     def _pages(

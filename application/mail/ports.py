@@ -167,6 +167,7 @@ class IdleNews:
     closed: bool = False  # the server hung up (BYE, EOF): the watch must restart
     heard: bool = False  # anything at all arrived (keepalives count: the socket lives)
     answered: bool = False  # the server answered a liveness probe (``idle_probe``)
+    folders_changed: bool = False  # NOTIFY: a synced folder (or INBOX's flags) changed
 
 
 # -- errors ------------------------------------------------------------------

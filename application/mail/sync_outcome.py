@@ -30,6 +30,7 @@ class SyncOutcome:
     has_more: bool = False  # a page was ingested and another waits (the watch path pages)
     completed: int = 0  # deferred messages whose bodies came (or that vanished)
     cursor: MailboxCursor | None = None  # the watch path: the cursor its page saved
+    listed: bool = False  # the poll listed the account's folders again
 
     @property
     def ok(self) -> bool:

@@ -13,17 +13,31 @@ then the new "+ idling") comes through ``read`` like any other news, so probing
 thousands of connections costs no thread each. IDLING --probe--> PROBING --"+ idling"
 read--> IDLING (``IdleNews.answered``). A command while PROBING first reads the rest of
 the answer (``_end_probe``).
+
+NOTIFY (``notify``, ``infrastructure.imap.notify``): once set, the server also reports
+the watched folders' changes on this connection, as STATUS lines during IDLE (news:
+``IdleNews.folders_changed``) or beside other commands' answers (kept by the reader and
+owed to the next ``start``), and INBOX's own flag changes and expunges count as that
+news too. Without it, IDLE news is what it always was.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from application.mail.ports import IdleNews, IdleUnsupported, MailboxTransientError
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.fetch_response import parse_fetch
 from infrastructure.imap.identity import message_ref, refusal, valid_id
+from infrastructure.imap.notify import (
+    notify_command,
+    overflowed,
+    set_notify,
+    status_folder,
+    status_news,
+)
 from infrastructure.imap.paging import Pushed, Unparseable
 from infrastructure.imap.pipeline import (
     Pipelined,
@@ -48,20 +62,36 @@ _PARTIAL = b"BODY[]<0>"
 # this size each (the rest is fetched as on any page): a push is usually one message.
 PUSH_BODIES = 8
 PUSH_BODY_BYTES = 128 * 1024
+_NEW_MAIL = (b"EXISTS", b"RECENT")
 
 
-def news(lines: list[bytes]) -> IdleNews:
-    """What IDLE lines say: new mail (EXISTS/RECENT), a hang-up (BYE), anything at all."""
-    exists = closed = False
+def news(lines: list[bytes], watched: frozenset[str] | None = None) -> IdleNews:
+    """What IDLE lines say: new mail (EXISTS/RECENT), a hang-up (BYE), anything at all;
+    with NOTIFY set (``watched``: the folders it names), a change in a watched folder or
+    in INBOX's flags or messages, or the server's end of notifying."""
+    exists = closed = changed = False
     for line in lines:
         words = line.split(None, 3)
         if words[:1] != [b"*"] or len(words) < 2:
             continue
-        if words[1].upper() == b"BYE":
+        kind = words[1].upper()
+        if kind == b"BYE":
             closed = True
-        elif len(words) > 2 and words[2].rstrip().upper() in (b"EXISTS", b"RECENT"):
+        elif kind.isdigit() and len(words) > 2 and words[2].rstrip().upper() in _NEW_MAIL:
             exists = True
-    return IdleNews(exists=exists, closed=closed, heard=bool(lines))
+        elif watched is not None and not changed:
+            changed = _changed(kind, words, line, watched)
+    return IdleNews(exists=exists, closed=closed, heard=bool(lines), folders_changed=changed)
+
+
+def _changed(kind: bytes, words: list[bytes], line: bytes, watched: frozenset[str]) -> bool:
+    if kind == b"STATUS":
+        return status_folder(line) in watched
+    if kind == b"OK":
+        return overflowed(line)
+    if kind == b"VANISHED":
+        return True
+    return len(words) > 2 and words[2].rstrip().upper() in (b"FETCH", b"EXPUNGE")
 
 
 class IdleChannel:
@@ -81,6 +111,10 @@ class IdleChannel:
         # whether the first was answered yet.
         self._probe: tuple[bytes, bytes] | None = None
         self._probe_ended = False
+        # With NOTIFY set: the folders it names (None: not set), and whether the answers
+        # of other commands brought news of them that ``start`` has yet to report.
+        self.watched: frozenset[str] | None = None
+        self._owed = False
 
     @property
     def busy(self) -> bool:
@@ -99,11 +133,38 @@ class IdleChannel:
             set_idle_tag(conn.client, entered.idle_tag)
             self._empty_reads, self.idling = 0, True
             early = entered.news_after_done  # announced before "+ idling"
+            self._owe(entered.statuses)
         # Mail that came while the session was outside IDLE is announced the moment IDLE
         # begins, often in the same packet as "+ idling": then it already sits in the
         # connection's buffer, and a selector waiting on the socket would never see it.
-        heard = news(self._conn.io(read_available, self._conn.client))
-        return dataclasses.replace(heard, exists=heard.exists or early)
+        heard = news(self._conn.io(read_available, self._conn.client), self.watched)
+        owed, self._owed = self._owed, False
+        return dataclasses.replace(
+            heard, exists=heard.exists or early, folders_changed=heard.folders_changed or owed
+        )
+
+    def notify(self, folders: Sequence[str]) -> bool:
+        """NOTIFY for INBOX selected and ``folders`` besides (outside IDLE; one round
+        trip, none when these folders are pushed already); an empty list undoes an earlier
+        one. False without NOTIFY, when the server refused it (IDLE news is then what it
+        was), or when there is nothing to undo."""
+        if "NOTIFY" not in self._caps:
+            return False
+        command = notify_command(folders)
+        names = frozenset(f for f in folders if f.upper() != "INBOX")
+        if command == b"NOTIFY NONE" and self.watched is None:
+            return False
+        if names == self.watched:  # asked for already: no round trip, IDLE goes on
+            return True
+        self.done()
+        taken = self._conn.io(set_notify, self._conn.client, command)
+        self.watched = names if taken and command != b"NOTIFY NONE" else None
+        return self.watched is not None
+
+    def _owe(self, statuses: list[Any]) -> None:
+        """STATUS data that came beside other answers: news for the next ``start``."""
+        if statuses and self.watched is not None and status_news(statuses, self.watched):
+            self._owed = True
 
     def fileno(self) -> int:
         return socket_fileno(self._conn.client)
@@ -121,7 +182,7 @@ class IdleChannel:
             self._empty_reads += 1
             return IdleNews(closed=self._empty_reads >= 2)
         self._empty_reads = 0
-        heard = news(lines)
+        heard = news(lines, self.watched)
         if self._probe is not None:
             answer = self._probe_answer(lines)
             if answer is None:  # refused: the session's state is unknown
@@ -165,6 +226,8 @@ class IdleChannel:
         """Read the rest of a probe's answer (the session is idling after it)."""
         while self._probe is not None:
             line = self._conn.io(read_line, self._conn.client)
+            if self.watched is not None and news([line], self.watched).folders_changed:
+                self._owed = True
             if self._probe_answer([line]) is None:
                 self._probe = None
                 self.idling = False
@@ -262,6 +325,7 @@ class IdleChannel:
 
     def _read(self, sent: Sent) -> Pipelined:
         done = self._conn.io(read_pipelined, imap_of(self._conn.client), sent)
+        self._owe(done.statuses)
         if done.idle_tag is not None:
             set_idle_tag(self._conn.client, done.idle_tag)  # imapclient's idle_done ends it
             self._empty_reads, self.idling = 0, True

@@ -37,6 +37,9 @@ class Pipelined:
     came while the commands ran, and they may not have seen it."""
     idle_tag: bytes | None
     """The tag of the IDLE now running (``then_idle``)."""
+    statuses: list[Any]
+    """Untagged STATUS data (NOTIFY's news of other folders) that came with the answers,
+    or with earlier commands' (the reader keeps it until asked)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +100,7 @@ def read_pipelined(imap: Any, sent: Sent) -> Pipelined:
     fetched = untagged.pop("FETCH", [])
     for kind in ("EXISTS", "RECENT", "EXPUNGE"):
         untagged.pop(kind, None)
-    return Pipelined(fetched, news, sent.new_idle)
+    return Pipelined(fetched, news, sent.new_idle, untagged.pop("STATUS", []))
 
 
 def _complete(imap: Any, tag: bytes, name: str) -> None:

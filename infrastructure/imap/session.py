@@ -137,6 +137,18 @@ class ImapMailboxSession:
     def idle_probe(self) -> None:
         self._idle.probe()
 
+    @property
+    def pushed_folders(self) -> frozenset[str]:
+        """The folders NOTIFY has the server push on this connection now (none: IDLE
+        news is INBOX's alone)."""
+        return self._idle.watched or frozenset()
+
+    def notify_folders(self, folders: Sequence[str]) -> bool:
+        """NOTIFY for ``folders`` beside INBOX (``IdleChannel.notify``): their changes come
+        as IDLE news on this connection. False where the server does not offer it or
+        refused it."""
+        return self._idle.notify(folders)
+
     # -- paging ------------------------------------------------------------
 
     def verify(self) -> None:

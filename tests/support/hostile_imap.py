@@ -2,8 +2,8 @@
 
 ``HostileImapServer(script)`` listens on 127.0.0.1 (a free port) and speaks just enough
 IMAP for our client — greeting, CAPABILITY, LOGIN, EXAMINE/SELECT, UID SEARCH,
-UID FETCH, LIST, STATUS, NOOP, IDLE, LOGOUT — answering from the ``Script``: its messages
-(per folder where ``folder_messages`` says)
+UID FETCH, LIST, STATUS, NOOP, NOTIFY, IDLE, LOGOUT — answering from the ``Script``: its
+messages (per folder where ``folder_messages`` says)
 (``HostileMessage``: any RFC822.SIZE or INTERNALDATE text, announced literals larger
 than what follows, garbage FETCH lines), its LIST answer (any lines, literals included)
 and its connection-wide tricks (a one-byte-a-second drip, any UIDVALIDITY, UIDs out of
@@ -88,6 +88,11 @@ class Script:
     highestmodseq: int | None = None
     """HIGHESTMODSEQ sent with EXAMINE (put CONDSTORE in ``capabilities`` too). A flag
     FETCH is answered with every message it names, ``CHANGEDSINCE`` or not."""
+    notify: str = "BAD"
+    """The answer to NOTIFY (put NOTIFY in ``capabilities`` too): "OK", "NO", "BAD", or
+    "never" (no answer at all)."""
+    idle_lines: list[bytes] = field(default_factory=list)
+    """Sent, each with CRLF, right after "+ idling" (a flood of STATUS lines, say)."""
     vanished_lines: list[bytes] = field(default_factory=list)
     """Sent after an EXAMINE with ``(QRESYNC ...)`` as ``* VANISHED <line>`` (put
     QRESYNC and ENABLE in ``capabilities`` too)."""
@@ -312,6 +317,12 @@ class _Conversation:
                 self.send(b"* LIST " + line + b"\r\n")
             for line in script.status_lines:
                 self.send(b"* STATUS " + line + b"\r\n")
+        elif verb == b"NOTIFY":
+            if script.notify == "never":
+                return True  # no answer: only the client's deadline ends its wait
+            if script.notify != "OK":
+                self.send(tag + b" " + script.notify.encode() + b" not here\r\n")
+                return True
         elif verb == b"STATUS":
             name = args.split(b" (", 1)[0].strip().strip(b'"')
             if name.upper() != b"INBOX" and not script.status_answer.startswith(b"OK"):
@@ -319,7 +330,7 @@ class _Conversation:
                 return True
             self.send(b"* STATUS %s (UIDVALIDITY %s)\r\n" % (name, script.uidvalidity.encode()))
         elif verb == b"IDLE":
-            self.send(b"+ idling\r\n")
+            self.send(b"+ idling\r\n" + b"".join(line + b"\r\n" for line in script.idle_lines))
             if self.readline() is None:
                 return False
         elif verb == b"LOGOUT":

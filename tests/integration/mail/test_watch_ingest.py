@@ -9,6 +9,7 @@ from concurrent.futures import Future
 
 from application import User
 from application.mail.sync_outcome import SyncOutcome
+from infrastructure.imap import ImapMailboxSession
 from tests.integration.mail.conftest import MailApp
 from tests.integration.mail.helpers import connect, messages, raw_mail
 from tests.support.dovecot import DovecotServer, DovecotUser
@@ -20,7 +21,9 @@ from workers.watch_ingest import WatchIngest, watch_committer
 
 def watch_ingest(mail: MailApp) -> WatchIngest:
     told: list[News] = []
-    return WatchIngest(mail.syncer, watch_committer(mail.syncer), WorkerMetrics(), told.append)
+    committer = watch_committer(mail.syncer)
+    folders = mail.app.ctx.mail.folders
+    return WatchIngest(mail.syncer, committer, WorkerMetrics(), told.append, folders=folders)
 
 
 def outcome(answer: Future[SyncOutcome]) -> SyncOutcome:
@@ -61,3 +64,24 @@ def test_pages_are_answered_once_stored_and_a_deactivated_account_stores_nothing
         ingest.close()
     subjects = {m["subject"] for m in messages(app, admin, accountId=account_id)}
     assert subjects == {"first", "after the disconnect"}
+
+
+def test_a_watch_has_the_synced_folders_pushed_once_they_were_listed(
+    mail: MailApp, admin: User, dovecot: DovecotServer, mailbox: DovecotUser
+) -> None:
+    account_id = connect(mail.app, admin, dovecot, mailbox)
+    ingest = watch_ingest(mail)
+    session = ingest.open_session(account_id)
+    assert isinstance(session, ImapMailboxSession)
+    try:
+        ingest.watch_folders(account_id, session)  # never listed: nothing to ask for
+        assert session.pushed_folders == frozenset()
+        [polled] = mail.poll()  # lists the folders
+        assert polled.listed and polled.error_kind is None
+        ingest.watch_folders(account_id, session)
+        assert session.pushed_folders == {"Sent", "Archive", "Drafts", "Junk", "Trash"}
+        [again] = mail.poll()  # not due for a listing: nothing for the watch to ask
+        assert not again.listed
+    finally:
+        session.close()
+        ingest.close()

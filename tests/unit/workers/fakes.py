@@ -20,6 +20,7 @@ class Watches:
         self.parked: list[str] = []
         self.stopped: list[tuple[str, WhyStopped]] = []
         self.activated: list[str] = []
+        self.refreshed: list[str] = []
         self.rate: float | None = None  # logins a second, as measured
 
     def start(self, account_id: str, *, parked: bool = False) -> int:
@@ -36,6 +37,10 @@ class Watches:
         return account_id in self.watching_now
 
     def is_watching(self, account_id: str) -> bool:
+        return account_id in self.watching_now
+
+    def refresh_folders(self, account_id: str) -> bool:
+        self.refreshed.append(account_id)
         return account_id in self.watching_now
 
     def watching(self) -> dict[str, State]:

@@ -41,7 +41,11 @@ class FakeSession:
         except BlockingIOError:
             return IdleNews()
         return IdleNews(
-            exists=b"EXISTS" in data, closed=not data, heard=True, answered=b"ANSWER" in data
+            exists=b"EXISTS" in data,
+            closed=not data,
+            heard=True,
+            answered=b"ANSWER" in data,
+            folders_changed=b"STATUS" in data,
         )
 
     def idle_probe(self) -> None:
@@ -60,6 +64,8 @@ class FakeHooks:
         self.syncs: Counter[str] = Counter()
         self.stopped: list[tuple[str, str]] = []
         self.failing: ErrorKind | None = None  # every page ends with this kind
+        self.asked: Counter[str] = Counter()  # which folders to push, asked per account
+        self.changed: Counter[str] = Counter()  # news of changed folders per account
         self._lock = threading.Lock()
 
     def open_session(self, account_id: str) -> Any:
@@ -85,6 +91,14 @@ class FakeHooks:
 
     def on_mail(self, account_id: str, outcome: SyncOutcome) -> None:
         pass
+
+    def watch_folders(self, account_id: str, session: Any) -> None:
+        with self._lock:
+            self.asked[account_id] += 1
+
+    def on_folders_changed(self, account_id: str) -> None:
+        with self._lock:
+            self.changed[account_id] += 1
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 20.0) -> None:
@@ -265,3 +279,40 @@ def test_a_flood_of_logins_measures_the_rate_they_complete_at() -> None:
         assert rate is not None and 10.0 < rate < 51.0
     finally:
         watches.close()
+
+
+def test_pushed_folders_are_asked_for_once_a_start_and_again_when_refreshed(
+    manager: tuple[WatchManager, FakeHooks],
+) -> None:
+    watches, hooks = manager
+    watches.start("a")
+    wait_for(lambda: watches.watching() == {"a": "idling"})
+    assert hooks.asked["a"] == 1
+    for rounds in (2, 3):  # new mail: no asking again
+        hooks.sessions["a"].server.sendall(b"* 2 EXISTS\r\n")
+
+        def synced(rounds: int = rounds) -> bool:
+            return hooks.syncs["a"] == rounds
+
+        wait_for(synced)
+        wait_for(lambda: watches.watching() == {"a": "idling"})
+    assert hooks.asked["a"] == 1
+    assert watches.refresh_folders("a")  # listed again: asked again, IDLE again
+    wait_for(lambda: hooks.asked["a"] == 2)
+    wait_for(lambda: watches.watching() == {"a": "idling"})
+    hooks.sessions["a"].server.sendall(b"* 2 EXISTS\r\n")  # still heard at the mux
+    wait_for(lambda: hooks.syncs["a"] == 4)
+    assert not watches.refresh_folders("nobody")
+    assert hooks.stopped == []
+
+
+def test_news_of_changed_folders_is_told_and_the_watch_stays_in_idle(
+    manager: tuple[WatchManager, FakeHooks],
+) -> None:
+    watches, hooks = manager
+    watches.start("a")
+    wait_for(lambda: watches.watching() == {"a": "idling"})
+    hooks.sessions["a"].server.sendall(b"* STATUS Archive (MESSAGES 1)\r\n")
+    wait_for(lambda: hooks.changed["a"] == 1)
+    assert watches.watching() == {"a": "idling"}
+    assert hooks.syncs["a"] == 1  # no fetch: only the catch-up after login
