@@ -78,6 +78,24 @@ class ImapSettings(Base):
     username: Username
 
 
+class SmtpSettings(Base):
+    """Where the account sends: its SMTP submission server (implicit TLS or STARTTLS),
+    logged in to with the account's secret."""
+
+    host: Host
+    port: Annotated[int, Field(ge=1, le=65535)]
+    security: Literal["tls", "starttls"]
+    username: Username
+
+    def sealed(self, ctx: Context, tenant: str, account_id: str) -> dict[str, object]:
+        return {
+            "host": self.host,
+            "port": self.port,
+            "security": self.security,
+            "username": ctx.mail.cipher.seal(tenant, account_id, self.username),
+        }
+
+
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
@@ -158,6 +176,7 @@ class Payload(Base):
     verify: bool = False
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     folders: FolderSetting | None = None
+    smtp: SmtpSettings | None = None
 
     @model_validator(mode="after")
     def _credentials(self) -> Payload:
@@ -222,7 +241,11 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     allowed = {TENANT_ADMIN} if payload.scope == "shared" else {TENANT_ADMIN, TENANT_MEMBER}
     if not user.has_any(allowed):
         return forbidden()
-    refused = check_destination(ctx, payload.imap) or check_token_url(ctx, payload.oauth)
+    refused = (
+        check_destination(ctx, payload.imap)
+        or check_token_url(ctx, payload.oauth)
+        or (check_host(ctx, payload.smtp.host, payload.smtp.port) if payload.smtp else None)
+    )
     if refused:
         return refused
     account_id = str(uuid.uuid4())
@@ -278,6 +301,9 @@ def _connect(payload: Payload, user: User, ctx: Context, account_id: str, secret
     )
     if payload.folders is not None and payload.folders != "special":
         account.update(changes={"folders": payload.folders}, reason=None, now=ctx.clock.now())
+    if payload.smtp is not None:
+        smtp = payload.smtp.sealed(ctx, tenant, account_id)
+        account.update(changes={"smtp": smtp}, reason=None, now=ctx.clock.now())
     ctx.mail.secrets.put(tenant, account_id, secret)
     commit(ctx.store, account)
     return Result.ok({"accountId": account_id})

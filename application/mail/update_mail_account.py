@@ -21,7 +21,9 @@ from application.mail.connect_mail_account import (
     FolderSetting,
     ImapSettings,
     Secret,
+    SmtpSettings,
     check_destination,
+    check_host,
     store_new_refresh_token,
 )
 from application.payloads import Payload as Base
@@ -43,6 +45,17 @@ class Payload(Base):
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
     folders: FolderSetting | None = None
+    smtp: SmtpSettings | None = None
+
+
+def _smtp_endpoint(ctx: Context, account: MailAccount) -> tuple[Any, ...]:
+    smtp, owner = account.smtp, (account.tenant_id, str(account.id))
+    return (
+        smtp.get("host"),
+        smtp.get("port"),
+        smtp.get("security"),
+        reveal(ctx, smtp.get("username"), *owner),
+    )
 
 
 def _endpoint(ctx: Context, account: MailAccount) -> tuple[Any, Any, str | None]:
@@ -66,12 +79,12 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
                 {
                     "path": "(payload)",
                     "message": "nothing to update: give displayName, imap, "
-                    "secret, refreshToken, trustedAuthservId or folders",
+                    "secret, refreshToken, trustedAuthservId, folders or smtp",
                 }
             ]
         )
 
-    def attempt() -> Result:  # noqa: C901, PLR0912
+    def attempt() -> Result:  # noqa: C901, PLR0911, PLR0912
         account = load_managed(ctx, user, payload.account_id)
         if isinstance(account, Result):
             return account
@@ -84,6 +97,14 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
             if repointed and payload.secret is None:
                 return _secret_required()
             if refused := check_destination(ctx, payload.imap):
+                return refused
+        if payload.smtp is not None:
+            smtp = payload.smtp
+            # The secret goes only where it was given: a new SMTP server gets it again.
+            new_smtp = (smtp.host, smtp.port, smtp.security, smtp.username)
+            if _smtp_endpoint(ctx, account) != new_smtp and payload.secret is None:
+                return _secret_required()
+            if refused := check_host(ctx, smtp.host, smtp.port):
                 return refused
         tenant, account_id = account.tenant_id, str(account.id)
         seal = ctx.mail.cipher.seal
@@ -100,6 +121,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
                 **payload.imap.model_dump(),
                 "username": seal(tenant, account_id, payload.imap.username),
             }
+        if payload.smtp is not None:
+            changes["smtp"] = payload.smtp.sealed(ctx, tenant, account_id)
         if payload.folders is not None and payload.folders != account.folders:
             changes["folders"] = payload.folders
         if "trusted_authserv_id" in payload.model_fields_set:

@@ -24,6 +24,7 @@ from application.app import App
 from application.mail.sync_outcome import SyncOutcome
 from infrastructure.bootstrap import retention_sweeper
 from infrastructure.bootstrap_workers import (
+    build_outbound_delivery,
     build_supervisor,
     build_syncer,
     build_webhook_dispatcher,
@@ -44,6 +45,7 @@ from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
 from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
+from workers.outbound import run_outbound
 from workers.retention import run_retention
 from workers.webhooks.metrics import WebhookMetrics
 
@@ -117,6 +119,17 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
             threading.Thread(
                 target=dispatcher.run, args=(stop,), name="webhooks", daemon=True
             ).start()
+        threading.Thread(
+            target=run_outbound,
+            args=(
+                build_outbound_delivery(app, settings, name),
+                stop,
+                settings.send_interval,
+                settings.send_concurrency,
+            ),
+            name="outbound",
+            daemon=True,
+        ).start()
         threading.Thread(
             target=run_retention,
             args=(retention_sweeper(app, settings, holder=name), stop, settings.retention_interval),

@@ -176,9 +176,7 @@ def _tls_files(directory: Path) -> Path:
     (directory / "ca.pem").write_bytes(ca.public_bytes(pem))
     (directory / "cert.pem").write_bytes(cert.public_bytes(pem))
     (directory / "key.pem").write_bytes(
-        key.private_bytes(
-            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
+        key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     (directory / "key.pem").chmod(0o600)
     return directory / "ca.pem"
@@ -236,7 +234,8 @@ inet_protocols = ipv4
 biff = no
 maillog_file = {d}/postfix.log
 maillog_file_prefixes = {d}
-import_environment = MAIL_CONFIG MAIL_DEBUG MAIL_LOGTAG TZ LANG=C LD_LIBRARY_PATH={pf}/usr/lib/postfix
+import_environment = MAIL_CONFIG MAIL_DEBUG MAIL_LOGTAG TZ LANG=C
+  LD_LIBRARY_PATH={pf}/usr/lib/postfix
 virtual_mailbox_domains = {domain}
 virtual_mailbox_maps = texthash:{conf}/vmailbox
 virtual_transport = lmtp:inet:127.0.0.1:{lmtp_port}
