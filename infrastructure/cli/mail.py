@@ -60,7 +60,7 @@ def attachment(
 
 
 @app.command("send")
-def send(  # noqa: PLR0913, PLR0917 - one parameter per command-line option
+def send(  # noqa: PLR0917 - one parameter per command-line option
     account_id: Annotated[str, typer.Argument(metavar="ACCOUNT_ID")],
     as_user: AsOption,
     to: Annotated[list[str], typer.Option("--to", help="A recipient (repeat for more).")],

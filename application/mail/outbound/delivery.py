@@ -63,10 +63,11 @@ class DeliverySettings:
     retry_longest: float = 3600.0
     retry_budget: float = 2 * 86400.0  # after this long since queued: failed
     imap_timeout: float = 60.0  # searching or appending to Sent
+    lease_margin: float = 30.0  # the claim: twice the attempt's deadline plus this
 
     @property
     def lease_seconds(self) -> float:
-        return 2 * self.attempt_timeout + 30
+        return 2 * self.attempt_timeout + self.lease_margin
 
 
 class OutboundDelivery:
