@@ -21,7 +21,8 @@ Usage::
 Invariants: everything lives in one temp dir (configuration, queue, log, keys); the
 server listens on 127.0.0.1 only and relays nowhere (``default_transport = error``);
 ``example.test`` is the only domain, ``NAME@example.test`` delivered to Dovecot's
-``NAME`` (any name: Dovecot's LMTP refuses, and Postfix bounces, one it does not know). As root the daemons run as ``mail``/``nobody``/``daemon``.
+``NAME`` (any name: Dovecot's LMTP refuses, and Postfix bounces, one it does not know).
+As root the daemons run as ``mail``/``nobody``/``daemon``.
 """
 
 from __future__ import annotations

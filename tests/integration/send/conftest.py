@@ -36,9 +36,11 @@ class Servers:
 @pytest.fixture(scope="module")
 def servers() -> Iterator[Servers]:
     lmtp_port = free_port()
-    with DovecotServer(extra_config=dovecot_config(lmtp_port)) as dovecot:
-        with PostfixServer(dovecot, lmtp_port) as postfix:
-            yield Servers(dovecot, postfix)
+    with (
+        DovecotServer(extra_config=dovecot_config(lmtp_port)) as dovecot,
+        PostfixServer(dovecot, lmtp_port) as postfix,
+    ):
+        yield Servers(dovecot, postfix)
 
 
 @dataclass
