@@ -129,6 +129,8 @@ class BoundedSMTP(smtplib.SMTP):
             self.sock.settimeout(self._remaining())
             chunk = self.sock.recv(MAX_LINE)
             if not chunk:
+                if time.monotonic() >= self._deadline:  # the timer cut it
+                    raise DeadlinePassed("the attempt's deadline passed")
                 raise smtplib.SMTPServerDisconnected("connection closed by the server")
             self._buffer += chunk
 

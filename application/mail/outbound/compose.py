@@ -12,7 +12,7 @@ import base64
 import binascii
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from email import policy
 from email.message import EmailMessage
@@ -48,7 +48,6 @@ class Draft:
     references: tuple[str, ...] = ()
     message_id: str = ""
     date: str = ""  # RFC 5322 date, fixed at queue time
-    extra: dict[str, str] = field(default_factory=dict)
 
     @property
     def recipients(self) -> list[str]:
