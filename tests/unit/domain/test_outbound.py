@@ -56,13 +56,13 @@ def test_the_same_key_names_the_same_stream() -> None:
 def test_queued_sending_sent() -> None:
     outbound = queued()
     attempt(outbound)
-    assert outbound.state == "sending" and outbound.attempts == 1
+    assert (outbound.state, outbound.attempts) == ("sending", 1)
     with pytest.raises(NotDue):
         attempt(outbound, "w2")
     with pytest.raises(OutboundError):
         outbound.sent(holder="w2", reply="250", now=NOW)
     outbound.sent(holder="w1", reply="250 ok\r\n" + "x" * 5000, now=NOW)
-    assert outbound.state == "sent"
+    assert str(outbound.state) == "sent"
     assert outbound.reply is not None and len(outbound.reply) == MAX_REPLY_CHARS
     assert "\r" not in outbound.reply
 
