@@ -175,6 +175,7 @@ def test_a_value_the_host_table_refuses_is_quarantined_for_the_host_projection_a
         "custom_fields": 0,
         "mail": 0,
         "feed": 0,
+        "mail_outbound": 0,
         NAME: 1,
     }
     assert status[NAME].lag == 0
@@ -212,7 +213,7 @@ def test_the_settings_name_host_projections_for_every_process(
     plain = make_app()
     create_contacts(db_of(plain))
     app = make_app(host_projections="tests.support.host_tables:contacts_column")
-    assert [s.name for s in app.projections.status()] == ["custom_fields", "mail", "feed", NAME]
+    assert [s.name for s in app.projections.status()] == ["custom_fields", "mail", "feed", "mail_outbound", NAME]
     add_contact(db_of(app), admin.tenant_id, "c1")
     ok(define(app, admin, "tier"))
     ok(set_value(app, admin, "c1", "tier", "gold"))
@@ -281,7 +282,7 @@ def test_bad_or_taken_names_are_refused_at_bootstrap(
     with pytest.raises(InvalidProjection, match=says):
         make_app(projections=[Owning(name, tables)])
     app = make_app()  # nothing of the refused one was written
-    assert [s.name for s in app.projections.status()] == ["custom_fields", "mail", "feed"]
+    assert [s.name for s in app.projections.status()] == ["custom_fields", "mail", "feed", "mail_outbound"]
 
 
 def test_two_host_projections_may_not_share_a_name(make_app: Callable[..., App]) -> None:
