@@ -1,0 +1,52 @@
+"""The worker's outbox thread (``workers.outbound.run_outbound``) sends what is queued,
+each message once, and stops when told (both backends)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.integration.send.conftest import Sender
+from tests.integration.send.test_send import _address, _raw_in, _wait_for
+from workers.outbound import run_outbound
+
+
+def test_the_outbox_thread_sends_what_is_queued(sender: Sender) -> None:
+    alice, bob = sender.mailbox(), sender.mailbox()
+    account = sender.account(alice)
+    ids = [
+        sender.send(account, to=[_address(bob)], subject=f"n{n}")["outboundId"] for n in range(3)
+    ]
+    stop = threading.Event()
+    thread = threading.Thread(target=run_outbound, args=(sender.delivery, stop, 0.05, 2))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            sender.app.projections.catch_up()  # PostgreSQL: what `projections run` does
+            if all(sender.outbound(i)["state"] == "sent" for i in ids):
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(15)
+    assert not thread.is_alive()
+    assert [sender.outbound(i)["state"] for i in ids] == ["sent"] * 3
+    assert [sender.outbound(i)["attempts"] for i in ids] == [1, 1, 1]
+    assert (
+        len(
+            _wait_for(
+                lambda: len(_raw_in(sender, bob, "INBOX")) == 3 and _raw_in(sender, bob, "INBOX")
+            )
+        )
+        == 3
+    )
+    subjects = sorted(
+        next(
+            line.split(b":", 1)[1].strip()
+            for line in raw.split(b"\r\n")
+            if line.lower().startswith(b"subject:")
+        )
+        for raw in _raw_in(sender, bob, "INBOX")
+    )
+    assert subjects == [b"n0", b"n1", b"n2"]
