@@ -283,6 +283,22 @@ class Outbound(Aggregate):
         else:
             self._trigger(OutboundUncertain, now, **fields, attempt=self.attempts, reason=reason)
 
+    def postpone(self, *, reason: str, next_attempt_at: datetime, now: datetime) -> None:
+        """A waiting message that cannot be attempted now (its account is not active):
+        ``retrying`` later, no attempt made."""
+        if not self.due(now):
+            raise NotDue(str(self.id))
+        self._trigger(
+            OutboundRetrying,
+            now,
+            tenant_id=self.tenant_id,
+            account_id=self.account_id,
+            attempt=self.attempts,
+            reply="",
+            error_kind=reason,
+            next_attempt_at=next_attempt_at.isoformat(),
+        )
+
     def cancel(self, *, by: str, now: datetime) -> None:
         if self.state not in ("queued", "retrying"):
             raise NotCancelable(str(self.state))

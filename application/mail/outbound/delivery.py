@@ -91,10 +91,18 @@ class OutboundDelivery:
         if not outbound.due(now):
             return None
         account = load(self.ctx.store, MailAccount, UUID(outbound.account_id))
-        if not account.exists:
-            return None  # its events go with the account; nothing to send from
-        if account.status != "active" or not account.smtp:
-            return None  # waits for a reconnect (or smtp settings)
+        if not account.exists:  # deleted: nothing will ever send it
+            outbound.cancel(by="account_deleted", now=now)
+            return outbound.state if self._commit(outbound) else None
+        if account.status != "active" or not account.smtp:  # waits, out of the due list
+            outbound.postpone(
+                reason="account_not_active" if account.smtp else "smtp_not_configured",
+                next_attempt_at=(now + timedelta(seconds=self.settings.retry_longest)).astimezone(
+                    UTC
+                ),
+                now=now,
+            )
+            return outbound.state if self._commit(outbound) else None
         outbound.start_attempt(
             holder=self.settings.holder,
             lease_until=(now + timedelta(seconds=self.settings.lease_seconds)).astimezone(UTC),
@@ -253,6 +261,7 @@ class OutboundDelivery:
             else None
         )
         found: bool | None = None
+        why = f"{reason}; no sent folder to search"
         account = load(self.ctx.store, MailAccount, UUID(outbound.account_id))
         if message_id is not None and account.exists:
             try:

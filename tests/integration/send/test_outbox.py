@@ -323,3 +323,20 @@ def test_xoauth2_submission_with_the_accounts_token(sender: Sender) -> None:
     queued = sender.send(account, to=[_address(bob)], subject="By token")
     assert sender.delivery.run(queued["outboundId"]) == "sent"
     assert _wait_for(lambda: _raw_in(sender, bob, "INBOX"))
+
+
+def test_a_message_of_an_inactive_account_waits_and_of_a_deleted_one_is_canceled(
+    sender: Sender,
+) -> None:
+    account = sender.account(sender.mailbox())
+    waiting = sender.send(account, to=["x@example.test"])["outboundId"]
+    ok(sender.app.write("disconnect-mail-account", {"accountId": account}, ADMIN))
+    assert sender.delivery.run(waiting) == "retrying"
+    record = sender.outbound(waiting)
+    assert (record["errorKind"], record["attempts"]) == ("account_not_active", 0)
+    assert waiting not in sender.delivery.due(), "out of the due list until its next try"
+    ok(sender.app.write("delete-mail-account", {"accountId": account}, ADMIN))
+    other = sender.account(sender.mailbox())
+    queued = sender.send(other, to=["x@example.test"])["outboundId"]
+    ok(sender.app.write("delete-mail-account", {"accountId": other}, ADMIN))
+    assert sender.delivery.run(queued) == "canceled"
