@@ -79,7 +79,7 @@ class OutboundQueued(DomainEvent):
     message_id_header: str  # ciphertext: ours, made now, the same for every attempt
     envelope: str  # ciphertext (JSON: to, cc, bcc)
     subject: str  # ciphertext
-    content: str  # ciphertext (JSON: text, html, attachments, in_reply_to, references)
+    content: str  # ciphertext: the composed message (with Bcc), its bytes as latin-1 text
     recipients: int
     size_bytes: int  # the composed message, as measured at queue time
 

@@ -1,4 +1,5 @@
-"""The message an outbound record is made of: RFC 5322 bytes composed from its parts.
+"""The message an outbound record is made of: RFC 5322 bytes composed from its parts,
+once, at queue time (the outbox keeps them sealed; every attempt sends the same bytes).
 
 Pure but for the standard library's ``email`` package. Every header value was checked
 for CR and LF at the boundary (``send_message``); the ``email`` policy refuses them again
@@ -53,19 +54,6 @@ class Draft:
     def recipients(self) -> list[str]:
         return [*self.to, *self.cc, *self.bcc]
 
-    def content_json(self) -> dict[str, object]:
-        return {
-            "text": self.text,
-            "html": self.html,
-            "attachments": [
-                {"filename": a.filename, "contentType": a.content_type, "b64": a.content_base64}
-                for a in self.attachments
-            ],
-            "inReplyTo": self.in_reply_to,
-            "references": list(self.references),
-            "date": self.date,
-        }
-
     def envelope_json(self) -> dict[str, object]:
         return {
             "from": self.sender,
@@ -73,39 +61,6 @@ class Draft:
             "cc": list(self.cc),
             "bcc": list(self.bcc),
         }
-
-
-def draft_from_json(
-    envelope: dict[str, object], subject: str, content: dict[str, object], message_id: str
-) -> Draft:
-    """The draft as the outbox keeps it (the inverse of ``content_json``/``envelope_json``)."""
-
-    def strings(value: object) -> tuple[str, ...]:
-        return tuple(str(v) for v in value) if isinstance(value, list) else ()
-
-    attachments = content.get("attachments")
-    return Draft(
-        sender=str(envelope.get("from", "")),
-        to=strings(envelope.get("to")),
-        cc=strings(envelope.get("cc")),
-        bcc=strings(envelope.get("bcc")),
-        subject=subject,
-        text=_optional(content.get("text")),
-        html=_optional(content.get("html")),
-        attachments=tuple(
-            Attachment(str(a["filename"]), str(a["contentType"]), str(a["b64"]))
-            for a in (attachments if isinstance(attachments, list) else [])
-            if isinstance(a, dict)
-        ),
-        in_reply_to=_optional(content.get("inReplyTo")),
-        references=strings(content.get("references")),
-        message_id=message_id,
-        date=str(content.get("date", "")),
-    )
-
-
-def _optional(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def new_message_id(outbound_id: str, sender: str) -> str:
@@ -132,8 +87,9 @@ def rfc5322_date(moment: datetime) -> str:
 
 
 def compose(draft: Draft, *, with_bcc: bool) -> bytes:
-    """The message's bytes (CRLF line ends): with the Bcc header for the Sent copy, without
-    it for the copy that is transmitted."""
+    """The message's bytes (CRLF line ends, 7-bit): with the Bcc header for the Sent copy,
+    without it for the copy that is transmitted (``without_bcc`` gives that one from the
+    kept bytes)."""
     message = EmailMessage(policy=_POLICY)
     message["From"] = draft.sender
     if draft.to:
@@ -171,6 +127,24 @@ def _body(
             subtype=subtype or "octet-stream",
             filename=attachment.filename,
         )
+
+
+def without_bcc(message: bytes) -> bytes:
+    """The message without its Bcc header (and the header's folded lines): what is
+    transmitted. Only the header block is read; the body is left as it is."""
+    end = message.find(b"\r\n\r\n")
+    head, body = (message, b"") if end < 0 else (message[: end + 2], message[end + 2 :])
+    kept: list[bytes] = []
+    dropping = False
+    for line in head.split(b"\r\n"):
+        if line[:1] in (b" ", b"\t"):
+            if not dropping:
+                kept.append(line)
+            continue
+        dropping = line[:4].lower() == b"bcc:"
+        if not dropping:
+            kept.append(line)
+    return b"\r\n".join(kept) + body
 
 
 def valid_base64(value: str) -> bool:

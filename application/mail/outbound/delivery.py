@@ -31,7 +31,7 @@ from application.context import Context
 from application.destinations import HostNotAllowed, HostUnresolved
 from application.errors import ConcurrencyConflict
 from application.mail.access import reveal
-from application.mail.outbound.compose import Draft, compose, draft_from_json
+from application.mail.outbound.compose import without_bcc
 from application.mail.outbound.ports import (
     SentFolderSession,
     SmtpEndpoint,
@@ -117,16 +117,16 @@ class OutboundDelivery:
     # -- an attempt ------------------------------------------------------------------------
 
     def _attempt(self, outbound: Outbound, account: MailAccount) -> OutboundState | None:
-        draft = self._draft(outbound)
+        kept = self._message(outbound)
         holder = self.settings.holder
         deadline = time.monotonic() + self.settings.attempt_timeout
         try:
-            if draft is None:
+            if kept is None:
                 raise SmtpRejected("the message can no longer be read (its key is gone)")
             reply = self.smtp.send(
                 self._endpoint(account),
                 self._credentials(account),
-                Submission(draft.sender, draft.recipients, compose(draft, with_bcc=False)),
+                Submission(kept.sender, kept.recipients, without_bcc(kept.message)),
                 account_id=outbound.account_id,
                 deadline=deadline,
             )
@@ -135,11 +135,16 @@ class OutboundDelivery:
             return self._resolve(outbound, reason="no_final_answer", holder=holder)
         except (SmtpError, MailProviderError) as error:
             return self._failed_attempt(outbound, error)
-        outbound.sent(holder=holder, reply=str(reply), now=self.ctx.clock.now())
+        now = self.ctx.clock.now()
+        outbound.sent(holder=holder, reply=str(reply), now=now)
+        provider_saves = self.ctx.mail.providers.match(account.imap.get("host", "")).saves_sent
+        if provider_saves:  # recorded with the send: one write
+            outbound.copy_saved(outcome="provider", now=now)
         if not self._commit(outbound):
             return None
         log.info("outbound.sent outbound_id=%s attempt=%d", outbound.id, outbound.attempts)
-        self._save_copy(outbound, account, draft)
+        if not provider_saves:
+            self._append_copy(outbound, account, kept.message)
         return "sent"
 
     def _failed_attempt(self, outbound: Outbound, error: Exception) -> OutboundState | None:
@@ -188,18 +193,19 @@ class OutboundDelivery:
 
     # -- what an attempt needs -------------------------------------------------------------
 
-    def _draft(self, outbound: Outbound) -> Draft | None:
+    def _message(self, outbound: Outbound) -> Kept | None:
+        """The envelope and the composed bytes (with Bcc), as queued."""
         queued = outbound.queued
         if queued is None:
             return None
         owner = (outbound.tenant_id, outbound.account_id)
         envelope = reveal(self.ctx, queued.envelope, *owner)
         content = reveal(self.ctx, queued.content, *owner)
-        subject = reveal(self.ctx, queued.subject, *owner)
-        message_id = reveal(self.ctx, queued.message_id_header, *owner)
-        if envelope is None or content is None or subject is None or message_id is None:
+        if envelope is None or content is None:
             return None
-        return draft_from_json(json.loads(envelope), subject, json.loads(content), message_id)
+        fields = json.loads(envelope)
+        recipients = [str(a) for key in ("to", "cc", "bcc") for a in fields.get(key, [])]
+        return Kept(str(fields.get("from", "")), recipients, content.encode("latin-1"))
 
     def _endpoint(self, account: MailAccount) -> SmtpEndpoint:
         smtp = account.smtp
@@ -283,26 +289,32 @@ class OutboundDelivery:
         log.warning("outbound.resolved outbound_id=%s state=%s", outbound.id, outbound.state)
         return outbound.state
 
-    def _save_copy(self, outbound: Outbound, account: MailAccount, draft: Draft) -> None:
-        """The copy in Sent, with Bcc kept, unless the provider files one itself."""
-        if self.ctx.mail.providers.match(account.imap.get("host", "")).saves_sent:
-            outcome = "provider"
-        else:
-            try:
-                session = self._sent_session(account)
-                if session is None:
-                    outcome = "no_sent_folder"
-                else:
-                    try:
-                        appended = session.append_to_sent(compose(draft, with_bcc=True))
-                    finally:
-                        session.close()  # type: ignore[attr-defined]
-                    outcome = "appended" if appended else "no_sent_folder"
-            except MailProviderError as error:
-                log.warning("outbound.copy_failed outbound_id=%s error=%s", outbound.id, error)
-                outcome = "failed"
+    def _append_copy(self, outbound: Outbound, account: MailAccount, message: bytes) -> None:
+        """The copy in Sent, with its Bcc header (the provider does not file one)."""
+        try:
+            session = self._sent_session(account)
+            if session is None:
+                outcome = "no_sent_folder"
+            else:
+                try:
+                    appended = session.append_to_sent(message)
+                finally:
+                    session.close()  # type: ignore[attr-defined]
+                outcome = "appended" if appended else "no_sent_folder"
+        except MailProviderError as error:
+            log.warning("outbound.copy_failed outbound_id=%s error=%s", outbound.id, error)
+            outcome = "failed"
         outbound.copy_saved(outcome=outcome, now=self.ctx.clock.now())
         self._commit(outbound)
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What the outbox keeps of a message: its envelope and its bytes (with Bcc)."""
+
+    sender: str
+    recipients: list[str]
+    message: bytes
 
 
 def is_final(state: str | None) -> bool:

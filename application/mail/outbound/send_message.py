@@ -171,9 +171,10 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
         date=rfc5322_date(now),
     )
     try:
-        size = len(compose(draft, with_bcc=True))
+        message = compose(draft, with_bcc=True)
     except (ValueError, TypeError) as error:  # the email package's own header checks
         return Result.fail("invalid_payload", 400, f"the message cannot be composed: {error}")
+    size = len(message)
     if size > ctx.policy.max_send_bytes:
         return Result.fail(
             "message_too_large",
@@ -196,7 +197,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
             message_id_header=seal(draft.message_id),
             envelope=seal(json.dumps(draft.envelope_json(), ensure_ascii=False)),
             subject=seal(draft.subject),
-            content=seal(json.dumps(draft.content_json(), ensure_ascii=False)),
+            content=seal(message.decode("latin-1")),  # 7-bit bytes, kept exactly
             recipients=len(draft.recipients),
             size_bytes=size,
         )
