@@ -21,7 +21,7 @@ from application.mail.folder_sync import FolderSync, FolderSyncSettings
 from application.mail.ingestion import MailIngestion
 from application.mail.membership import MembershipPass
 from application.mail.outbound.delivery import DeliverySettings, OutboundDelivery
-from application.signals import SignalSubscriber
+from application.signals import Signal, SignalSubscriber
 from application.webhooks.delivery_ports import DeliveryQueue
 from domain.webhook import RetryPolicy
 from infrastructure.bootstrap import provider_table
@@ -268,3 +268,14 @@ def build_outbound_delivery(app: App, settings: Settings, holder: str) -> Outbou
             imap_timeout=settings.imap_read_timeout,
         ),
     )
+
+
+def outbox_signals(app: App, settings: Settings, callback: Callable[[Signal], None]) -> None:
+    """Subscribe ``callback`` to the signals (``outbound_queued`` wakes the outbox thread):
+    Redis's across the fleet, else the app's in-process bus."""
+    subscriber: SignalSubscriber
+    if settings.redis_url:
+        subscriber = RedisSignals.from_url(settings.redis_url)
+    else:
+        subscriber = app.ctx.mail.signals  # type: ignore[assignment]
+    subscriber.subscribe(callback)

@@ -36,6 +36,7 @@ from application.mail.outbound.compose import (
 )
 from application.payloads import Payload as Base
 from application.result import Result, not_found
+from application.signals import Signal
 from application.streams import commit, load
 from application.users import User
 from domain.mail_account import MailAccount
@@ -206,6 +207,9 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
         commit(ctx.store, outbound)
     except ConcurrencyConflict:  # a racing request with the same key queued it first
         return answer(load(ctx.store, Outbound, stream), digest, replayed=True)
+    ctx.mail.signals.publish(  # a worker attempts it now, not at its next scan
+        Signal("outbound_queued", tenant, account_id=account_id, outbound_id=str(stream))
+    )
     return Result.ok({"outboundId": str(stream), "state": "queued"})
 
 

@@ -1,5 +1,6 @@
 """The worker's outbox thread (``workers.outbound.run_outbound``) sends what is queued,
-each message once, and stops when told (both backends)."""
+each message once, at once when ``send-message`` signals it, and stops when told (both
+backends)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import time
 
 from tests.integration.send.conftest import Sender
 from tests.integration.send.test_send import _address, _raw_in, _wait_for
-from workers.outbound import run_outbound
+from infrastructure.bootstrap_workers import outbox_signals
+from workers.outbound import OutboxWake, run_outbound
 
 
 def test_the_outbox_thread_sends_what_is_queued(sender: Sender) -> None:
@@ -50,3 +52,27 @@ def test_the_outbox_thread_sends_what_is_queued(sender: Sender) -> None:
         for raw in _raw_in(sender, bob, "INBOX")
     )
     assert subjects == [b"n0", b"n1", b"n2"]
+
+
+def test_send_message_wakes_the_outbox_thread_at_once(sender: Sender) -> None:
+    alice, bob = sender.mailbox(), sender.mailbox()
+    account = sender.account(alice)
+    wake = OutboxWake()
+    outbox_signals(sender.app, sender.mail.settings, wake.on_signal)
+    stop = threading.Event()
+    thread = threading.Thread(target=run_outbound, args=(sender.delivery, stop, 3600.0, 2, wake))
+    thread.start()
+    try:
+        started = time.monotonic()
+        outbound_id = sender.send(account, to=[_address(bob)], subject="At once")["outboundId"]
+        while time.monotonic() - started < 10:
+            if sender.outbound(outbound_id)["state"] == "sent":
+                break
+            time.sleep(0.02)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        wake.event.set()
+        thread.join(15)
+    assert sender.outbound(outbound_id)["state"] == "sent"
+    assert took < 5, "sent on the signal, not at the next scan (an hour away)"
