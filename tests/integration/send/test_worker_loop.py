@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 import time
 
+from infrastructure.bootstrap_workers import outbox_signals
 from tests.integration.send.conftest import Sender
 from tests.integration.send.test_send import _address, _raw_in, _wait_for
-from infrastructure.bootstrap_workers import outbox_signals
 from workers.outbound import OutboxWake, run_outbound
 
 
