@@ -207,7 +207,10 @@ def test_who_may_send(sender: Sender) -> None:
             MEMBER,
         )
     )
-    ok(sender.app.write("send-message", _payload(personal), MEMBER))
+    mine = ok(sender.app.write("send-message", _payload(personal), MEMBER))["outboundId"]
+    cancel = {"outboundId": mine}
+    failed(sender.app.write("cancel-outbound", cancel, ADMIN), "forbidden", 403)
+    failed(sender.app.write("cancel-outbound", cancel, OTHER_MEMBER), "not_found", 404)
     failed(
         sender.app.write("send-message", _payload(personal, idempotencyKey="o"), OTHER_MEMBER),
         "not_found",
