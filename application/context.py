@@ -50,6 +50,7 @@ class MailPorts:
     outbox: OutboxReadModel | None = None  # None: nothing can be sent
     providers: ProviderTable = field(default_factory=ProviderTable)  # send limits, Sent copies
     token_provider: TokenProvider | None = None  # OAuth2 access tokens (IMAP's and SMTP's)
+    smtp_secrets: SecretStore | None = None  # accounts' own SMTP secrets (``smtpSecret``)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from domain.all_events import EVENT_CLASSES
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.crypto.keyring import KeyRing
 from infrastructure.crypto.master_key import open_master_key
-from infrastructure.crypto.secret_store import SqlSecretStore
+from infrastructure.crypto.secret_store import SMTP_SECRETS_TABLE, SqlSecretStore
 from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
@@ -199,6 +199,8 @@ def build_mail_ports(
     flag_state.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
+    smtp_secrets = SqlSecretStore(db, keys, SMTP_SECRETS_TABLE)
+    smtp_secrets.setup()
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
     ledger = SqlDownloadLedger(db)
     ledger.setup()
@@ -235,6 +237,7 @@ def build_mail_ports(
         flags=flag_state,
         folders=folders,
         outbox=OutboxReader(db),
+        smtp_secrets=smtp_secrets,
         token_provider=tokens,
         providers=provider_table(settings),
     )
