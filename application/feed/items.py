@@ -198,6 +198,8 @@ def _restored(e: MessageRestored) -> Built:
         "state": e.state,
     }
     return "message.restored", e.account_id, data, ()
+
+
 def _outbound(e: OutboundQueued | OutboundSent | OutboundFailed) -> Built:
     data: dict[str, Any] = {"outboundId": str(e.originator_id), "accountId": e.account_id}
     if isinstance(e, OutboundQueued):
