@@ -47,6 +47,7 @@ NAME = "send-message"
 ADDRESS = r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+$"
 MAX_RECIPIENTS = 100
 MAX_ATTACHMENTS = 20
+_NO_ID = ""  # the answered message has no Message-ID
 
 
 def _one_line(value: str) -> str:
@@ -163,8 +164,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
         attachments=tuple(
             Attachment(a.filename, a.content_type, a.content_base64) for a in payload.attachments
         ),
-        in_reply_to=references[-1] if references else None,
-        references=tuple(references),
+        in_reply_to=references[-1] if references and references[-1] != _NO_ID else None,
+        references=tuple(r for r in references if r != _NO_ID),
         message_id=new_message_id(str(stream), sender),
         date=rfc5322_date(now),
     )
@@ -227,8 +228,9 @@ def _thread(ctx: Context, account: MailAccount, message_id: str | None) -> list[
     except ValueError:
         earlier = []
     chain = [str(r) for r in earlier if isinstance(r, str) and LINE_BREAKS.isdisjoint(r)]
-    if own and LINE_BREAKS.isdisjoint(own):
-        chain.append(own)
+    # The last is the message answered (In-Reply-To); one without a Message-ID of its
+    # own still gives its ancestors to References, and no In-Reply-To.
+    chain.append(own if own and LINE_BREAKS.isdisjoint(own) else _NO_ID)
     return chain[-50:]  # a bounded chain: the oldest ancestors go first
 
 
