@@ -16,7 +16,9 @@ from application.mail.content import ContentReader
 from application.mail.deferred import DeferredBodies
 from application.mail.flag_state import FlagStateStore
 from application.mail.folder_state import FolderStateStore
-from application.mail.ports import BlobStore, DownloadBudgets, MailProvider
+from application.mail.outbound.ports import OutboxReadModel
+from application.mail.ports import BlobStore, DownloadBudgets, MailProvider, TokenProvider
+from application.mail.providers import ProviderTable
 from application.mail.read_model import MailReadModel
 from application.mail.state import MailboxStateStore
 from application.ports import Clock, EventStore
@@ -45,6 +47,10 @@ class MailPorts:
     budgets: DownloadBudgets | None = None  # None: no account's bodies are ever deferred
     flags: FlagStateStore | None = None  # None: flags are not mirrored
     folders: FolderStateStore | None = None  # None: only INBOX is synced
+    outbox: OutboxReadModel | None = None  # None: nothing can be sent
+    providers: ProviderTable = field(default_factory=ProviderTable)  # send limits, Sent copies
+    token_provider: TokenProvider | None = None  # OAuth2 access tokens (IMAP's and SMTP's)
+    smtp_secrets: SecretStore | None = None  # accounts' own SMTP secrets (``smtpSecret``)
 
 
 @dataclass(frozen=True)
@@ -59,6 +65,8 @@ class Policy:
     webhook_limit_per_tenant: int = 20  # webhooks a tenant may have
     # The operator's mail retention, for tenants without their own.
     mail_retention_default: MailRetention = KEPT_FOR_EVER
+    max_send_bytes: int = 25 * 1024 * 1024  # the whole composed message (``max_send_mb``)
+    send_roles: frozenset[str] = frozenset({TENANT_ADMIN, TENANT_MEMBER})  # shared accounts
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,12 @@ from application.mail import (
     update_mail_account,
     user_active,
 )
+from application.mail.outbound import (
+    cancel_outbound,
+    get_outbound,
+    list_outbound,
+    send_message,
+)
 from application.payloads import Payload
 from application.tenants import get_mail_retention, set_mail_retention, shred_tenant
 from application.webhooks import (
@@ -88,6 +94,8 @@ WRITES = _table(
     delete_webhook,
     rotate_webhook_secret,
     redeliver_webhook,
+    send_message,
+    cancel_outbound,
 )
 QUERIES = _table(
     list_field_definitions,
@@ -103,6 +111,8 @@ QUERIES = _table(
     list_webhook_deliveries,
     list_api_keys,
     get_mail_retention,
+    list_outbound,
+    get_outbound,
 )
 
 # Use cases that may connect to a server a tenant names (a verify, with its token

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-SignalKind = Literal["account_changed", "sync_now", "user_active"]
+SignalKind = Literal["account_changed", "sync_now", "user_active", "outbound_queued"]
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,7 @@ class Signal:
     tenant_id: str
     account_id: str | None = None
     user_id: str | None = None
+    outbound_id: str | None = None  # ``outbound_queued``: the message to attempt now
 
 
 class SignalBus(Protocol):

@@ -8,6 +8,7 @@ from domain import (
     mail_retention,
     message,
     message_retention,
+    outbound,
 )
 from domain.events import DomainEvent
 
@@ -19,4 +20,5 @@ EVENT_CLASSES: tuple[type[DomainEvent], ...] = (
     *message_retention.EVENTS,
     *api_key.EVENTS,
     *mail_retention.EVENTS,
+    *outbound.EVENTS,
 )

@@ -70,7 +70,8 @@ class MailAccountUpdated(DomainEvent):
 
     tenant_id: str
     # display_name / imap / trusted_authserv_id / secret_rotated / folders ("special",
-    # "all" or a list of names: the ``folders`` setting, checked by the application)
+    # "all" or a list of names: the ``folders`` setting, checked by the application) /
+    # smtp (host, port, security; username as ciphertext: where the account sends)
     changes: dict[str, Any]
     reason: str | None
 
@@ -164,6 +165,7 @@ class MailAccount(Aggregate):
         self.status: Status | None = None
         self.trusted_authserv_id: str | None = None
         self.imap: dict[str, Any] = {}
+        self.smtp: dict[str, Any] = {}  # empty: the account cannot send
         self.address = ""  # ciphertext: whose From makes a message outbound
         self.folders: str | list[str] = "special"  # which folders are synced
         self.synced_folders: dict[str, tuple[str, str | None]] = {}  # key -> (name, role)
@@ -282,6 +284,8 @@ class MailAccount(Aggregate):
             self.trusted_authserv_id = changes["trusted_authserv_id"]
         if "imap" in changes:
             self.imap = dict(changes["imap"])
+        if "smtp" in changes:
+            self.smtp = dict(changes["smtp"] or {})
         if "folders" in changes:
             self.folders = changes["folders"]
 

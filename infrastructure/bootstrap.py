@@ -24,7 +24,7 @@ from domain.all_events import EVENT_CLASSES
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.crypto.keyring import KeyRing
 from infrastructure.crypto.master_key import open_master_key
-from infrastructure.crypto.secret_store import SqlSecretStore
+from infrastructure.crypto.secret_store import SMTP_SECRETS_TABLE, SqlSecretStore
 from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
@@ -60,6 +60,8 @@ from projections.feed import FeedProjection
 from projections.feed_reader import FeedReader
 from projections.mail import MailProjection
 from projections.mail_expiry_reader import MailExpiryReader
+from projections.mail_outbound import MailOutboundProjection
+from projections.mail_outbound_reader import OutboxReader
 from projections.mail_reader import MailReader
 from projections.runner import ProjectionRunner
 from projections.value_expiry_reader import ValueExpiryReader
@@ -89,7 +91,7 @@ def build_projections(
     runner = ProjectionRunner(
         db,
         store,
-        [CustomFieldsProjection(), MailProjection(), FeedProjection()],
+        [CustomFieldsProjection(), MailProjection(), FeedProjection(), MailOutboundProjection()],
         batch_size=batch_size,
     )
     runner.setup()
@@ -164,6 +166,8 @@ def provider_table(settings: Settings) -> ProviderTable:
             daily_budget_bytes=None
             if entry.daily_budget_mb is None
             else max(1, int(entry.daily_budget_mb * MB)),
+            daily_send_limit=entry.daily_send_limit,
+            saves_sent=entry.saves_sent,
         )
         for host, entry in settings.provider_limits.items()
     )
@@ -195,6 +199,8 @@ def build_mail_ports(
     flag_state.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
+    smtp_secrets = SqlSecretStore(db, keys, SMTP_SECRETS_TABLE)
+    smtp_secrets.setup()
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
     ledger = SqlDownloadLedger(db)
     ledger.setup()
@@ -208,9 +214,10 @@ def build_mail_ports(
         signals, activity = redis_signals, redis_activity
     else:
         signals, activity = InProcessSignals(), InProcessActivity(defaults.USER_ACTIVE_WINDOW)
+    tokens = oauth_tokens(settings, secrets, destinations, closers)
     imap = ImapMailProvider(
         blob_store=blobs,
-        token_provider=oauth_tokens(settings, secrets, destinations, closers),
+        token_provider=tokens,
         settings=imap_settings(settings),
         budgets=budgets,
     )
@@ -229,6 +236,10 @@ def build_mail_ports(
         budgets=budgets,
         flags=flag_state,
         folders=folders,
+        outbox=OutboxReader(db),
+        smtp_secrets=smtp_secrets,
+        token_provider=tokens,
+        providers=provider_table(settings),
     )
 
 
@@ -318,6 +329,8 @@ def bootstrap(settings: Settings | None = None, **overrides: Any) -> App:
             api_keys_per_tenant=settings.api_keys_per_tenant,
             webhook_limit_per_tenant=settings.webhook_limit_per_tenant,
             mail_retention_default=settings.mail_retention_default(),
+            max_send_bytes=int(settings.max_send_mb * 1024 * 1024),
+            send_roles=settings.send_roles,
         ),
         mail_ports=mail,
         feed_model=FeedReader(db),

@@ -3,6 +3,7 @@ collaborators, the webhook delivery loop. ``bootstrap()`` builds the ``App`` the
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -19,7 +20,8 @@ from application.mail.folder_events import FolderEvents
 from application.mail.folder_sync import FolderSync, FolderSyncSettings
 from application.mail.ingestion import MailIngestion
 from application.mail.membership import MembershipPass
-from application.signals import SignalSubscriber
+from application.mail.outbound.delivery import DeliverySettings, OutboundDelivery
+from application.signals import Signal, SignalSubscriber
 from application.webhooks.delivery_ports import DeliveryQueue
 from domain.webhook import RetryPolicy
 from infrastructure.bootstrap import provider_table
@@ -30,6 +32,7 @@ from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
 from infrastructure.runtime.settings import Settings
+from infrastructure.smtp.submission import SmtpSubmitter
 from infrastructure.sql.flag_state import SqlFlagState
 from infrastructure.webhooks.deliveries import SqlDeliveryQueue
 from infrastructure.webhooks.sender import HttpSender
@@ -39,6 +42,7 @@ from workers.caps import CappedProvider, ConnectionCaps
 from workers.directory import AccountDirectory, DirectoryReader
 from workers.metrics import CountingProvider, WorkerMetrics
 from workers.news import Inbox
+from workers.outbound import HostSlots
 from workers.parking import ParkedSessions
 from workers.policies.webhook_lanes import LaneSettings
 from workers.poll import Poller
@@ -244,3 +248,37 @@ def webhook_dispatcher(
         sender=HttpSender(timeout=settings.timeout, allow_private=allow_private),
     )
     return Dispatcher(ports, settings=settings, holder=holder, metrics=metrics or WebhookMetrics())
+
+
+def build_outbound_delivery(app: App, settings: Settings, holder: str) -> OutboundDelivery:
+    """The outbox's delivery in one worker: SMTP with the IMAP path's token refresh, a
+    slot per host (the provider's cap, else ``per_host_conn_cap``)."""
+    context = None
+    if settings.smtp_ca_file is not None:
+        context = ssl.create_default_context(cafile=str(settings.smtp_ca_file))
+    submitter = SmtpSubmitter(token_provider=app.ctx.mail.token_provider, ssl_context=context)
+    providers = provider_table(settings)
+    slots = HostSlots(submitter, lambda host: providers.conn_cap(host, settings.per_host_conn_cap))
+    return OutboundDelivery(
+        app.ctx,
+        slots,
+        DeliverySettings(
+            holder=holder,
+            attempt_timeout=settings.send_attempt_timeout,
+            retry_first=settings.send_retry_first,
+            retry_longest=settings.send_retry_longest,
+            retry_budget=settings.send_retry_budget,
+            imap_timeout=settings.imap_read_timeout,
+        ),
+    )
+
+
+def outbox_signals(app: App, settings: Settings, callback: Callable[[Signal], None]) -> None:
+    """Subscribe ``callback`` to the signals (``outbound_queued`` wakes the outbox thread):
+    Redis's across the fleet, else the app's in-process bus."""
+    subscriber: SignalSubscriber
+    if settings.redis_url:
+        subscriber = RedisSignals.from_url(settings.redis_url)
+    else:
+        subscriber = app.ctx.mail.signals  # type: ignore[assignment]
+    subscriber.subscribe(callback)

@@ -21,8 +21,8 @@ implement it alike, and the runner (``projections.runner``) promises every one o
   then a replay of the whole log), so readers see the old state until it commits.
 
 Names are lower-case identifiers, unique in the app; a host projection may not take a
-built-in name (``custom_fields``, ``mail``, ``feed``) nor end in ``SHADOW_SUFFIX``, and
-its tables may not be another projection's.
+built-in name (``custom_fields``, ``mail``, ``feed``, ``mail_outbound``) nor end in
+``SHADOW_SUFFIX``, and its tables may not be another projection's.
 """
 
 from __future__ import annotations

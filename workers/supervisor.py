@@ -219,6 +219,8 @@ class Supervisor:
                 # ``news.Wake``: nothing to do but look at the stop flag
 
     def _signal(self, signal: Signal, now: float) -> None:
+        if signal.kind == "outbound_queued":
+            return  # the outbox thread's (``workers.outbound``)
         wall = time.time()
         if signal.kind == "user_active" and signal.user_id is not None:
             self.recent_users.seen(signal.tenant_id, signal.user_id, wall)

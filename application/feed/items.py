@@ -43,6 +43,7 @@ from domain.message import (
     MessageRestored,
 )
 from domain.message_retention import MessageBodyErased, MessageExpired
+from domain.outbound import OutboundFailed, OutboundQueued, OutboundSent
 
 _ITEM_NAMESPACE = uuid5(NAMESPACE_URL, "urn:tidings:feed-item")
 _NAMESPACE_BYTES = _ITEM_NAMESPACE.bytes
@@ -59,6 +60,9 @@ TYPES = (
     "message.moved",
     "message.deleted",
     "message.restored",
+    "outbound.queued",
+    "outbound.sent",
+    "outbound.failed",
     "mail_account.connected",
     "mail_account.updated",
     "mail_account.disconnected",
@@ -196,6 +200,18 @@ def _restored(e: MessageRestored) -> Built:
     return "message.restored", e.account_id, data, ()
 
 
+def _outbound(e: OutboundQueued | OutboundSent | OutboundFailed) -> Built:
+    data: dict[str, Any] = {"outboundId": str(e.originator_id), "accountId": e.account_id}
+    if isinstance(e, OutboundQueued):
+        data |= {"state": "queued", "recipients": e.recipients, "sizeBytes": e.size_bytes}
+        return "outbound.queued", e.account_id, data, ()
+    if isinstance(e, OutboundSent):
+        data |= {"state": "sent", "attempt": e.attempt, "reply": e.reply}
+        return "outbound.sent", e.account_id, data, ()
+    data |= {"state": "failed", "attempt": e.attempt, "reply": e.reply, "errorKind": e.error_kind}
+    return "outbound.failed", e.account_id, data, ()
+
+
 def _account(kind: str) -> Callable[[Any], Built]:
     def build(e: Any) -> Built:
         account_id = str(e.originator_id)
@@ -272,6 +288,9 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageFoldersChanged: _moved,
     MessageDeleted: _deleted,
     MessageRestored: _restored,
+    OutboundQueued: _outbound,
+    OutboundSent: _outbound,
+    OutboundFailed: _outbound,
     MailAccountConnected: _account("connected"),
     MailAccountUpdated: _account("updated"),
     MailAccountDisconnected: _account("disconnected"),

@@ -78,6 +78,24 @@ class ImapSettings(Base):
     username: Username
 
 
+class SmtpSettings(Base):
+    """Where the account sends: its SMTP submission server (implicit TLS or STARTTLS),
+    logged in to with the account's secret."""
+
+    host: Host
+    port: Annotated[int, Field(ge=1, le=65535)]
+    security: Literal["tls", "starttls"]
+    username: Username
+
+    def sealed(self, ctx: Context, tenant: str, account_id: str) -> dict[str, object]:
+        return {
+            "host": self.host,
+            "port": self.port,
+            "security": self.security,
+            "username": ctx.mail.cipher.seal(tenant, account_id, self.username),
+        }
+
+
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=200, pattern=r"^[\x21-\x7e]+$")]
 
 
@@ -158,9 +176,13 @@ class Payload(Base):
     verify: bool = False
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     folders: FolderSetting | None = None
+    smtp: SmtpSettings | None = None
+    smtp_secret: Secret | None = None  # for SMTP instead of ``secret`` (password accounts)
 
     @model_validator(mode="after")
     def _credentials(self) -> Payload:
+        if self.smtp_secret is not None and self.smtp is None:
+            raise ValueError("smtpSecret is for an account with smtp settings")
         if self.oauth is not None and self.auth_method != "xoauth2":
             raise ValueError("oauth is for authMethod xoauth2")
         if (self.secret is None) == (self.oauth is None):
@@ -222,7 +244,11 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     allowed = {TENANT_ADMIN} if payload.scope == "shared" else {TENANT_ADMIN, TENANT_MEMBER}
     if not user.has_any(allowed):
         return forbidden()
-    refused = check_destination(ctx, payload.imap) or check_token_url(ctx, payload.oauth)
+    refused = (
+        check_destination(ctx, payload.imap)
+        or check_token_url(ctx, payload.oauth)
+        or (check_host(ctx, payload.smtp.host, payload.smtp.port) if payload.smtp else None)
+    )
     if refused:
         return refused
     account_id = str(uuid.uuid4())
@@ -239,6 +265,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     finally:
         if not committed:  # a refused verify, or a crash: no grant outlives its account
             ctx.mail.secrets.delete(account_id)
+            if ctx.mail.smtp_secrets is not None:
+                ctx.mail.smtp_secrets.delete(account_id)
     if committed:
         ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
     return result
@@ -278,7 +306,12 @@ def _connect(payload: Payload, user: User, ctx: Context, account_id: str, secret
     )
     if payload.folders is not None and payload.folders != "special":
         account.update(changes={"folders": payload.folders}, reason=None, now=ctx.clock.now())
+    if payload.smtp is not None:
+        smtp = payload.smtp.sealed(ctx, tenant, account_id)
+        account.update(changes={"smtp": smtp}, reason=None, now=ctx.clock.now())
     ctx.mail.secrets.put(tenant, account_id, secret)
+    if payload.smtp_secret is not None and ctx.mail.smtp_secrets is not None:
+        ctx.mail.smtp_secrets.put(tenant, account_id, payload.smtp_secret.get_secret_value())
     commit(ctx.store, account)
     return Result.ok({"accountId": account_id})
 

@@ -11,6 +11,7 @@ from uuid import UUID
 
 from application.context import Context
 from application.mail.incoming import IncomingMessage, in_range
+from application.mail.outbound.compose import outbound_id_of
 from application.mail.parsing import Address
 from domain.identity import stream_id
 from domain.mail_account import MailAccount
@@ -61,8 +62,19 @@ def message_ingested(
         extra={
             "direction": message.direction,
             **({"flags": list(message.flags)} if message.flags else {}),
+            **_sent_by_us(message),
         },
     )
+
+
+def _sent_by_us(message: IncomingMessage) -> dict[str, str]:
+    """``outboundId``: the outbound message this one is the copy of, for a message of
+    ours read back from Sent (its Message-ID names the record; the outbox's read model
+    keeps the link only for a record of the same account)."""
+    if message.direction != "outbound" or not message.message_id_header:
+        return {}
+    outbound = outbound_id_of(message.message_id_header)
+    return {} if outbound is None else {"outboundId": outbound}
 
 
 def thread_key(account_id: str, message: IncomingMessage) -> str:

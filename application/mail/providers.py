@@ -5,7 +5,11 @@ A provider's limits are what its documentation states a client must stay under:
 - ``conn_cap``: IMAP connections one worker holds to the provider's host at once
   (Gmail and Outlook allow 15 simultaneous IMAP connections per account, Yahoo 10);
 - ``daily_budget_bytes``: bytes of mail downloaded by IMAP per account per day (Gmail:
-  2,500 MB a day); ``None`` = the provider documents no figure, so there is no budget.
+  2,500 MB a day); ``None`` = the provider documents no figure, so there is no budget;
+- ``daily_send_limit``: messages one account may send per UTC day (Gmail: 2,000);
+  ``None``: no limit of ours (the server still answers for its own);
+- ``saves_sent``: the provider keeps a copy of what was sent by SMTP in the Sent folder
+  itself (Gmail, Outlook), so the sender appends none.
 
 A host matches an entry by exact name or, for a ``*.``-pattern, by any subdomain. A host
 matching no entry is ``UNKNOWN``: the worker's ``per_host_conn_cap`` and no budget.
@@ -31,12 +35,18 @@ class ProviderLimits:
     """Connections per host per worker; ``None``: the worker's ``per_host_conn_cap``."""
     daily_budget_bytes: int | None = None
     """Download budget per account per UTC day; ``None``: no budget."""
+    daily_send_limit: int | None = None
+    """Messages sent per account per UTC day; ``None``: no limit."""
+    saves_sent: bool = False
+    """The provider files a copy of every message sent by SMTP in Sent itself."""
 
     def __post_init__(self) -> None:
         if self.conn_cap is not None and self.conn_cap < 1:
             raise ValueError("a provider's connection cap is at least 1")
         if self.daily_budget_bytes is not None and self.daily_budget_bytes < 1:
             raise ValueError("a provider's daily budget is at least 1 byte")
+        if self.daily_send_limit is not None and self.daily_send_limit < 1:
+            raise ValueError("a provider's daily send limit is at least 1 message")
 
 
 UNKNOWN = ProviderLimits("unknown", ())
@@ -47,11 +57,14 @@ KNOWN_PROVIDERS: tuple[ProviderLimits, ...] = (
         ("imap.gmail.com", "*.gmail.com", "imap.googlemail.com"),
         conn_cap=15,
         daily_budget_bytes=2500 * MB,
+        daily_send_limit=2000,
+        saves_sent=True,
     ),
     ProviderLimits(
         "outlook",
         ("outlook.office365.com", "imap-mail.outlook.com", "*.outlook.com"),
         conn_cap=15,
+        saves_sent=True,
     ),
     ProviderLimits("yahoo", ("imap.mail.yahoo.com", "*.mail.yahoo.com"), conn_cap=10),
 )

@@ -24,9 +24,11 @@ from application.app import App
 from application.mail.sync_outcome import SyncOutcome
 from infrastructure.bootstrap import retention_sweeper
 from infrastructure.bootstrap_workers import (
+    build_outbound_delivery,
     build_supervisor,
     build_syncer,
     build_webhook_dispatcher,
+    outbox_signals,
 )
 from infrastructure.cli.output import (
     JsonFlag,
@@ -44,6 +46,7 @@ from infrastructure.runtime.metrics_http import serve_metrics
 from infrastructure.runtime.settings import Settings
 from workers.news import Wake
 from workers.once import poll_once, syncable_accounts
+from workers.outbound import OutboxWake, run_outbound
 from workers.retention import run_retention
 from workers.webhooks.metrics import WebhookMetrics
 
@@ -84,6 +87,7 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
         name = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         configure_logging(logging.INFO)  # a service: its start, stop and watch changes
         stop, wake = threading.Event(), threading.Event()
+        outbox_wake = OutboxWake()
         follow = is_embedded(app) if projections is None else projections
         supervisor = build_supervisor(app, settings, name, on_ingested=wake.set)
         last_turn = [time.monotonic()]
@@ -102,6 +106,7 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
         def on_signal(signum: int, frame: FrameType | None) -> None:
             stop.set()
             supervisor.inbox.tell(Wake())
+            outbox_wake.event.set()
 
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
@@ -117,6 +122,19 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
             threading.Thread(
                 target=dispatcher.run, args=(stop,), name="webhooks", daemon=True
             ).start()
+        outbox_signals(app, settings, outbox_wake.on_signal)
+        threading.Thread(
+            target=run_outbound,
+            args=(
+                build_outbound_delivery(app, settings, name),
+                stop,
+                settings.send_interval,
+                settings.send_concurrency,
+                outbox_wake,
+            ),
+            name="outbound",
+            daemon=True,
+        ).start()
         threading.Thread(
             target=run_retention,
             args=(retention_sweeper(app, settings, holder=name), stop, settings.retention_interval),

@@ -39,6 +39,7 @@ from application.mail.ports import (
     MailboxStatus,
 )
 from application.mail.resync import Resynced
+from infrastructure.imap import sent
 from infrastructure.imap.connection import Connection
 from infrastructure.imap.exists import folder_exists
 from infrastructure.imap.fetch_response import FetchData
@@ -329,6 +330,18 @@ class ImapMailboxSession:
         mailbox stays."""
         self._idle.done()
         return list_folders(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
+
+    def find_in_sent(self, message_id_header: str) -> bool | None:
+        """Whether the Sent folder holds this Message-ID (None: no Sent folder)."""
+        self._idle.done()
+        self._pass = self._selected = None
+        self._idle.last_uid = None
+        return sent.find_in_sent(self._conn, self._caps, message_id_header)
+
+    def append_to_sent(self, message: bytes) -> bool:
+        """Append a copy to the Sent folder (False: there is none)."""
+        self._idle.done()
+        return sent.append_to_sent(self._conn, self._caps, message)
 
     def folder_exists(self, folder: str) -> bool:
         """``STATUS folder (UIDVALIDITY)`` (``exists``): whether the server still has a

@@ -74,7 +74,10 @@ def decode(data: str | bytes) -> Signal:
         raise InvalidSignal("account_id")
     if not (user_id is None or isinstance(user_id, str)):
         raise InvalidSignal("user_id")
-    return Signal(kind, tenant_id, account_id=account_id, user_id=user_id)
+    outbound_id = body.get("outbound_id")
+    if not (outbound_id is None or isinstance(outbound_id, str)):
+        raise InvalidSignal("outbound_id")
+    return Signal(kind, tenant_id, account_id=account_id, user_id=user_id, outbound_id=outbound_id)
 
 
 class _Channel(Protocol):

@@ -29,6 +29,8 @@ class ProviderLimitSetting(BaseModel):
     name: Annotated[str, Field(min_length=1, max_length=64)] = "custom"
     conn_cap: Annotated[int, Field(ge=1)] | None = None
     daily_budget_mb: Annotated[float, Field(gt=0)] | None = None
+    daily_send_limit: Annotated[int, Field(ge=1)] | None = None
+    saves_sent: bool = False
 
 
 class Settings(BaseSettings):
@@ -62,6 +64,17 @@ class Settings(BaseSettings):
     stream_parse_mb: Annotated[float, Field(gt=0)] = 4.0
     max_message_mb: Annotated[float, Field(gt=0)] = 100.0
     attachment_result_mb: Annotated[float, Field(gt=0)] = 25.0  # get-attachment's answer
+    # Sending (docs/workers.md#sending): the largest message, who may send from shared
+    # accounts, the worker's turn, one attempt's deadline, the backoff and its budget.
+    max_send_mb: Annotated[float, Field(gt=0)] = 25.0
+    send_roles: Roles = frozenset({TENANT_ADMIN, TENANT_MEMBER})
+    send_interval: Annotated[float, Field(gt=0)] = 1.0
+    send_attempt_timeout: Annotated[float, Field(gt=0)] = 60.0
+    send_retry_first: Annotated[float, Field(gt=0)] = 30.0
+    send_retry_longest: Annotated[float, Field(gt=0)] = 3600.0
+    send_retry_budget: Annotated[float, Field(gt=0)] = 172800.0
+    send_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    smtp_ca_file: Path | None = None  # trust this CA (PEM) for SMTP servers (tests, private CAs)
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
     watch_lease_ttl: Annotated[float, Field(ge=3)] = worker.WATCH_LEASE_TTL
     # An IDLE connection silent this long is probed (DONE + IDLE); a probe unanswered
@@ -218,7 +231,9 @@ class Settings(BaseSettings):
             messages_for=self.mail_retention_messages_for,
         )
 
-    @field_validator("field_definition_write_roles", "value_write_roles", mode="before")
+    @field_validator(
+        "field_definition_write_roles", "value_write_roles", "send_roles", mode="before"
+    )
     @classmethod
     def _roles(cls, value: Any) -> Any:
         if isinstance(value, str):

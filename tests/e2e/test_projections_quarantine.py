@@ -75,6 +75,7 @@ def test_a_poison_event_is_counted_listed_and_survived(cli: Cli, tmp_path: Path)
         "custom_fields": (1, 0),
         "mail": (1, 0),
         "feed": (1, 0),
+        "mail_outbound": (1, 0),
     }
     assert "quarantined" in cli("projections", "status").stdout
 
@@ -87,6 +88,7 @@ def test_a_poison_event_is_counted_listed_and_survived(cli: Cli, tmp_path: Path)
         ("custom_fields", position, "evil", "UnreadableEvent"),
         ("feed", position, "evil", "UnreadableEvent"),
         ("mail", position, "evil", "UnreadableEvent"),
+        ("mail_outbound", position, "evil", "UnreadableEvent"),
     ]
     one = cli("projections", "quarantine", "list", "mail", "--json")
     assert [q["projection"] for q in json.loads(one.stdout)] == ["mail"]
@@ -101,7 +103,7 @@ def test_a_poison_event_is_counted_listed_and_survived(cli: Cli, tmp_path: Path)
         row["name"]: row["quarantined"]
         for row in json.loads(cli("projections", "status", "--json").stdout)
     }
-    assert after == {"custom_fields": 1, "mail": 1, "feed": 1}
+    assert after == {"custom_fields": 1, "mail": 1, "feed": 1, "mail_outbound": 1}
 
     read = cli(
         "query",

@@ -22,6 +22,8 @@ from tests.integration.custom_fields.helpers import clear, define, delete, field
 from tests.support.host_tables import NAME, add_contact, columns, contacts_column, create_contacts
 from tests.support.results import ok
 
+BUILT_IN = ["custom_fields", "mail", "feed", "mail_outbound"]
+
 
 def host_app(make_app: Callable[..., App], *, max_json: int | None = None, **settings: Any) -> App:
     """An app whose database already holds the host's ``contacts`` table, then an app
@@ -175,6 +177,7 @@ def test_a_value_the_host_table_refuses_is_quarantined_for_the_host_projection_a
         "custom_fields": 0,
         "mail": 0,
         "feed": 0,
+        "mail_outbound": 0,
         NAME: 1,
     }
     assert status[NAME].lag == 0
@@ -212,7 +215,7 @@ def test_the_settings_name_host_projections_for_every_process(
     plain = make_app()
     create_contacts(db_of(plain))
     app = make_app(host_projections="tests.support.host_tables:contacts_column")
-    assert [s.name for s in app.projections.status()] == ["custom_fields", "mail", "feed", NAME]
+    assert [s.name for s in app.projections.status()] == [*BUILT_IN, NAME]
     add_contact(db_of(app), admin.tenant_id, "c1")
     ok(define(app, admin, "tier"))
     ok(set_value(app, admin, "c1", "tier", "gold"))
@@ -281,7 +284,7 @@ def test_bad_or_taken_names_are_refused_at_bootstrap(
     with pytest.raises(InvalidProjection, match=says):
         make_app(projections=[Owning(name, tables)])
     app = make_app()  # nothing of the refused one was written
-    assert [s.name for s in app.projections.status()] == ["custom_fields", "mail", "feed"]
+    assert [s.name for s in app.projections.status()] == BUILT_IN
 
 
 def test_two_host_projections_may_not_share_a_name(make_app: Callable[..., App]) -> None:

@@ -82,16 +82,16 @@ def test_a_poison_event_is_quarantined_and_every_other_tenant_goes_on(
     ok(set_value(app, friend, "f2", "n", 2))
     assert app.projections.catch_up() == 0
     assert (fields_of(app, friend, "f1"), fields_of(app, friend, "f2")) == ({"n": 1}, {"n": 2})
-    assert quarantined_of(app) == {"custom_fields": 1, "mail": 1, "feed": 1}
+    assert quarantined_of(app) == {"custom_fields": 1, "mail": 1, "feed": 1, "mail_outbound": 1}
     assert all(s.lag == 0 for s in app.projections.status())
 
     listed = serving(app).quarantined()
     assert [(q.projection, q.position, q.tenant_id, q.topic, q.error_class) for q in listed] == [
         (name, position, hostile.tenant_id, CustomFieldValueSet.TOPIC, "UnreadableEvent")
-        for name in ("custom_fields", "feed", "mail")
+        for name in ("custom_fields", "feed", "mail", "mail_outbound")
     ]
     assert "infinity" in listed[0].error_message
-    assert serving(app).quarantined("mail") == listed[2:]
+    assert serving(app).quarantined("mail") == listed[2:3]
 
     # the hostile tenant's own stream fails its own calls with a Result, never a raise
     result = set_value(app, hostile, "h1", "n", 3)
@@ -100,8 +100,8 @@ def test_a_poison_event_is_quarantined_and_every_other_tenant_goes_on(
 
     # a rebuild applies it again: still unreadable, still quarantined, nothing else lost
     app.projections.rebuild()
-    assert quarantined_of(app) == {"custom_fields": 1, "mail": 1, "feed": 1}
-    assert [q.position for q in serving(app).quarantined()] == [position] * 3
+    assert quarantined_of(app) == {"custom_fields": 1, "mail": 1, "feed": 1, "mail_outbound": 1}
+    assert [q.position for q in serving(app).quarantined()] == [position] * 4
     assert fields_of(app, friend, "f2") == {"n": 2}
     assert fields_of(app, hostile, "h2") == {"n": 3}
 
@@ -112,12 +112,12 @@ def test_after_a_fix_a_rebuild_applies_the_quarantined_event(
     ok(define(app, admin, "n", "number"))
     poison_value(app, admin.tenant_id, "h1", "1" + "0" * 400)
     app.projections.catch_up()
-    assert quarantined_of(app) == {"custom_fields": 1, "mail": 1, "feed": 1}
+    assert quarantined_of(app) == {"custom_fields": 1, "mail": 1, "feed": 1, "mail_outbound": 1}
     assert fields_of(app, admin, "h1") is None
     # the fix: a reader that takes integers of any size
     monkeypatch.setattr(codec_module, "loads", json.loads)
     app.projections.rebuild()
-    assert quarantined_of(app) == {"custom_fields": 0, "mail": 0, "feed": 0}
+    assert quarantined_of(app) == {"custom_fields": 0, "mail": 0, "feed": 0, "mail_outbound": 0}
     assert serving(app).quarantined() == []
     assert fields_of(app, admin, "h1") == {"n": 10**400}
 
@@ -179,7 +179,7 @@ def test_hostile_text_in_a_quarantined_event_is_stored_safely(app: App, admin: U
     wiring.event_store(app).append_stored([(stream, 1, CustomFieldValueSet.TOPIC, state)])
     app.projections.catch_up()
     listed = serving(app).quarantined()
-    assert len(listed) == 3  # custom_fields, feed, mail
+    assert len(listed) == 4  # custom_fields, feed, mail, mail_outbound
     assert (
         listed[0].tenant_id
         == state_tenant.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode()

@@ -1,0 +1,130 @@
+"""The outbox's ports: SMTP submission (``SmtpSubmission``), the read model of outbound
+messages (``OutboxReadModel``) and the Sent folder as a session offers it
+(``SentFolderSession``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from application.mail.ports import Credentials, MailProviderError
+
+SmtpSecurity = Literal["tls", "starttls"]
+
+
+@dataclass(frozen=True, slots=True)
+class SmtpEndpoint:
+    host: str
+    port: int
+    security: SmtpSecurity
+    username: str
+    addresses: tuple[str, ...] = ()
+    """The addresses the destination check approved for ``host`` (empty: resolve it)."""
+
+    def __repr__(self) -> str:  # the username is often an address: keep it out of logs
+        return f"SmtpEndpoint(host={self.host!r}, port={self.port}, security={self.security!r})"
+
+
+@dataclass(frozen=True, slots=True)
+class SmtpReply:
+    code: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.text}".strip()
+
+
+class SmtpError(MailProviderError):
+    """A submission that did not end in the server's acceptance."""
+
+    kind = "smtp_error"
+
+    def __init__(self, message: str, reply: SmtpReply | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+    @property
+    def reply_text(self) -> str:
+        return str(self.reply) if self.reply is not None else str(self)
+
+
+class SmtpTransient(SmtpError):
+    """4xx, a network failure or a deadline before the message was handed over: retry."""
+
+    kind = "transient"
+
+
+class SmtpTimeout(SmtpTransient):
+    kind = "timeout"
+
+
+class SmtpRejected(SmtpError):
+    """5xx: the server refused the message (or the login) for good."""
+
+    kind = "rejected"
+
+
+class SmtpOutcomeUnknown(SmtpError):
+    """The whole message went out but no final answer came (the connection broke or the
+    deadline passed after the end of DATA): the server may have accepted it."""
+
+    kind = "outcome_unknown"
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    sender: str
+    recipients: Sequence[str]
+    message: bytes
+
+
+class SmtpSubmission(Protocol):
+    def send(
+        self,
+        endpoint: SmtpEndpoint,
+        credentials: Credentials,
+        submission: Submission,
+        *,
+        account_id: str,
+        deadline: float,
+    ) -> SmtpReply:
+        """Connect, log in and submit before ``deadline`` (``time.monotonic()``): the
+        server's acceptance, or an ``SmtpError``."""
+        ...
+
+
+@runtime_checkable
+class SentFolderSession(Protocol):
+    """What a mailbox session offers for the copy in Sent."""
+
+    def find_in_sent(self, message_id_header: str) -> bool | None:
+        """Whether the Sent folder holds a message with this Message-ID (None: the
+        account has no Sent folder)."""
+        ...
+
+    def append_to_sent(self, message: bytes) -> bool:
+        """Append ``message`` (flagged seen) to the Sent folder; False: there is none."""
+        ...
+
+
+class OutboxReadModel(Protocol):
+    def outbound(self, tenant_id: str, outbound_id: str) -> dict[str, Any] | None: ...
+
+    def list_outbound(
+        self,
+        tenant_id: str,
+        account_ids: Sequence[str],
+        *,
+        state: str | None,
+        limit: int,
+    ) -> list[dict[str, Any]]: ...
+
+    def due_outbound(self, now_iso: str, limit: int) -> list[str]:
+        """Ids of messages to act on now: waiting and due, or ``sending`` past the
+        claim of their attempt."""
+        ...
+
+    def queued_since(self, account_id: str, since_iso: str) -> int:
+        """Messages of the account queued since then (canceled ones not counted)."""
+        ...

@@ -1,0 +1,177 @@
+"""``BoundedSMTP``: ``smtplib.SMTP`` with a total deadline and bounded replies.
+
+``smtplib`` reads replies with ``file.readline(_MAXLINE + 1)`` (8,192 bytes: a longer
+line raises "Line too long") but keeps every line of a multi-line reply, with no cap on
+their number, and each socket operation waits ``timeout`` anew, so a server that drips a
+byte at a time, or answers ``250-`` lines for ever, holds the client as long as it likes.
+Here replies are read from the socket directly: at most ``MAX_LINE`` bytes a line,
+``MAX_REPLY_LINES`` lines and ``MAX_REPLY_BYTES`` bytes a reply (``ReplyTooLarge``);
+every read and write waits at most until the attempt's ``deadline`` (``time.monotonic()``),
+and a timer shuts the socket down at the deadline whatever it is doing (a TLS handshake
+included). Bytes a server sends after its STARTTLS answer, before the handshake (a
+command injection), are refused.
+
+``data`` records that the whole message went out (``message_sent``): a failure after it
+may follow the server's acceptance, which the caller must not take for a refusal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import smtplib
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+MAX_LINE = 8192  # smtplib's _MAXLINE
+MAX_REPLY_LINES = 100
+MAX_REPLY_BYTES = 64 * 1024
+CRLF = b"\r\n"
+
+
+class ReplyTooLarge(OSError):
+    """A reply line, or a whole reply, past its bound."""
+
+
+class DeadlinePassed(TimeoutError):
+    pass
+
+
+class BoundedSMTP(smtplib.SMTP):
+    def __init__(
+        self,
+        host: str,
+        *,
+        deadline: float,
+        addresses: Sequence[str] = (),
+        implicit_tls: ssl.SSLContext | None = None,
+        local_hostname: str | None = None,
+    ) -> None:
+        self._deadline = deadline
+        self._addresses = tuple(addresses)
+        self._implicit_tls = implicit_tls
+        self._buffer = b""
+        self._timer: threading.Timer | None = None
+        self.message_sent = False
+        super().__init__(local_hostname=local_hostname, timeout=self._remaining())
+        self._host = host
+
+    # -- time ----------------------------------------------------------------------------
+
+    def _remaining(self) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlinePassed("the attempt's deadline passed")
+        return left
+
+    def _arm(self, sock: socket.socket) -> None:
+        """Shut the socket down at the deadline: a blocked read or handshake ends then."""
+
+        def cut() -> None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+        self._timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), cut)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        super().close()
+
+    # -- the socket ------------------------------------------------------------------------
+
+    def _get_socket(self, host: str, port: int, timeout: float | None) -> socket.socket:
+        targets = self._addresses or (host,)
+        last: OSError | None = None
+        sock: socket.socket | None = None
+        for target in targets:
+            try:
+                sock = socket.create_connection((target, port), self._remaining())
+                break
+            except OSError as error:
+                last = error
+        if sock is None:
+            raise last or OSError(f"no address to connect to for {host}")
+        self._arm(sock)
+        if self._implicit_tls is not None:
+            sock.settimeout(self._remaining())
+            sock = self._implicit_tls.wrap_socket(sock, server_hostname=self._host)
+        return sock
+
+    def send(self, s: Any) -> None:
+        if self.sock is not None:
+            self.sock.settimeout(self._remaining())
+        super().send(s)
+
+    def starttls(self, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        if self.sock is not None:
+            self.sock.settimeout(self._remaining())
+        answer: tuple[int, bytes] = super().starttls(*args, **kwargs)
+        if self._buffer:
+            raise smtplib.SMTPResponseException(554, b"data after the STARTTLS reply")
+        return answer
+
+    def _line(self) -> bytes:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line, self._buffer = self._buffer[: end + 1], self._buffer[end + 1 :]
+                return line
+            if len(self._buffer) > MAX_LINE:
+                raise ReplyTooLarge("a reply line is too long")
+            if self.sock is None:
+                raise smtplib.SMTPServerDisconnected("not connected")
+            self.sock.settimeout(self._remaining())
+            chunk = self.sock.recv(MAX_LINE)
+            if not chunk:
+                if time.monotonic() >= self._deadline:  # the timer cut it
+                    raise DeadlinePassed("the attempt's deadline passed")
+                raise smtplib.SMTPServerDisconnected("connection closed by the server")
+            self._buffer += chunk
+
+    def getreply(self) -> tuple[int, bytes]:
+        lines: list[bytes] = []
+        total = 0
+        code = -1
+        while True:
+            try:
+                line = self._line()
+            except (OSError, DeadlinePassed) as error:
+                if isinstance(error, ReplyTooLarge | TimeoutError | smtplib.SMTPServerDisconnected):
+                    self.close()
+                    raise
+                self.close()
+                raise smtplib.SMTPServerDisconnected(f"connection lost: {error}") from error
+            total += len(line)
+            if len(line) > MAX_LINE or total > MAX_REPLY_BYTES or len(lines) >= MAX_REPLY_LINES:
+                self.close()
+                raise ReplyTooLarge("the reply is too large")
+            text = line[4:].strip(b" \t\r\n")
+            try:
+                code = int(line[:3])
+            except ValueError:
+                code = -1
+                break
+            lines.append(text)
+            if line[3:4] != b"-":
+                break
+        message = b"\n".join(lines)
+        return code, message
+
+    def data(self, msg: Any) -> tuple[int, bytes]:
+        """``smtplib``'s DATA, noting when the whole message went out."""
+        self.putcmd("data")
+        code, answer = self.getreply()
+        if code != 354:
+            raise smtplib.SMTPDataError(code, answer)
+        quoted = smtplib._quote_periods(msg)  # type: ignore[attr-defined]
+        if quoted[-2:] != CRLF:
+            quoted += CRLF
+        self.send(quoted + b"." + CRLF)
+        self.message_sent = True
+        return self.getreply()
