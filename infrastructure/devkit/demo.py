@@ -333,6 +333,7 @@ def _with_mail(
         *webhook_steps,
         lambda _: mail.idle_arrival(),
         *delivered_steps,
+        lambda _: mail.send_reply(),
         expire_by_retention,
         delete_field,
         redefine_field,
