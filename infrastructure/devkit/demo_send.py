@@ -15,13 +15,12 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from infrastructure.bootstrap_workers import build_outbound_delivery, build_syncer, outbox_signals
+from infrastructure.bootstrap_workers import build_syncer, start_outbox
 from infrastructure.cli.runtime import CliError
 from infrastructure.devkit.dovecot import DovecotServer
 from infrastructure.devkit.postfix import DOMAIN, PostfixError, PostfixServer, dovecot_config
 from infrastructure.devkit.processes import free_port
 from infrastructure.runtime.settings import Settings
-from workers.outbound import OutboxWake, run_outbound
 
 COLLEAGUE = "support"
 REPLIED_TO = "Quarterly numbers"
@@ -36,7 +35,7 @@ class SendDemo:
         self.postfix: PostfixServer | None = None
         self._lmtp = 0
         self._stop = threading.Event()
-        self._outbox: threading.Thread | None = None
+        self._outbox: tuple[threading.Thread, threading.Event] | None = None
 
     def dovecot_config(self) -> str:
         """Dovecot's LMTP and SASL lines, or nothing when Postfix cannot be had."""
@@ -74,7 +73,9 @@ class SendDemo:
     def close(self) -> None:
         self._stop.set()
         if self._outbox is not None:
-            self._outbox.join(timeout=10)
+            thread, wake = self._outbox
+            wake.set()
+            thread.join(timeout=10)
         if self.postfix is not None:
             self.postfix.stop()
 
@@ -94,7 +95,7 @@ class SendDemo:
                 "package lists (apt-get update) and the network."
             )
             return
-        self._start_outbox(demo)
+        self._outbox = start_outbox(demo.app, self.settings, "demo-worker", self._stop, 1.0)
         colleague = demo.write(
             "connect-mail-account",
             {
@@ -138,17 +139,6 @@ class SendDemo:
             f"from {escape(arrived['from'][0]['address'])} ({arrived['direction']})"
         )
         self._thread(demo, account_id, original)
-
-    def _start_outbox(self, demo: Any) -> None:
-        delivery = build_outbound_delivery(demo.app, self.settings, "demo-worker")
-        wake = OutboxWake()
-        outbox_signals(demo.app, self.settings, wake.on_signal)
-        self._outbox = threading.Thread(
-            target=run_outbound,
-            args=(delivery, self._stop, 1.0, self.settings.send_concurrency, wake),
-            daemon=True,
-        )
-        self._outbox.start()
 
     def _until_sent(self, demo: Any, outbound_id: str) -> dict[str, Any]:
         deadline = time.monotonic() + 60
