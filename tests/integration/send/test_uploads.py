@@ -68,7 +68,7 @@ def test_an_uploaded_file_is_sent_as_an_attachment_and_the_upload_is_then_gone(
     assert sender.delivery.run(queued["outboundId"]) == "sent"
     [raw] = _wait_for(lambda: _raw_in(sender, bob, "INBOX"))
     message = email.message_from_bytes(raw, policy=email.policy.default)
-    [part] = list(message.iter_attachments())  # type: ignore[attr-defined]
+    [part] = list(message.iter_attachments())
     assert part.get_filename() == "report.pdf"
     assert part.get_content_type() == "application/pdf"
     assert part.get_payload(decode=True) == PDF
