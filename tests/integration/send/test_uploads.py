@@ -20,6 +20,7 @@ import pytest
 from application import User
 from application.mail.outbound import uploads as uploads_module
 from application.mail.outbound.uploads import UploadInterrupted, store_upload
+from infrastructure.crypto.body_keys import BODY_KEYS_TABLE
 from tests.integration.send.conftest import ADMIN, MakeSender, Sender
 from tests.integration.send.test_send import _address, _raw_in, _wait_for
 from tests.support.results import ok
@@ -46,6 +47,13 @@ def _upload(sender: Sender, account_id: str, data: bytes = PDF, user: User = ADM
 def _sealed_files(sender: Sender, account_id: str) -> list[Path]:
     root = Path(sender.mail.settings.blob_dir) / "accounts" / account_id
     return [p for p in root.rglob("*") if p.is_file()] if root.exists() else []
+
+
+def _body_keys(sender: Sender) -> int:
+    """Body keys in the store (of every account: a test's own work is the only one)."""
+    with sender.app.ctx.mail.blobs._body_keys.db.reading() as cur:
+        cur.execute(f"SELECT COUNT(*) FROM {BODY_KEYS_TABLE}")
+        return int(cur.fetchone()[0])
 
 
 def test_an_uploaded_file_is_sent_as_an_attachment_and_the_upload_is_then_gone(
@@ -119,18 +127,20 @@ def test_an_upload_past_the_limit_is_413_and_leaves_nothing(make_sender: MakeSen
     sender = make_sender(max_send_mb=0.25)  # 256 KiB
     alice = sender.mailbox()
     alice_id = sender.account(alice)
-    before = _sealed_files(sender, alice_id)
+    before, keys = _sealed_files(sender, alice_id), _body_keys(sender)
     refused = _upload(sender, alice_id, os.urandom(300 * 1024))
     assert refused.error is not None and refused.error.status == 413
     assert refused.error.code == "upload_too_large"
     assert _sealed_files(sender, alice_id) == before, "the partial blob was removed"
     assert not list((Path(sender.mail.settings.blob_dir) / "tmp").iterdir())
+    assert _body_keys(sender) == keys, "and its body key"
     assert ok(_upload(sender, alice_id, os.urandom(200 * 1024)))["size"] == 200 * 1024
 
 
 def test_an_interrupted_upload_answers_its_reason_and_leaves_nothing(sender: Sender) -> None:
     alice = sender.mailbox()
     alice_id = sender.account(alice)
+    keys = _body_keys(sender)
 
     def dripping() -> Iterator[bytes]:
         yield b"x" * 1000
@@ -146,6 +156,7 @@ def test_an_interrupted_upload_answers_its_reason_and_leaves_nothing(sender: Sen
     )
     assert refused.error is not None and refused.error.status == 408
     assert _sealed_files(sender, alice_id) == []
+    assert _body_keys(sender) == keys
 
 
 def test_an_expired_upload_is_refused_and_swept(
