@@ -51,6 +51,7 @@ class MailPorts:
     uploads: UploadStore | None = None  # None: attachments only inline
     providers: ProviderTable = field(default_factory=ProviderTable)  # send limits, Sent copies
     token_provider: TokenProvider | None = None  # OAuth2 access tokens (IMAP's and SMTP's)
+    smtp_secrets: SecretStore | None = None  # accounts' own SMTP secrets (``smtpSecret``)
 
 
 @dataclass(frozen=True)

@@ -4,19 +4,19 @@ per connection), where Dovecot needs a process per session.
 
 It speaks the part of IMAP4rev1 the workers use: the greeting with its capabilities,
 CAPABILITY, LOGIN, SELECT/EXAMINE, LIST (INBOX only; any pattern, any RETURN options),
-UID SEARCH (``UID`` sets, ``SINCE``, ``ALL``), UID FETCH (``UID RFC822.SIZE INTERNALDATE
-FLAGS``, ``BODY.PEEK[HEADER.FIELDS (...)]``, ``BODY.PEEK[]`` and
-``BODY.PEEK[]<offset.length>``), IDLE/DONE with ``* N EXISTS`` pushed on new mail, NOOP,
-CHECK, LOGOUT; pipelined commands are answered in order. Each user has one in-memory
-INBOX; mail is added by ``deliver`` (the bench's APPEND), never by the protocol. Anything
-else is answered ``BAD``.
+UID SEARCH (``UID`` sets, ``SINCE``, ``ALL``), UID FETCH and FETCH by sequence numbers
+(``UID RFC822.SIZE INTERNALDATE FLAGS``, ``BODY.PEEK[HEADER.FIELDS (...)]``,
+``BODY.PEEK[]`` and ``BODY.PEEK[]<offset.length>``), IDLE/DONE with ``* N EXISTS``
+pushed on new mail, NOOP, CHECK, LOGOUT; pipelined commands are answered in order. Each
+user has one in-memory INBOX; mail is added by ``deliver`` (the bench's APPEND), never by
+the protocol. Anything else is answered ``BAD``.
 
 ``ImapSimulator(gmail=True)`` is Gmail (``bench/imap_sim_gmail.py``): X-GM-EXT-1 and
 SPECIAL-USE announced, LIST answers the ``[Gmail]/...`` folders with ``\\All``,
 ``\\Sent``, ``\\Trash`` and ``\\Junk`` and a folder per user label, one message is in
 every folder of its labels with one X-GM-MSGID; FETCH answers X-GM-MSGID, X-GM-THRID and
 X-GM-LABELS, and ``UID STORE n +X-GM-LABELS (...)`` / ``-X-GM-LABELS`` moves labels
-(copies follow).
+(copies follow); ``delete_forever`` (the control side) takes a message out of every folder.
 
 The server keeps its own view of the sessions, so the benchmark can see what the
 workers do from the other side: logins per user, the users with a session in IDLE, and
@@ -238,6 +238,12 @@ class ImapSimulator:
                 messages[:] = [m for m in messages if m.identity is not identity]
         for session in box.idlers:
             session.announce()
+
+    def delete_forever(self, user: str, msgid: int) -> None:
+        """Gmail: a message deleted for good (emptied from Trash): gone from every folder."""
+        box = self.mailboxes[user]
+        for messages in box.folders.values():
+            messages[:] = [m for m in messages if m.identity is None or m.identity.msgid != msgid]
 
     def deliver_all(self, users: list[str] | None = None) -> int:
         names = list(self.mailboxes) if users is None else users
@@ -545,7 +551,23 @@ class Session(asyncio.Protocol):
         if wanted_items is None:
             self.bad(tag, b"unsupported fetch item")
             return
-        wanted = uid_set(set_text, self.view)
+        self._fetch(tag, uid_set(set_text, self.view), wanted_items)
+
+    def cmd_fetch(self, tag: bytes, args: bytes) -> None:
+        """FETCH by sequence numbers (the flag window reads the newest messages so)."""
+        if not self.selected or self.box is None:
+            self.bad(tag, b"no mailbox selected")
+            return
+        set_text, _, items = args.partition(b" ")
+        wanted_items = FetchItems.parse(items)
+        if wanted_items is None:
+            self.bad(tag, b"unsupported fetch item")
+            return
+        numbered = [Message(seq, b"", m.arrived) for seq, m in enumerate(self.view, 1)]
+        seqs = uid_set(set_text, numbered)
+        self._fetch(tag, {m.uid for seq, m in enumerate(self.view, 1) if seq in seqs}, wanted_items)
+
+    def _fetch(self, tag: bytes, wanted: set[int], wanted_items: FetchItems) -> None:
         self.send(
             b"".join(
                 wanted_items.render(seq, message)
@@ -624,6 +646,7 @@ _COMMANDS = {
     b"IDLE": Session.cmd_idle,
     b"UID SEARCH": Session.cmd_uid_search,
     b"UID FETCH": Session.cmd_uid_fetch,
+    b"FETCH": Session.cmd_fetch,
     b"UID STORE": Session.cmd_uid_store,
 }
 
@@ -677,6 +700,12 @@ class Running:
             return self.sim.deliver(user, raw, labels)
 
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
+
+    def delete_forever(self, user: str, msgid: int) -> None:
+        async def run() -> None:
+            self.sim.delete_forever(user, msgid)
+
+        asyncio.run_coroutine_threadsafe(run(), self.loop).result(30)
 
 
 @contextlib.contextmanager

@@ -169,6 +169,9 @@ class MailAccount(Aggregate):
         self.address = ""  # ciphertext: whose From makes a message outbound
         self.folders: str | list[str] = "special"  # which folders are synced
         self.synced_folders: dict[str, tuple[str, str | None]] = {}  # key -> (name, role)
+        # A renamed folder's old names -> its name now: messages' streams keep the name
+        # they were placed under, and the read models rename them (``renamed_name``).
+        self.folder_renames: dict[str, str] = {}
 
     @property
     def exists(self) -> bool:
@@ -262,8 +265,19 @@ class MailAccount(Aggregate):
         elif isinstance(event, MailFolderRenamed):
             role = self.synced_folders.get(event.folder_key, (event.name, None))[1]
             self.synced_folders[event.folder_key] = (event.name, role)
+            renames = self.folder_renames
+            for old, new in list(renames.items()):
+                if new == event.old_name:
+                    renames[old] = event.name
+            renames[event.old_name] = event.name
+            renames.pop(event.name, None)  # a name in use is itself
         else:
             self.synced_folders[event.folder_key] = (event.name, event.role)
+            self.folder_renames.pop(event.name, None)
+
+    def renamed_name(self, name: str) -> str:
+        """``name`` as its folder is called now (itself unless that folder was renamed)."""
+        return self.folder_renames.get(name, name)
 
     def _updated(self, changes: dict[str, Any]) -> None:
         if "trusted_authserv_id" in changes:

@@ -25,7 +25,9 @@ empty) each time the server's placement differs from the set stored before (the
 folder at arrival, ``MessageIngested.folder``, until the first one); ``MessageDeleted``
 ends the message's life on the server (gone from every synced folder at the end of an
 account's pass): its events stay, read models say ``deleted``. Neither takes version 2
-of a stream still ``deferred``.
+of a stream still ``deferred``. ``MessageRestored`` undoes a deletion as expunged when
+the same message is found on the server again (never one by retention,
+``MessageExpired``): its folders as found, its state as before.
 """
 
 from __future__ import annotations
@@ -123,7 +125,7 @@ class MessageBodyVanished(DomainEvent):
 
     tenant_id: str
     account_id: str
-    reason: str  # expunged | uidvalidity_changed
+    reason: str  # expunged | uidvalidity_changed | folder_gone
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,17 +178,45 @@ class MessageDeleted(DomainEvent):
     reason: str  # expunged
 
 
+@dataclass(frozen=True, kw_only=True)
+class MessageRestored(DomainEvent):
+    """A message deleted as expunged is on the server again with the same identity (its
+    folder came back, or a server's glitch had hidden it): it lives again in ``folders``,
+    with the ``state`` it had before the deletion."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.MessageRestored"
+
+    tenant_id: str
+    account_id: str
+    folders: list[str]  # sorted, not empty
+    state: str  # as before the deletion (``state_before_deletion``)
+
+
 def stored_folders(events: list[DomainEvent]) -> tuple[str, ...] | None:
     """The folder set a message stream holds: () once deleted, None for no message."""
     folders: tuple[str, ...] | None = None
     for event in events:
         if isinstance(event, MessageIngested):
             folders = (event.folder,)
-        elif isinstance(event, MessageFoldersChanged):
+        elif isinstance(event, MessageFoldersChanged | MessageRestored):
             folders = tuple(event.folders)
         elif isinstance(event, MessageDeleted):
             folders = ()
     return folders
+
+
+def state_before_deletion(events: list[DomainEvent]) -> str | None:
+    """The ``state`` the read models gave the message before any deletion: its arrival's,
+    its body's when it came, ``vanished`` when it never will (None: no message)."""
+    state: str | None = None
+    for event in events:
+        if isinstance(event, MessageIngested) or (
+            isinstance(event, MessageBodyFetched) and state == "deferred"
+        ):
+            state = event.state
+        elif isinstance(event, MessageBodyVanished) and state == "deferred":
+            state = "vanished"
+    return state
 
 
 def awaiting_body(events: list[DomainEvent]) -> bool:
@@ -205,4 +235,5 @@ EVENTS: tuple[type[DomainEvent], ...] = (
     MessageFlagsChanged,
     MessageFoldersChanged,
     MessageDeleted,
+    MessageRestored,
 )

@@ -24,7 +24,7 @@ from domain.all_events import EVENT_CLASSES
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.crypto.keyring import KeyRing
 from infrastructure.crypto.master_key import open_master_key
-from infrastructure.crypto.secret_store import SqlSecretStore
+from infrastructure.crypto.secret_store import SMTP_SECRETS_TABLE, SqlSecretStore
 from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.recorder import RecorderEventStore, open_recorder
 from infrastructure.imap.provider import ImapMailProvider
@@ -200,6 +200,8 @@ def build_mail_ports(
     flag_state.setup()
     secrets = SqlSecretStore(db, keys)
     secrets.setup()
+    smtp_secrets = SqlSecretStore(db, keys, SMTP_SECRETS_TABLE)
+    smtp_secrets.setup()
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
     ledger = SqlDownloadLedger(db)
     ledger.setup()
@@ -239,6 +241,7 @@ def build_mail_ports(
         folders=folders,
         outbox=OutboxReader(db),
         uploads=uploads,
+        smtp_secrets=smtp_secrets,
         token_provider=tokens,
         providers=provider_table(settings),
     )

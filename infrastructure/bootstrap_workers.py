@@ -34,6 +34,7 @@ from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
 from infrastructure.runtime.settings import Settings
 from infrastructure.smtp.submission import SmtpSubmitter
+from infrastructure.sql.flag_state import SqlFlagState
 from infrastructure.webhooks.deliveries import SqlDeliveryQueue
 from infrastructure.webhooks.sender import HttpSender
 from infrastructure.webhooks.store import SqlWebhookStore
@@ -89,6 +90,7 @@ def account_sync(ctx: Context, settings: Settings) -> AccountSync:
         flags=flags,
         folders=folders,
         membership=membership,
+        seen=store if isinstance(store, SqlFlagState) else None,
     )
 
 

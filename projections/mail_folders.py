@@ -1,14 +1,22 @@
 """The mail read model's ``folders`` table: an account's synced folders as its folder
 events name them (one row per (account, folder key): name, role). Written by
-``MailProjection``, which owns the table (rebuilds, deletes with the account)."""
+``MailProjection``, which owns the table (rebuilds, deletes with the account).
+
+A ``MailFolderRenamed`` also renames the folder in the account's messages' ``folders``
+(``rename_in_messages``): one statement per message row that names it, no event per
+message. The message streams keep the old name; the membership pass compares with the
+name now (``MailAccount.renamed_name``), and a rebuild applies the events in the same
+order, so it gives the same rows."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 
 from application.ports import Dialect, SqlCursor
 from domain.mail_account import MailFolderGone, MailFolderListed, MailFolderRenamed
 from projections.base import index_name
+from projections.mail_moves import FOLDER_MEMBER, folder_member_params, folders_json
 
 
 def create_folders(cur: SqlCursor, folders: str) -> None:
@@ -43,6 +51,7 @@ def apply_folder(
             f"UPDATE {folders} SET name = ? WHERE account_id = ? AND folder_key = ?",
             (event.name, account_id, event.folder_key),
         )
+        rename_in_messages(cur, tables["messages"], account_id, event.old_name, event.name)
         return
     cur.execute(
         f"INSERT INTO {folders} (account_id, folder_key, tenant_id, name, role)"
@@ -73,3 +82,19 @@ def upgrade_folder_columns(cur: SqlCursor, dialect: Dialect, messages: str) -> N
         f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
         " (tenant_id, folder, received_at)"
     )
+
+
+def rename_in_messages(cur: SqlCursor, messages: str, account_id: str, old: str, new: str) -> None:
+    """``old`` becomes ``new`` in the ``folders`` of the account's messages in it (kept
+    sorted, as the membership events write them)."""
+    cur.execute(
+        f"SELECT message_id, folders FROM {messages} WHERE account_id = ? AND {FOLDER_MEMBER}",
+        (account_id, *folder_member_params(old)),
+    )
+    updates = []
+    for message_id, text in cur.fetchall():
+        names = set(json.loads(text)) if text else {old}
+        renamed = sorted({new if n == old else n for n in names})
+        updates.append((folders_json(renamed), message_id))
+    if updates:
+        cur.executemany(f"UPDATE {messages} SET folders = ? WHERE message_id = ?", updates)

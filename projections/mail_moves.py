@@ -1,6 +1,7 @@
 """The membership columns of the mail read model's ``messages`` table: a
 ``MessageFoldersChanged`` writes the message's whole ``folders`` (JSON, sorted names);
-a ``MessageDeleted`` sets ``state`` to ``deleted`` (the row stays, like its events).
+a ``MessageDeleted`` sets ``state`` to ``deleted`` (the row stays, like its events); a
+``MessageRestored`` writes ``folders`` and the ``state`` from before the deletion.
 ``folder`` keeps the folder the message was found in. Both are whole values, so applying
 an event twice or a rebuild gives the same row. ``folder_member`` is the reader's
 membership test for ``list-messages``' ``folder`` filter."""
@@ -11,9 +12,9 @@ import json
 
 from application.ports import SqlCursor
 from domain.events import DomainEvent
-from domain.message import MessageDeleted, MessageFoldersChanged
+from domain.message import MessageDeleted, MessageFoldersChanged, MessageRestored
 
-MOVES = (MessageFoldersChanged, MessageDeleted)  # the events this module applies
+MOVES = (MessageFoldersChanged, MessageDeleted, MessageRestored)  # what this module applies
 
 
 def folders_json(folders: list[str]) -> str:
@@ -31,6 +32,11 @@ def apply_membership(cur: SqlCursor, messages: str, event: DomainEvent) -> None:
         cur.execute(
             f"UPDATE {messages} SET state = 'deleted' WHERE message_id = ?",
             (str(event.originator_id),),
+        )
+    elif isinstance(event, MessageRestored):
+        cur.execute(
+            f"UPDATE {messages} SET folders = ?, state = ? WHERE message_id = ?",
+            (folders_json(event.folders), event.state, str(event.originator_id)),
         )
 
 

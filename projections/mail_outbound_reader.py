@@ -55,7 +55,6 @@ class OutboxReader:
         *,
         state: str | None,
         limit: int,
-        before: str | None,
     ) -> list[dict[str, Any]]:
         if not account_ids:
             return []
@@ -65,9 +64,6 @@ class OutboxReader:
         if state is not None:
             sql += " AND state = ?"
             params.append(state)
-        if before is not None:
-            sql += " AND (queued_at || outbound_id) < ?"
-            params.append(before)
         sql += " ORDER BY queued_at DESC, outbound_id DESC LIMIT ?"
         params.append(limit)
         with self._db.reading() as cur:

@@ -40,6 +40,7 @@ from domain.message import (
     MessageFlagsChanged,
     MessageFoldersChanged,
     MessageIngested,
+    MessageRestored,
 )
 from domain.message_retention import MessageBodyErased, MessageExpired
 from domain.outbound import OutboundFailed, OutboundQueued, OutboundSent
@@ -58,6 +59,7 @@ TYPES = (
     "message.expired",
     "message.moved",
     "message.deleted",
+    "message.restored",
     "outbound.queued",
     "outbound.sent",
     "outbound.failed",
@@ -188,6 +190,16 @@ def _deleted(e: MessageDeleted) -> Built:
     return "message.deleted", e.account_id, data, ()
 
 
+def _restored(e: MessageRestored) -> Built:
+    data = {
+        "messageId": str(e.originator_id),
+        "accountId": e.account_id,
+        "folders": list(e.folders),
+        "state": e.state,
+    }
+    return "message.restored", e.account_id, data, ()
+
+
 def _outbound(e: OutboundQueued | OutboundSent | OutboundFailed) -> Built:
     data: dict[str, Any] = {"outboundId": str(e.originator_id), "accountId": e.account_id}
     if isinstance(e, OutboundQueued):
@@ -275,6 +287,7 @@ _BUILDERS: dict[type[DomainEvent], Callable[[Any], Built]] = {
     MessageExpired: _retired,
     MessageFoldersChanged: _moved,
     MessageDeleted: _deleted,
+    MessageRestored: _restored,
     OutboundQueued: _outbound,
     OutboundSent: _outbound,
     OutboundFailed: _outbound,

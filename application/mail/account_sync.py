@@ -7,7 +7,10 @@ the auth transition, a command, loads it afresh to commit on its current version
 
 The poll (``sync``), on a connection of its own:
 
-    load the account (skip unless active) -> secret -> log in -> loop:
+    load the account (skip unless active) -> secret -> log in
+    -> every folder's counters in one LIST-STATUS round trip where offered
+       (``folder_seen.PollPlan``: what is unchanged since the last complete poll is not
+       opened at all) -> unless INBOX is unchanged, loop:
         fetch a page after the cursor (first sync: backfill window by date)
         parse it and store it (``MailIngestion``: bodies, events, cursor, in that order)
     until the server has no more, or the deadline passed (-> ``DeadlineExceeded``)
@@ -17,7 +20,8 @@ The poll (``sync``), on a connection of its own:
     -> where each message is now, over every synced folder: moves, copies, expunges,
        deletions (``membership.MembershipPass``; only after every folder was paged)
     -> deferred messages' bodies, while the download budget allows
-       (``application.mail.completion``: metadata first, the body another day).
+       (``application.mail.completion``: metadata first, the body another day)
+    -> the counters of each folder whose every step completed, saved for the next poll.
 
 The watch path, on the watch's own session: ``next_page`` fetches one page on the
 watch's thread, touching the database only for the cursor and, when the watch holds
@@ -42,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from uuid import UUID
@@ -53,6 +57,8 @@ from application.errors import ConcurrencyConflict, StoreUnavailable
 from application.mail.access import reveal
 from application.mail.completion import BodyCompletion
 from application.mail.flag_mirror import FlagMirror, FlagsMirrored
+from application.mail.folder_reads import membership_reads, resync
+from application.mail.folder_seen import FolderSeenStore, PollPlan
 from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
 from application.mail.membership import MembershipPass
@@ -68,6 +74,7 @@ from application.mail.ports import (
     MailboxThrottled,
     OpenOptions,
 )
+from application.mail.resync import Resynced
 from application.mail.sync_outcome import SYNC_ERRORS, DeadlineExceeded, SyncOutcome, error_kind
 from application.ports import EventStore
 from application.privacy import KeyErased
@@ -99,6 +106,7 @@ class AccountSync:
         flags: FlagMirror | None = None,
         folders: FolderSync | None = None,
         membership: MembershipPass | None = None,
+        seen: FolderSeenStore | None = None,
     ) -> None:
         self.ctx = ctx
         self.flags = flags  # None: flags are not mirrored
@@ -108,6 +116,7 @@ class AccountSync:
         self.today = today
         self.folders = folders  # None: INBOX only
         self.membership = membership  # None: memberships are not mirrored
+        self.seen = seen  # None: every folder is opened on every poll
 
     # --- the account and its session ------------------------------------------------------
 
@@ -115,9 +124,12 @@ class AccountSync:
         """The account from the event store; None unless it is active."""
         return syncable(self.ctx.store, account_id)
 
-    def open_session(self, account: MailAccount, deadline: float | None = None) -> MailboxSession:
+    def open_session(
+        self, account: MailAccount, deadline: float | None = None, *, qresync: bool = False
+    ) -> MailboxSession:
         """Log in to the account's mailbox (raises ``MailProviderError``); ``deadline``
-        bounds everything the session does."""
+        bounds everything the session does; ``qresync``: ENABLE it where offered (the
+        poll's session, never the watch's)."""
         account_id = str(account.id)
         secret = self.ctx.mail.secrets.get(account_id)
         if secret is None:
@@ -129,7 +141,8 @@ class AccountSync:
             security=account.imap["security"],
             username=username or "",
         )
-        options = OpenOptions(account_id, BlobOwner(account.tenant_id, account_id), deadline)
+        owner = BlobOwner(account.tenant_id, account_id)
+        options = OpenOptions(account_id, owner, deadline, qresync=qresync)
         return self.ctx.mail.provider.open(
             endpoint, Credentials(account.auth_method, secret), options
         )
@@ -151,14 +164,30 @@ class AccountSync:
         if account is None:
             return SyncOutcome(account_id, skipped=True)
         try:
-            with self.open_session(account, deadline) as session:
-                ingested, duplicates, found = self._pages(session, account, deadline, on_page)
-                flags = self._flags(session, account, deadline)
+            with self.open_session(account, deadline, qresync=True) as session:
+                plan = PollPlan(session, self.seen, account_id)
+                if self.ctx.mail.state.cursor(account_id) is None:
+                    plan.forget(["INBOX"])  # a first sync, or a reset: read it whole
+                ingested = duplicates = found = 0
+                listed = False
+                if not plan.unopened("INBOX"):
+                    ingested, duplicates, found = self._pages(session, account, deadline, on_page)
+                resynced = {"INBOX": resync(self.ctx, session, account, plan, "INBOX")}
+                flags = self._folder_flags(
+                    session, account, deadline, plan, "INBOX", resynced=resynced
+                )
                 if self.folders is not None:
-                    more = self.folders.run(session, account, lambda: _check(deadline))
+                    check = lambda: _check(deadline)  # noqa: E731
+                    more = self.folders.run(session, account, check, plan.unopened)
                     ingested, duplicates = ingested + more.ingested, duplicates + more.duplicates
-                self._membership(session, account, deadline)
+                    plan.incomplete(more.waiting)
+                    plan.forget(more.fresh)
+                    listed = more.listed
+                    if more.listed:  # folder events (a rename, All Mail) may be new
+                        account = self.syncable(account_id) or account
+                names = self._membership(session, account, deadline, plan, resynced, listed=listed)
                 completed = found + self._bodies(session, account, deadline)
+                plan.save(names)
         except SYNC_ERRORS as error:
             return self.failed(account_id, error)
         except (KeyErased, _Erased):
@@ -201,30 +230,68 @@ class AccountSync:
             if not page.has_more:
                 return ingested, duplicates, completed
 
-    def _flags(
-        self, session: MailboxSession, account: MailAccount, deadline: float | None
+    def _folder_flags(
+        self,
+        session: MailboxSession,
+        account: MailAccount,
+        deadline: float | None,
+        plan: PollPlan,
+        folder: str,
+        *,
+        resynced: Mapping[str, tuple[Resynced, int] | None],
     ) -> FlagsMirrored:
-        """INBOX's flag changes, after its arrivals (``flag_mirror``)."""
+        """``folder``'s flag changes (``flag_mirror``): none read where CONDSTORE says
+        nothing changed, a QRESYNC answer's where there is one."""
         if self.flags is None:
             return FlagsMirrored()
         _check(deadline)
-        return self.flags.mirror(session, account)
+        answer = resynced.get(folder)
+        mirrored = self.flags.mirror(session, account, folder, plan.now(folder), answer)
+        if mirrored.held or mirrored.mode == "busy":
+            plan.incomplete([folder])
+        return mirrored
 
     def _membership(
-        self, session: MailboxSession, account: MailAccount, deadline: float | None
-    ) -> None:
+        self,
+        session: MailboxSession,
+        account: MailAccount,
+        deadline: float | None,
+        plan: PollPlan,
+        resynced: dict[str, tuple[Resynced, int] | None],
+        *,
+        listed: bool = False,
+    ) -> list[str]:
         """The other synced folders' flag changes (``flag_mirror``), then moves, copies
-        and deletions over every synced folder (``membership``)."""
+        and deletions over the synced folders whose counters moved (``membership``):
+        by QRESYNC's VANISHED where the session has it, searched where something may
+        have left, read without a search where MESSAGES grew as UIDNEXT did. The synced
+        folders' names, INBOX first."""
         names = ["INBOX"]
         if self.folders is not None and self.ctx.mail.folders is not None:
             rows = self.ctx.mail.folders.folders(str(account.id))
             names += [r.name for r in rows if r.name != "INBOX"]
-        if self.flags is not None:
-            for name in names[1:]:
-                _check(deadline)
-                self.flags.mirror(session, account, name)
-        if self.membership is not None:
-            self.membership.run(session, account, names, lambda: _check(deadline))
+        for name in names[1:]:
+            _check(deadline)
+            resynced[name] = resync(self.ctx, session, account, plan, name)
+            self._folder_flags(session, account, deadline, plan, name, resynced=resynced)
+        if self.membership is None:
+            return names
+        reads = membership_reads(
+            plan, self.membership, account, session, names=names, resynced=resynced
+        )
+        if reads.any or listed:  # after a listing: a folder found gone places nothing now
+            check = lambda: _check(deadline)  # noqa: E731
+            placed = self.membership.run(
+                session,
+                account,
+                reads.search,
+                check,
+                unexpunged=reads.unexpunged,
+                vanished=reads.vanished,
+            )
+            if placed.busy or placed.held or placed.unbelieved:
+                plan.incomplete(names)
+        return names
 
     def _bodies(self, session: MailboxSession, account: MailAccount, deadline: float | None) -> int:
         """The deferred messages' bodies the budget allows now."""

@@ -6,9 +6,12 @@ One pass over an account (``BodyCompletion.run``, after its pages are synced):
 
     the account's entries (``DeferredBodies``), oldest place first
     -> only those whose stream is still a deferred message (else: dropped)
-    -> entries of an earlier UIDVALIDITY: the mailbox was read again since the reset
+    -> per folder, INBOX first, each by its own cursor (entries of a folder no longer
+       synced -> vanished, ``folder_gone``; of a folder not read yet: they wait):
+    -> entries of an earlier UIDVALIDITY: the folder was read again since the reset
        (the cursor's backfill is done) and did not find them again -> vanished
-    -> the others' bodies by UID (``fetch_deferred``), while the budget allows
+    -> the others' bodies by UID from their folder (``fetch_deferred``), while the
+       budget allows
     -> per message: its body stored (one blob pack), parsed, its state decided as for
        any message; UIDs the server no longer has -> vanished
     -> the second events appended at version 2 (a racing worker's win is a conflict,
@@ -31,7 +34,7 @@ from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.deferred import DeferredBody
 from application.mail.incoming import IncomingMessage, in_range
-from application.mail.ports import FetchedMessage, MailboxSession
+from application.mail.ports import FetchedMessage, MailboxCursor, MailboxSession
 from application.privacy import KeyErased
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
@@ -131,19 +134,36 @@ class BodyCompletion:
         while True:
             on_time()
             due = self._live(self.ctx.mail.deferred.due(account_id, limit))
-            cursor = self.ctx.mail.state.cursor(account_id)
-            if not due or cursor is None:
+            cursors = self._cursors(account_id, {d.folder for d in due})
+            progress = 0
+            for folder in sorted({d.folder for d in due}, key=lambda f: (f != "INBOX", f)):
+                entries = [d for d in due if d.folder == folder]
+                if folder not in cursors:  # not synced now: its place is lost
+                    progress += self._vanish(account, entries, "folder_gone")
+                    continue
+                cursor = cursors[folder]
+                if cursor is None:  # not read yet: its entries wait
+                    continue
+                stale = [d for d in entries if d.uidvalidity != cursor.uidvalidity]
+                if stale and cursor.backfill_until is None:
+                    progress += self._vanish(account, stale, "uidvalidity_changed")
+                here = [d for d in entries if d.uidvalidity == cursor.uidvalidity]
+                if here:
+                    progress += self._fetch(session, account, here, folder)
+            completed += progress
+            if not progress:  # the budget is spent, or nothing could be done: next time
                 return completed
-            stale = [d for d in due if d.uidvalidity != cursor.uidvalidity]
-            if stale and cursor.backfill_until is None:
-                completed += self._vanish(account, stale, "uidvalidity_changed")
-            here = [d for d in due if d.uidvalidity == cursor.uidvalidity]
-            if not here:
-                return completed
-            done = self._fetch(session, account, here)
-            completed += done
-            if not done:  # the budget is spent, or nothing could be fetched: next time
-                return completed
+
+    def _cursors(self, account_id: str, folders: set[str]) -> dict[str, MailboxCursor | None]:
+        """The cursor of each synced folder among ``folders`` (INBOX's is the account's;
+        a folder without a row is not synced now and has no entry here)."""
+        found: dict[str, MailboxCursor | None] = {}
+        if "INBOX" in folders:
+            found["INBOX"] = self.ctx.mail.state.cursor(account_id)
+        if folders - {"INBOX"} and self.ctx.mail.folders is not None:
+            rows = self.ctx.mail.folders.folders(account_id)
+            found.update((r.name, r.cursor) for r in rows if r.name in folders)
+        return found
 
     def _live(self, due: list[DeferredBody]) -> list[DeferredBody]:
         """The entries whose stream is still deferred; the others are dropped."""
@@ -151,10 +171,14 @@ class BodyCompletion:
         self.ctx.mail.deferred.drop(d.message_id for d in due if UUID(d.message_id) not in live)
         return [d for d in due if UUID(d.message_id) in live]
 
-    def _fetch(self, session: MailboxSession, account: MailAccount, due: list[DeferredBody]) -> int:
+    def _fetch(
+        self, session: MailboxSession, account: MailAccount, due: list[DeferredBody], folder: str
+    ) -> int:
         account_id = str(account.id)
         by_uid = {d.uid: d for d in due}
-        fetch = session.fetch_deferred(sorted(by_uid), uidvalidity=due[0].uidvalidity)
+        fetch = session.fetch_deferred(
+            sorted(by_uid), uidvalidity=due[0].uidvalidity, folder=folder
+        )
         if fetch.uidvalidity != due[0].uidvalidity:  # reset meanwhile: the next pass sees it
             return 0
         now = self.ctx.clock.now()

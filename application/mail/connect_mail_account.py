@@ -177,9 +177,12 @@ class Payload(Base):
     trusted_authserv_id: Annotated[str, StringConstraints(max_length=255)] | None = None
     folders: FolderSetting | None = None
     smtp: SmtpSettings | None = None
+    smtp_secret: Secret | None = None  # for SMTP instead of ``secret`` (password accounts)
 
     @model_validator(mode="after")
     def _credentials(self) -> Payload:
+        if self.smtp_secret is not None and self.smtp is None:
+            raise ValueError("smtpSecret is for an account with smtp settings")
         if self.oauth is not None and self.auth_method != "xoauth2":
             raise ValueError("oauth is for authMethod xoauth2")
         if (self.secret is None) == (self.oauth is None):
@@ -262,6 +265,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     finally:
         if not committed:  # a refused verify, or a crash: no grant outlives its account
             ctx.mail.secrets.delete(account_id)
+            if ctx.mail.smtp_secrets is not None:
+                ctx.mail.smtp_secrets.delete(account_id)
     if committed:
         ctx.mail.signals.publish(Signal("account_changed", tenant, account_id=account_id))
     return result
@@ -305,6 +310,8 @@ def _connect(payload: Payload, user: User, ctx: Context, account_id: str, secret
         smtp = payload.smtp.sealed(ctx, tenant, account_id)
         account.update(changes={"smtp": smtp}, reason=None, now=ctx.clock.now())
     ctx.mail.secrets.put(tenant, account_id, secret)
+    if payload.smtp_secret is not None and ctx.mail.smtp_secrets is not None:
+        ctx.mail.smtp_secrets.put(tenant, account_id, payload.smtp_secret.get_secret_value())
     commit(ctx.store, account)
     return Result.ok({"accountId": account_id})
 

@@ -100,6 +100,7 @@ def hold_deferred(ctx: Context, arrivals: Sequence[Arrival], aliased: set[UUID])
             a.cursor.uidvalidity,
             a.fetched.uid,
             a.message.size_bytes,
+            a.message.folder,
         )
         for a in arrivals
         if a.fetched.deferred and a.stream not in aliased

@@ -16,6 +16,9 @@ Lifecycle of an entry:
        worker stored the message with its body), or with its account (deleted, or its
        tenant shredded).
 
+Entries name their folder: a page of any synced folder may come past the budget, and its
+deferred messages' bodies are fetched from that folder, checked against its own cursor.
+
 An entry is never the proof that a message is deferred: the stream is. Whoever completes
 one reads the stream first and appends version 2, so racing workers collide and one wins.
 
@@ -41,6 +44,7 @@ class DeferredBody:
     uidvalidity: int
     uid: int
     size_bytes: int
+    folder: str = "INBOX"  # where (UIDVALIDITY, UID) is: INBOX or another synced folder
 
 
 class DeferredBodies(Protocol):

@@ -23,6 +23,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
     # its data already unreadable, and deleting again completes the job.
     ctx.mail.cipher.shred_account(account.tenant_id, account_id)
     ctx.mail.secrets.delete(account_id)
+    if ctx.mail.smtp_secrets is not None:
+        ctx.mail.smtp_secrets.delete(account_id)
     ctx.mail.blobs.delete_owner(BlobOwner(account.tenant_id, account_id))
 
     def decide(account: MailAccount) -> Result:

@@ -44,6 +44,8 @@ from application.mail.flag_state import (
     FlagWindow,
     UidEntry,
 )
+from application.mail.folder_seen import FolderSeen
+from application.mail.resync import Resynced
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import MessageFlagsChanged, awaiting_body, stored_flags
@@ -82,25 +84,46 @@ class FlagMirror:
         self.window = window
         self.claim_seconds = claim_seconds
 
-    def mirror(self, session: object, account: MailAccount, folder: str = INBOX) -> FlagsMirrored:
+    def mirror(
+        self,
+        session: object,
+        account: MailAccount,
+        folder: str = INBOX,
+        known: FolderSeen | None = None,
+        resynced: tuple[Resynced, int] | None = None,
+    ) -> FlagsMirrored:
         """Mirror ``folder``'s flag changes (raises the session's ``MailProviderError``,
-        ``StoreUnavailable``, ``ConcurrencyConflict`` after ``ATTEMPTS`` collisions)."""
+        ``StoreUnavailable``, ``ConcurrencyConflict`` after ``ATTEMPTS`` collisions).
+        ``known``: the folder's counters of this poll, taken before anything of it was
+        read (``folder_seen``); with CONDSTORE, a HIGHESTMODSEQ equal to the cursor's
+        ends the pass without a command. ``resynced``: a QRESYNC EXAMINE's answer and
+        the modseq it asked from, used instead of a FETCH where the cursor allows."""
         if not isinstance(session, FlagReader):
             return FlagsMirrored()
         account_id, token = str(account.id), uuid4().hex
+        if known is not None and _unchanged(session, self.store.cursor(account_id, folder), known):
+            return FlagsMirrored(mode="unchanged")
         now = self.ctx.clock.now().timestamp()
         if not self.store.claim(account_id, folder, token, now=now, until=now + self.claim_seconds):
             log.info("flags.busy account_id=%s", account_id)
             return FlagsMirrored(mode="busy")
         try:
-            return self._mirror(session, account, folder)
+            return self._mirror(session, account, folder, resynced)
         finally:
             self.store.release(account_id, folder, token)
 
-    def _mirror(self, session: FlagReader, account: MailAccount, folder: str) -> FlagsMirrored:
+    def _mirror(
+        self,
+        session: FlagReader,
+        account: MailAccount,
+        folder: str,
+        resynced: tuple[Resynced, int] | None,
+    ) -> FlagsMirrored:
         account_id = str(account.id)
         cursor = self.store.cursor(account_id, folder)
-        read = session.read_flags(cursor, self.window, folder)
+        read = _from_resync(cursor, resynced) if resynced is not None else None
+        if read is None:
+            read = session.read_flags(cursor, self.window, folder)
         if read.mode == "unchanged":
             return FlagsMirrored(mode=read.mode)
         known = self.store.known(account_id, folder, read.uidvalidity, read.flags)
@@ -188,6 +211,44 @@ def _changed(
         flags=list(flags),
         unread=SEEN not in flags,
         flagged=FLAGGED in flags,
+    )
+
+
+def _from_resync(cursor: FlagCursor | None, resynced: tuple[Resynced, int]) -> FlagRead | None:
+    """A QRESYNC answer as a CHANGEDSINCE read: only over a believed cursor of the same
+    UIDVALIDITY whose modseq is at or above the one asked (else nothing changed below
+    it would be missed)."""
+    answer, asked = resynced
+    status = answer.status
+    if (
+        cursor is None
+        or cursor.unreliable
+        or cursor.uidvalidity != status.uidvalidity
+        or cursor.modseq is None
+        or asked > cursor.modseq
+        or status.highestmodseq is None
+    ):
+        return None
+    return FlagRead(
+        status.uidvalidity,
+        status.highestmodseq,
+        "changedsince",
+        answer.flags,
+        cursor.sweep_from,
+        answer.stale_modseqs,
+    )
+
+
+def _unchanged(session: object, cursor: FlagCursor | None, known: FolderSeen) -> bool:
+    """CONDSTORE says nothing changed since the cursor (a believed one, same UIDVALIDITY):
+    every change after ``known`` was taken has a higher MODSEQ, read by a later poll."""
+    return (
+        "CONDSTORE" in getattr(session, "capabilities", frozenset())
+        and cursor is not None
+        and not cursor.unreliable
+        and cursor.uidvalidity == known.uidvalidity
+        and cursor.modseq is not None
+        and cursor.modseq == known.highestmodseq
     )
 
 

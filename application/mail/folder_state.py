@@ -10,6 +10,9 @@ Invariants:
 - ``folder_key`` is uuid5(account, MAILBOXID) where the server gives one, else uuid5 of
   (account, name) when the folder is first seen (``folder_key``); a rename found by
   MAILBOXID and a reset keep the key, a folder gone loses its row.
+- A rename carries the folder's UID-map rows and flag cursor to its new name, and a folder
+  the server no longer lists marks its UID-map rows ``FOLDER_GONE``, in the listing's
+  own write: the membership pass never sees a renamed folder's rows as gone.
 - A folder's cursor is saved only after its page was ingested (a crash in between
   re-fetches the page, and dedup by message identity absorbs it); a UIDVALIDITY reset
   empties it.
@@ -18,7 +21,7 @@ Invariants:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -26,6 +29,9 @@ from typing import Protocol
 from application.mail.ports import MailboxCursor
 from application.mail.state import ErrorKind
 
+FOLDER_GONE = 0
+"""The UIDVALIDITY a UID-map row gets when its folder is gone from a believed listing (no
+real UIDVALIDITY is 0): from then on the row places its message nowhere."""
 FOLDER_KEY_NAMESPACE = uuid.UUID("5b0b7c8e-2f4c-4d0e-9a4a-3c7e1f0d6a11")
 
 
@@ -62,11 +68,20 @@ class FolderStateStore(Protocol):
         ...
 
     def save_listing(
-        self, account_id: str, rows: Sequence[FolderRow], gone: Iterable[str], at: datetime
+        self,
+        account_id: str,
+        rows: Sequence[FolderRow],
+        gone: Iterable[str],
+        at: datetime,
+        *,
+        renamed: Mapping[str, str] | None = None,
+        vanished: Iterable[str] = (),
     ) -> None:
         """After a LIST: each row's name, role, mailbox id, uidvalidity and cursor as given
         (a new row is inserted), the ``gone`` keys removed, every row marked listed ``at``;
-        one write."""
+        the UID map and flag cursors of ``renamed`` folders (old name -> new) carried to
+        their new name, the UID-map rows of ``vanished`` folders (names the server no
+        longer lists) marked ``FOLDER_GONE`` for the membership pass; one write."""
         ...
 
     def save_cursor(

@@ -7,19 +7,28 @@ on the same session.
        ``list_interval``, or the ``folders`` setting changed): LIST, the setting's folders
        matched to the known ones (``folders.match_listing``), saved in one write,
        then recorded as the account's folder events (``folder_events``)
-    -> per synced folder but INBOX, page by page after its cursor:
+    -> per synced folder but INBOX whose counters moved (``folder_seen.PollPlan``;
+       all of them without LIST-STATUS), page by page after its cursor:
        read, stored (``MailIngestion``: the message's identity decides, so a message
        stored from INBOX or another folder is a duplicate, not a second
        ``MessageIngested``), then the folder's cursor saved.
 
 Matching a listing: unchanged and renamed (same MAILBOXID) folders keep their key and
-cursor; a reset (new UIDVALIDITY) keeps the key and voids the cursor; a folder gone (or
-no longer chosen by the setting) loses its row; a new one gets a row and a first sync in
-the backfill window. A listing without INBOX is not believed: nothing changes.
+cursor (a rename carries the folder's UID map and flag cursor to the new name in the same
+write); a reset (new UIDVALIDITY) keeps the key and voids the cursor; a folder gone (or
+no longer chosen by the setting) loses its row, and one gone from the server marks its
+UID-map rows ``FOLDER_GONE``, so the membership pass of this poll deletes the messages
+found nowhere else; a new one gets a row and a first sync in the backfill window. A
+listing without INBOX is not believed: nothing changes. A folder is gone from the server
+only when the server says so: each one a believed listing no longer shows (under its
+name or its MAILBOXID) is asked ``STATUS name (UIDVALIDITY)``; ``NO`` (it does not
+exist) makes it gone, ``OK`` means the listing lied or was cut short: the folder keeps
+its row and its messages their folders (logged as ``unlisted``); any other answer
+raises like a sync error, before anything is saved.
 
-Bodies past the download budget are not deferred here: a folder page that comes with a
-deferred message is not stored and the folder waits for the next poll (the deferred
-bodies' later fetch reads INBOX by UID). A folder whose UIDVALIDITY changed between
+Bodies past the download budget are deferred as in INBOX: the page is stored, each
+deferred message held with its folder, and its body fetched later from that folder
+(``completion``). A folder whose UIDVALIDITY changed between
 LIST and EXAMINE is read again from the backfill window in the same pass. A folder's
 failure is recorded on its row, the account is listed again at its next poll (the folder
 may be gone), and the error ends the pass like any sync error.
@@ -81,6 +90,9 @@ class FolderPass:
     ingested: int = 0
     duplicates: int = 0
     folders: int = 0  # folders paged (INBOX not counted)
+    listed: bool = False  # listed again: the account's folder events may have changed
+    waiting: tuple[str, ...] = ()  # folders left with pages for a later poll
+    fresh: tuple[str, ...] = ()  # folders read from no cursor (new, or reset)
 
 
 class FolderSync:
@@ -108,27 +120,39 @@ class FolderSync:
         session: MailboxSession | FolderSession,
         account: MailAccount,
         check: Callable[[], None],
+        unopened: Callable[[str], bool] = lambda name: False,
     ) -> FolderPass:
         """The folder pass on ``session`` (nothing for a session without folders);
-        ``check`` raises when the poll's deadline passed."""
+        ``check`` raises when the poll's deadline passed; a folder ``unopened`` says
+        nothing came to is not read (``folder_seen.PollPlan``)."""
         if not isinstance(session, FolderSession):
             return FolderPass()
         account_id, now = str(account.id), self.ctx.clock.now()
         rows = self.store.folders(account_id)
-        if self._due(rows, now, selection_of(account)):
-            rows = self.relist(account, rows, session.list_folders(), now)
-        done = FolderPass()
-        for row in rows:
-            if row.name == "INBOX":
+        listed = self._due(rows, now, selection_of(account))
+        if listed:
+            listing = session.list_folders()
+            rows = self.relist(account, rows, listing, now, confirm=session.folder_exists)
+        done = FolderPass(listed=listed)
+        # Sent first: a message paged there is outbound, and on Gmail it is in All Mail too.
+        for row in sorted(rows, key=lambda r: (r.name != "INBOX", r.role != "sent", r.name)):
+            if row.name == "INBOX" or (row.cursor is not None and unopened(row.name)):
                 continue
             check()
             try:
-                ingested, duplicates = self._folder(session, account, row, check)
+                ingested, duplicates, whole = self._folder(session, account, row, check)
             except SYNC_ERRORS as error:
                 self._failed(row, error_kind(error))
                 raise
+            waiting = done.waiting if whole else (*done.waiting, row.name)
+            fresh = done.fresh if row.cursor is not None else (*done.fresh, row.name)
             done = FolderPass(
-                done.ingested + ingested, done.duplicates + duplicates, done.folders + 1
+                done.ingested + ingested,
+                done.duplicates + duplicates,
+                done.folders + 1,
+                listed,
+                waiting,
+                fresh,
             )
         return done
 
@@ -141,9 +165,17 @@ class FolderSync:
         return changed or now - oldest >= timedelta(seconds=self.settings.list_interval)
 
     def relist(
-        self, account: MailAccount, rows: Sequence[FolderRow], listing: FolderListing, now: datetime
+        self,
+        account: MailAccount,
+        rows: Sequence[FolderRow],
+        listing: FolderListing,
+        now: datetime,
+        *,
+        confirm: Callable[[str], bool],
     ) -> list[FolderRow]:
-        """The folders the account syncs now, matched to ``rows`` and saved."""
+        """The folders the account syncs now, matched to ``rows`` and saved; a folder the
+        listing no longer shows is gone only when ``confirm`` (the session's
+        ``folder_exists``, one bounded STATUS each) says the server has it no more."""
         account_id, selection = str(account.id), selection_of(account)
         chosen = folders_to_sync(listing.folders, selection)
         by_known = {KnownFolder(r.name, r.uidvalidity, r.mailbox_id): r for r in rows}
@@ -151,20 +183,38 @@ class FolderSync:
         if changes.suspect:
             log.warning("sync.folders_suspect account_id=%s: listing without INBOX", account_id)
             return list(rows)
+        lost = vanished(changes, listing)
+        unlisted = {name for name in lost if confirm(name)}  # the listing left them out
+        if unlisted:
+            log.warning(
+                "sync.folders_unlisted account_id=%s kept=%d: listed no more, still there",
+                account_id,
+                len(unlisted),
+            )
         kept = _matched(account_id, changes, by_known, selection)
-        gone = [by_known[k].folder_key for k in changes.gone]
-        self.store.save_listing(account_id, kept, gone, now)
+        kept += [by_known[k] for k in changes.gone if k.name in unlisted]
+        gone = [by_known[k].folder_key for k in changes.gone if k.name not in unlisted]
+        renamed = {k.name: f.name for k, f in changes.renamed if k.name != f.name}
+        self.store.save_listing(
+            account_id,
+            kept,
+            gone,
+            now,
+            renamed=renamed,
+            vanished=[name for name in lost if name not in unlisted],
+        )
         if self.on_listed is not None:
             self.on_listed(account_id, kept)
         log.info(
             "sync.folders_listed account_id=%s synced=%d added=%d renamed=%d reset=%d gone=%d"
-            " missing=%d dropped=%d",
+            " unlisted=%d missing=%d dropped=%d",
             account_id,
             len(kept),
             len(changes.added),
             len(changes.renamed),
             len(changes.reset),
             len(gone),
+            len(unlisted),
             len(chosen.missing),
             sum(n for _, n in listing.dropped),
         )
@@ -176,8 +226,9 @@ class FolderSync:
         account: MailAccount,
         row: FolderRow,
         check: Callable[[], None],
-    ) -> tuple[int, int]:
-        """Pages of one folder until the server has no more: (ingested, duplicates)."""
+    ) -> tuple[int, int, bool]:
+        """Pages of one folder until the server has no more: (ingested, duplicates,
+        whether it was read to its end)."""
         since = self.today() - timedelta(days=self.settings.backfill_window_days)
         limit = self.settings.max_messages_per_poll
         cursor, ingested, duplicates = row.cursor, 0, 0
@@ -190,9 +241,6 @@ class FolderSync:
                 cursor = None
                 self.store.save_cursor(row.account_id, row.folder_key, None, self.ctx.clock.now())
                 batch = session.fetch_folder(row.name, None, backfill_since=since, limit=limit)
-            if any(m.deferred for m in batch.messages):
-                log.info("sync.folder_budget_spent account_id=%s", row.account_id)
-                return ingested, duplicates
             page = replace(
                 self.ingestion.read_page(account, batch),
                 folder=row.name,
@@ -201,12 +249,12 @@ class FolderSync:
             )
             [result] = self.ingestion.store([page])
             if result.erased:
-                return ingested, duplicates
+                return ingested, duplicates, False
             ingested, duplicates = ingested + result.ingested, duplicates + result.duplicates
             cursor = page.cursor
             self.store.save_cursor(row.account_id, row.folder_key, cursor, self.ctx.clock.now())
             if not page.has_more:
-                return ingested, duplicates
+                return ingested, duplicates, True
 
     def _failed(self, row: FolderRow, kind: ErrorKind) -> None:
         now = self.ctx.clock.now()
@@ -221,6 +269,18 @@ def selection_of(account: MailAccount) -> FolderSelection:
         return parse_folder_setting(account.folders)
     except FolderSettingInvalid:
         return parse_folder_setting(None)
+
+
+def vanished(changes: FolderChanges, listing: FolderListing) -> list[str]:
+    """The names of the folders gone from the server: no longer listed (selectable) under
+    their name or their MAILBOXID. A folder the setting no longer chooses is not one."""
+    names = {f.name for f in listing.folders if f.selectable}
+    ids = {f.mailbox_id for f in listing.folders if f.selectable and f.mailbox_id}
+    return [
+        k.name
+        for k in changes.gone
+        if k.name not in names and (k.mailbox_id is None or k.mailbox_id not in ids)
+    ]
 
 
 def _marker(selection: FolderSelection) -> str:

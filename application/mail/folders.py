@@ -5,8 +5,9 @@ The ``folders`` setting of an account (``FolderSelection``):
 - ``special`` (the default): INBOX and the folders with a special-use role that holds
   mail people read or wrote (sent, archive, drafts, junk, trash). Where the server has an
   ``\\All`` folder (Gmail), every message is in it and labels are folders: then ``\\All``,
-  junk and trash (which ``\\All`` leaves out), and INBOX for its push, but no other
-  label's folder.
+  junk and trash (which ``\\All`` leaves out), INBOX for its push, and ``\\Sent`` (its
+  page makes a message outbound, and its name is what the ``\\Sent`` label means), but
+  no other label's folder: the labels come with All Mail's messages.
 - ``all``: every selectable folder.
 - a list of names: INBOX and those names, as far as the server has them.
 
@@ -43,7 +44,7 @@ from typing import Literal
 from application.mail.folder_listing import Folder, FolderRole
 
 SPECIAL_ROLES: frozenset[FolderRole] = frozenset({"sent", "archive", "drafts", "junk", "trash"})
-GMAIL_ROLES: frozenset[FolderRole] = frozenset({"all", "junk", "trash"})
+GMAIL_ROLES: frozenset[FolderRole] = frozenset({"all", "sent", "junk", "trash"})
 MAX_SELECTED_NAMES = 100
 MAX_NAME_CHARS = 1024
 

@@ -6,7 +6,10 @@ account pass (``MembershipPass``), after the arrivals of every synced folder.
     -> the UID map (``mail_flag_uids``: (folder, UID) -> message, written as pages are
        stored, so a message seen again in another folder has a row there too)
     -> per synced folder: EXAMINE + ``UID SEARCH ALL``; mapped UIDs of the folder's
-       current UIDVALIDITY that the server no longer has are expunged
+       current UIDVALIDITY that the server no longer has are expunged (the poll leaves
+       out folders whose counters are unchanged, and passes those that only grew as
+       ``unexpunged``: read, nothing gone, no SEARCH; ``folder_seen.PollPlan``; with
+       QRESYNC the UIDs its VANISHED (EARLIER) named, ``resync``, checked by count)
     -> per message with a row in a folder read now: its folders = the folders of its
        remaining rows; compared with its stream (``stored_folders``):
          differs, not empty -> ``MessageFoldersChanged {folders, added, removed}``
@@ -21,33 +24,53 @@ pass ends at the first failing folder (the folder pass raises before this step),
 message is never deleted on a partial view. A folder's answer is believed only when its
 UID count equals EXISTS and every UID is below UIDNEXT (a server answering "nothing"
 for a full folder deletes nothing). Rows of folders not read in this pass (no longer
-listed) and rows of an older UIDVALIDITY still place their message: unknown is never
-deleted. A deleted message stays deleted (its stream takes no later membership event);
-a ``deferred`` one is held until its body came. A restart repeats the comparison: the
-map's rows are dropped only after the events are durable, and an event is written only
-when the stream differs.
+chosen by the setting) and rows of an older UIDVALIDITY still place their message:
+unknown is never deleted. Rows of a folder a believed listing found gone from the server
+(marked ``FOLDER_GONE`` by the folder pass) place nothing: a message only there is
+deleted, one with a copy elsewhere moves, and the rows leave the map. A deleted message
+is restored (``MessageRestored``, its folders as found now, its state as before) when a
+row of the map places it again: its folder came back, or the server had hidden it; one
+retention expired stays deleted. A ``deferred`` one is held until its body came. A
+restart repeats the comparison: the map's rows are dropped only after the events are
+durable, and an event is written only when the stream differs.
+
+Messages stored before the map existed get their rows here (``uid_remap``: bounded per
+folder and poll, by EMAILID, X-GM-MSGID or the version-1 fingerprint).
+
+Gmail (``gmail_labels``): All Mail is read with its labels instead of ``UID SEARCH ALL``,
+and a message's labels join the folders of its rows (a message whose labels are not
+known now is held). Streams name folders as they were called when the event was
+written; the comparison is with the names now (``MailAccount.renamed_name``), since the
+read models rename on ``MailFolderRenamed``, so a rename costs no event per message.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 from uuid import UUID, uuid4
 
 from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.flag_state import UidEntry
+from application.mail.folder_state import FOLDER_GONE
+from application.mail.gmail_labels import FolderLabels, LabelReader, labelled_folder, with_labels
+from application.mail.resync import Vanished
+from application.mail.uid_remap import RemapStore, UidRemap
 from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.message import (
     MessageDeleted,
     MessageFoldersChanged,
+    MessageRestored,
     awaiting_body,
+    state_before_deletion,
     stored_folders,
 )
+from domain.message_retention import MessageExpired
 
 log = logging.getLogger("tidings.membership")
 
@@ -63,6 +86,7 @@ class FolderUids:
 
     uidvalidity: int
     uids: frozenset[int] | None
+    uidnext: int | None = None  # the EXAMINE's, where known (the UID map's rebuild ends there)
 
 
 @runtime_checkable
@@ -109,6 +133,22 @@ class MembershipPass:
         self.ctx = ctx
         self.uid_map = uid_map
         self.claim_seconds = claim_seconds
+        # Rows for messages stored before the map existed (a store that keeps its walk).
+        self.remap = UidRemap(ctx, uid_map) if isinstance(uid_map, RemapStore) else None
+
+    def remap_pending(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> bool:
+        """The UID map's rebuild has UIDs below ``uidnext`` of ``folder`` still to walk: the
+        poll reads the folder (a search) even when its counters did not move."""
+        if self.remap is None:
+            return False
+        return self.remap.store.remap_from(account_id, folder, uidvalidity) < uidnext
+
+    def remap_grew(self, account_id: str, folder: str, uidvalidity: int, uidnext: int) -> None:
+        """A folder the rebuild had walked grew to ``uidnext`` and is read without a
+        search: its new UIDs got their rows as they were stored, so the walk goes on from
+        ``uidnext`` (else it would count as unwalked and be searched)."""
+        if self.remap is not None:
+            self.remap.store.save_remap(account_id, folder, uidvalidity, uidnext)
 
     def run(
         self,
@@ -116,8 +156,16 @@ class MembershipPass:
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
+        *,
+        unexpunged: Sequence[str] = (),
+        vanished: Mapping[str, Vanished] | None = None,
     ) -> Placed:
-        """The pass over ``folders`` (every synced folder, INBOX included)."""
+        """The pass over ``folders`` (the synced folders to search, INBOX included),
+        ``unexpunged`` (folders read without a search: their counters say nothing left
+        them since the last believed pass, so only their new rows matter) and
+        ``vanished`` (folders whose expunges a QRESYNC EXAMINE named: searched after all
+        when the mapped rows it names outnumber ``most_gone``); ``account`` as loaded
+        after this poll's listing (its folder events name All Mail and renames)."""
         if not isinstance(session, MembershipReader):
             return Placed()
         account_id, token = str(account.id), uuid4().hex
@@ -129,7 +177,9 @@ class MembershipPass:
             log.info("membership.busy account_id=%s", account_id)
             return Placed(busy=True)
         try:
-            return self._run(session, account, folders, check)
+            return self._run(
+                session, account, folders, check, unexpunged=unexpunged, vanished=vanished or {}
+            )
         finally:
             self.uid_map.release(account_id, CLAIM_FOLDER, token)
 
@@ -139,20 +189,45 @@ class MembershipPass:
         account: MailAccount,
         folders: Sequence[str],
         check: Callable[[], None],
+        *,
+        unexpunged: Sequence[str],
+        vanished: Mapping[str, Vanished],
     ) -> Placed:
         account_id = str(account.id)
         rows = self.uid_map.mapped(account_id)
-        read: set[str] = set()
-        gone: list[UidEntry] = []
+        # Rows of a folder a believed listing found gone (``FOLDER_GONE``) place nothing:
+        # their messages are compared now. Rows of a folder merely not chosen any more
+        # still place theirs (unknown is never deleted).
+        gone = [r for r in rows if r.uidvalidity == FOLDER_GONE]
+        read = {r.folder for r in gone} | set(unexpunged)
         unbelieved = 0
-        for folder in dict.fromkeys(folders):
+        labelled = labelled_folder(account, session)
+        labels: FolderLabels | None = None
+        believed, named, unbelieved_vanished = _by_vanished(account_id, rows, vanished)
+        read |= believed
+        gone += named
+        search = [*folders, *unbelieved_vanished]  # a VANISHED not believed: searched
+        for folder in dict.fromkeys(search):
             check()
-            answer = session.folder_uids(folder)
+            answer = _read(session, folder, labelled)
+            if isinstance(answer, FolderLabels):
+                labels = answer
             if answer.uids is None:
                 unbelieved += 1
                 log.warning("membership.unbelieved account_id=%s", account_id)
                 continue
             read.add(folder)
+            if self.remap is not None:
+                here = {r.uid for r in rows if r.folder == folder}
+                rows += self.remap.rows_for(
+                    session,
+                    account_id,
+                    folder,
+                    uidvalidity=answer.uidvalidity,
+                    uids=answer.uids,
+                    mapped=here,
+                    uidnext=getattr(answer, "uidnext", None),
+                )
             gone += [
                 r
                 for r in rows
@@ -168,9 +243,13 @@ class MembershipPass:
         for r in rows:
             if r.message_id in wanted and (r.folder, r.uid) not in dropped:
                 wanted[r.message_id].add(r.folder)
+        unlabelled = 0
+        # An \\All folder read without labels (no X-GM-EXT-1) is a folder like any other.
+        if labelled is not None and not (labels is None and labelled[0] in search):
+            unlabelled = with_labels(wanted, rows, dropped, labelled, labels)
         moved, deleted, held = self._append(account, wanted)
         self.uid_map.drop(gone)
-        outcome = Placed(moved, deleted, len(gone), held, unbelieved)
+        outcome = Placed(moved, deleted, len(gone), held + unlabelled, unbelieved)
         log.info(
             "membership.ok account_id=%s moved=%d deleted=%d expunged=%d held=%d unbelieved=%d",
             account_id,
@@ -213,8 +292,46 @@ class MembershipPass:
             except ConcurrencyConflict:
                 continue
             deleted = sum(1 for e in events if isinstance(e, MessageDeleted))
+            restored = sum(1 for e in events if isinstance(e, MessageRestored))
+            if restored:
+                log.warning("membership.restored account_id=%s count=%d", account.id, restored)
             return len(events) - deleted, deleted, held
         raise ConcurrencyConflict("membership changes kept colliding; the next poll retries")
+
+
+def _by_vanished(
+    account_id: str, rows: Sequence[UidEntry], vanished: Mapping[str, Vanished]
+) -> tuple[set[str], list[UidEntry], list[str]]:
+    """The folders read by their VANISHED answer, the mapped rows those name, and the
+    folders whose answer names more rows than their counters let leave
+    (``Vanished.most_gone``: not believed)."""
+    believed: set[str] = set()
+    gone: list[UidEntry] = []
+    unbelieved: list[str] = []
+    for folder, said in vanished.items():
+        named = [
+            r
+            for r in rows
+            if r.folder == folder and r.uidvalidity == said.uidvalidity and r.uid in said.uids
+        ]
+        if len(named) > said.most_gone:
+            log.warning("membership.vanished_unbelieved account_id=%s", account_id)
+            unbelieved.append(folder)
+        else:
+            believed.add(folder)
+            gone += named
+    return believed, gone, unbelieved
+
+
+def _read(
+    session: MembershipReader, folder: str, labelled: tuple[str, object] | None
+) -> FolderUids | FolderLabels:
+    """The folder's UIDs now; Gmail's All Mail with its labels."""
+    if labelled is not None and folder == labelled[0]:
+        answer = cast(LabelReader, session).folder_labels(folder)
+        if answer is not None:
+            return answer
+    return session.folder_uids(folder)
 
 
 def placement_event(
@@ -223,13 +340,30 @@ def placement_event(
     stream: list[DomainEvent],
     folders: set[str],
     now: datetime,
-) -> MessageFoldersChanged | MessageDeleted | None:
+) -> MessageFoldersChanged | MessageDeleted | MessageRestored | None:
     """The event that makes ``stream`` say the message is in ``folders`` (empty: gone
-    from every synced folder); None when it says so already, or was deleted before."""
-    stored = stored_folders(stream)
-    if not stored:  # no message, or deleted: a deleted message stays deleted
-        return None
+    from every synced folder); None when it says so already, or when it was deleted and
+    may not come back (expired by retention, or not found now)."""
+    # A renamed folder's messages keep its old name in their streams; the read models
+    # renamed them on ``MailFolderRenamed``, so the comparison is with the name now.
+    found = stored_folders(stream)
     account_id, version = str(account.id), len(stream) + 1
+    if found is None:
+        return None
+    if not found:  # deleted: back only when found again after an expunge (not expired)
+        state = state_before_deletion(stream)
+        if not folders or state is None or not _expunged_last(stream):
+            return None
+        return MessageRestored(
+            originator_id=stream_id,
+            originator_version=version,
+            timestamp=now,
+            tenant_id=account.tenant_id,
+            account_id=account_id,
+            folders=sorted(folders),
+            state=state,
+        )
+    stored = sorted({account.renamed_name(n) for n in found})
     if not folders:
         return MessageDeleted(
             originator_id=stream_id,
@@ -251,3 +385,11 @@ def placement_event(
         added=sorted(folders - set(stored)),
         removed=sorted(set(stored) - folders),
     )
+
+
+def _expunged_last(stream: list[DomainEvent]) -> bool:
+    """The stream's end is a deletion as expunged, and retention never expired it."""
+    if any(isinstance(e, MessageExpired) for e in stream):
+        return False
+    deletions = [e for e in stream if isinstance(e, MessageDeleted)]
+    return bool(deletions) and deletions[-1].reason == "expunged"

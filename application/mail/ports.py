@@ -206,6 +206,12 @@ class MailboxTransientError(MailProviderError):
     """Timeouts, dropped connections, server hiccups: try again on the next tick."""
 
 
+class MailboxAnswerTooLarge(MailboxTransientError):
+    """An answer passed what the session reads (a line past 1 MB, or the bytes one
+    operation may buffer): the connection is dropped; asking the same again would fail
+    the same way."""
+
+
 class MailboxTimeout(MailboxTransientError):
     """An operation's deadline (or the session's) passed before the server answered."""
 
@@ -261,10 +267,12 @@ class MailboxSession(Protocol):
         mailbox, and the session may be back in IDLE when this returns."""
         ...
 
-    def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
-        """The bodies of deferred messages by UID, in UID order, while the download budget
-        allows (the rest are not in the answer); none when the mailbox's UIDVALIDITY is
-        no longer ``uidvalidity`` (the answer's own says so)."""
+    def fetch_deferred(
+        self, uids: Sequence[int], *, uidvalidity: int, folder: str = "INBOX"
+    ) -> DeferredFetch:
+        """The bodies of deferred messages of ``folder`` by UID, in UID order, while the
+        download budget allows (the rest are not in the answer); none when the folder's
+        UIDVALIDITY is no longer ``uidvalidity`` (the answer's own says so)."""
         ...
 
     def verify(self) -> None:
@@ -322,6 +330,12 @@ class FolderSession(Protocol):
         (raises ``MailboxCursorInvalid`` when its UIDVALIDITY changed)."""
         ...
 
+    def folder_exists(self, folder: str) -> bool:
+        """Whether the server still has ``folder`` (a listing left it out): True when
+        STATUS answers OK, False when it answers that the folder does not exist; any
+        other answer raises a ``MailProviderError`` (nothing decided)."""
+        ...
+
 
 class FolderDiscovery(Protocol):
     """A logged-in session that lists the account's folders (``ImapMailboxSession``)."""
@@ -349,11 +363,13 @@ class OpenOptions:
     ``account_id``: whose session (connection caps, OAuth2 tokens, logs). Bodies the
     session streams to the blob store are stored as ``blob_owner``'s. ``deadline``
     (``time.monotonic()``) bounds everything the session does, connecting included:
-    past it every call raises ``MailboxTimeout``."""
+    past it every call raises ``MailboxTimeout``. ``qresync``: ENABLE QRESYNC where
+    offered (a poll's session; never the watch's, whose EXPUNGE handling stays as is)."""
 
     account_id: str
     blob_owner: BlobOwner | None = None
     deadline: float | None = None
+    qresync: bool = False
 
 
 class MailProvider(Protocol):

@@ -46,6 +46,7 @@ class Payload(Base):
     reason: Annotated[str, StringConstraints(max_length=500)] | None = None
     folders: FolderSetting | None = None
     smtp: SmtpSettings | None = None
+    smtp_secret: Secret | None = None  # for SMTP instead of ``secret`` (password accounts)
 
 
 def _smtp_endpoint(ctx: Context, account: MailAccount) -> tuple[Any, ...]:
@@ -56,6 +57,18 @@ def _smtp_endpoint(ctx: Context, account: MailAccount) -> tuple[Any, ...]:
         smtp.get("security"),
         reveal(ctx, smtp.get("username"), *owner),
     )
+
+
+def _smtp_refused(ctx: Context, account: MailAccount, payload: Payload) -> Result | None:
+    """The secret goes only where it was given: a new SMTP server gets it again (``secret``
+    or ``smtpSecret``); its host obeys the IMAP host's rule."""
+    smtp = payload.smtp
+    if smtp is None:
+        return None
+    moved = _smtp_endpoint(ctx, account) != (smtp.host, smtp.port, smtp.security, smtp.username)
+    if moved and payload.secret is None and payload.smtp_secret is None:
+        return _secret_required()
+    return check_host(ctx, smtp.host, smtp.port)
 
 
 def _endpoint(ctx: Context, account: MailAccount) -> tuple[Any, Any, str | None]:
@@ -79,7 +92,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
                 {
                     "path": "(payload)",
                     "message": "nothing to update: give displayName, imap, "
-                    "secret, refreshToken, trustedAuthservId, folders or smtp",
+                    "secret, refreshToken, trustedAuthservId, folders, smtp or smtpSecret",
                 }
             ]
         )
@@ -98,14 +111,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
                 return _secret_required()
             if refused := check_destination(ctx, payload.imap):
                 return refused
-        if payload.smtp is not None:
-            smtp = payload.smtp
-            # The secret goes only where it was given: a new SMTP server gets it again.
-            new_smtp = (smtp.host, smtp.port, smtp.security, smtp.username)
-            if _smtp_endpoint(ctx, account) != new_smtp and payload.secret is None:
-                return _secret_required()
-            if refused := check_host(ctx, smtp.host, smtp.port):
-                return refused
+        if refused := _smtp_refused(ctx, account, payload):
+            return refused
         tenant, account_id = account.tenant_id, str(account.id)
         seal = ctx.mail.cipher.seal
         changes: dict[str, Any] = {}
@@ -129,6 +136,8 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
             changes["trusted_authserv_id"] = payload.trusted_authserv_id
         if payload.secret is not None or payload.refresh_token is not None:
             changes["secret_rotated"] = True
+        if payload.smtp_secret is not None:
+            changes["smtp_secret_rotated"] = True
         try:
             account.update(changes=changes, reason=payload.reason, now=ctx.clock.now())
         except AccountDisconnected:
@@ -137,6 +146,9 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: C901
             )
         if payload.secret is not None:
             ctx.mail.secrets.put(tenant, account_id, payload.secret.get_secret_value())
+        if payload.smtp_secret is not None and ctx.mail.smtp_secrets is not None:
+            smtp_secret = payload.smtp_secret.get_secret_value()
+            ctx.mail.smtp_secrets.put(tenant, account_id, smtp_secret)
         if payload.refresh_token is not None:
             token = payload.refresh_token.get_secret_value()
             if refused := store_new_refresh_token(ctx, account, token):

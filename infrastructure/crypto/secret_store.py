@@ -10,19 +10,21 @@ from infrastructure.crypto.keyring import KeyRing
 PURPOSE = "secret"
 
 SECRETS_TABLE = "mail_secrets"
+SMTP_SECRETS_TABLE = "mail_smtp_secrets"  # an account's own SMTP secret (``smtpSecret``)
 
 
 class SqlSecretStore:
     """Implements ``SecretStore``: secrets sealed under the account's own key."""
 
-    def __init__(self, db: SqlDatabase, keys: KeyRing) -> None:
+    def __init__(self, db: SqlDatabase, keys: KeyRing, table: str = SECRETS_TABLE) -> None:
         self.db = db
         self.keys = keys
+        self.table = table
 
     def setup(self) -> None:
         with self.db.transaction() as cur:
             cur.execute(
-                f"CREATE TABLE IF NOT EXISTS {SECRETS_TABLE} (account_id TEXT PRIMARY KEY,"
+                f"CREATE TABLE IF NOT EXISTS {self.table} (account_id TEXT PRIMARY KEY,"
                 " sealed TEXT NOT NULL)"
             )
 
@@ -30,14 +32,14 @@ class SqlSecretStore:
         sealed = self.keys.seal(tenant_id, account_id, secret, PURPOSE)
         with self.db.transaction() as cur:
             cur.execute(
-                f"INSERT INTO {SECRETS_TABLE} (account_id, sealed) VALUES (?, ?)"
+                f"INSERT INTO {self.table} (account_id, sealed) VALUES (?, ?)"
                 " ON CONFLICT (account_id) DO UPDATE SET sealed = excluded.sealed",
                 (account_id, sealed),
             )
 
     def get(self, account_id: str) -> str | None:
         with self.db.reading() as cur:
-            cur.execute(f"SELECT sealed FROM {SECRETS_TABLE} WHERE account_id = ?", (account_id,))
+            cur.execute(f"SELECT sealed FROM {self.table} WHERE account_id = ?", (account_id,))
             row = cur.fetchone()
         if row is None:
             return None
@@ -48,4 +50,4 @@ class SqlSecretStore:
 
     def delete(self, account_id: str) -> None:
         with self.db.transaction() as cur:
-            cur.execute(f"DELETE FROM {SECRETS_TABLE} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {self.table} WHERE account_id = ?", (account_id,))

@@ -28,6 +28,7 @@ from infrastructure.cli.output import describe_error, event_progress, out
 from infrastructure.cli.projections import TaskProgress, status_table
 from infrastructure.cli.runtime import CliError, load_settings, location, opened_app
 from infrastructure.devkit.demo_mail import MailDemo
+from infrastructure.devkit.demo_mailbox import MailboxDemo
 from infrastructure.devkit.demo_retention import expire_by_retention
 from infrastructure.devkit.demo_webhooks import WebhookDemo
 
@@ -327,6 +328,7 @@ def _with_mail(
         lambda _: mail.connect_and_ingest(),
         lambda _: mail.show_inbox(),
         lambda _: mail.show_content(),
+        lambda _: MailboxDemo(mail).whole_mailbox(),
         define_fields,
         set_values,
         show_contacts,

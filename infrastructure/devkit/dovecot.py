@@ -305,8 +305,10 @@ class DovecotServer:
         *,
         internal_date: datetime | float | None = None,
         seen: bool = False,
+        folder: str = "INBOX",
     ) -> int:
-        """Write messages straight into the user's maildir; return how many.
+        """Write messages straight into the user's maildir (``folder``: another folder
+        of plain ASCII name, made by IMAP CREATE first); return how many.
 
         Fast (thousands per second). Dovecot assigns UIDs, in file-name order,
         when a session next syncs the mailbox (or on ``index``). The file's
@@ -314,17 +316,18 @@ class DovecotServer:
         so RFC822.SIZE equals the file size.
         """
         u = self._users[user] if isinstance(user, str) else user
+        root = u.maildir if folder == "INBOX" else u.maildir / f".{folder}"  # Maildir++
         stamp = _epoch(internal_date)
         count = 0
         for raw in messages:
             n = next(self._counter)
             base = f"{int(time.time())}.M{n:09d}P{os.getpid()}.tidings,S={len(raw)}"
-            tmp = u.maildir / "tmp" / base
+            tmp = root / "tmp" / base
             tmp.write_bytes(raw)
             os.chown(tmp, u.uid, u.gid)
             tmp.chmod(0o600)
             os.utime(tmp, (stamp, stamp))
-            dest = u.maildir / "cur" / f"{base}:2,S" if seen else u.maildir / "new" / base
+            dest = root / "cur" / f"{base}:2,S" if seen else root / "new" / base
             os.rename(tmp, dest)
             count += 1
         return count

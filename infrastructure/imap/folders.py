@@ -354,3 +354,40 @@ def _list(client: Any, args: tuple[bytes, ...]) -> tuple[list[Any], list[Any]]:
         if len(args) == 2:
             raise
         return wire.list_lines(client, args[:2])
+
+
+def status_arguments(capabilities: frozenset[str]) -> tuple[bytes, ...] | None:
+    """The LIST that asks every folder's counters and nothing else (LIST-STATUS), or
+    None where the server does not offer it."""
+    if "LIST-STATUS" not in capabilities:
+        return None
+    items = ["MESSAGES", "UIDNEXT", "UIDVALIDITY"]
+    if "CONDSTORE" in capabilities:
+        items.append("HIGHESTMODSEQ")
+    return (b'""', b'"*"', b"RETURN", f"(STATUS ({' '.join(items)}))".encode())
+
+
+def folder_statuses(
+    conn: Connection, capabilities: frozenset[str], *, max_folders: int
+) -> dict[str, FolderStatus] | None:
+    """Every folder's counters by one LIST round trip (None without LIST-STATUS, or when
+    the server refused it): by decoded name, bounded like a listing; a folder the answer
+    gave no status for is left out."""
+    args = status_arguments(capabilities)
+    if args is None:
+        return None
+    lines = conn.io(_status_lines, conn.client, args)
+    if lines is None:
+        return None
+    list_data, status_data = lines
+    listing = build_listing(list_data, status_data, capabilities, max_folders=max_folders)
+    return {f.name: f.status for f in listing.folders if f.status is not None}
+
+
+def _status_lines(client: Any, args: tuple[bytes, ...]) -> tuple[list[Any], list[Any]] | None:
+    try:
+        return wire.list_lines(client, args)
+    except IMAPClientAbortError:
+        raise
+    except IMAPClientError:  # NO or BAD: the folders are opened one by one instead
+        return None

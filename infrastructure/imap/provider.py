@@ -104,8 +104,13 @@ class ImapMailProvider:
                 wire, account_id, "login", self._login, client, endpoint, credentials, account_id
             )
             caps = self._call(wire, account_id, "command", _capabilities, client)
+            qresync = False
             if "CONDSTORE" in caps and "ENABLE" in caps:
-                self._call(wire, account_id, "command", _enable_condstore, client)
+                want = ["CONDSTORE"]
+                if options.qresync and "QRESYNC" in caps:
+                    want.append("QRESYNC")
+                enabled = self._call(wire, account_id, "command", _enable, client, want)
+                qresync = "QRESYNC" in enabled
         except BaseException:
             _shutdown(client)
             raise
@@ -119,6 +124,7 @@ class ImapMailProvider:
             blob_owner=options.blob_owner,
             wire=wire,
             meter=self._budgets.meter(account_id, endpoint.host) if self._budgets else None,
+            qresync=qresync,
         )
 
     # -- steps -------------------------------------------------------------
@@ -205,14 +211,18 @@ class ImapMailProvider:
             raise err from None
 
 
-def _enable_condstore(client: WireClient) -> None:
-    """Best effort: without it SELECT just reports no HIGHESTMODSEQ."""
+def _enable(client: WireClient, capabilities: list[str]) -> frozenset[str]:
+    """Best effort, one command: without CONDSTORE SELECT just reports no HIGHESTMODSEQ,
+    without QRESYNC the poll reads flags and expunges by FETCH and SEARCH. What the
+    server says it enabled."""
     try:
-        client.enable("CONDSTORE")
+        enabled = client.enable(*capabilities)
     except IMAPClientAbortError:
         raise
     except IMAPClientError:
-        log.info("imap.enable_refused capability=CONDSTORE")
+        log.info("imap.enable_refused capability=%s", "+".join(capabilities))
+        return frozenset()
+    return frozenset(to_unicode(c).upper() for c in enabled or ())
 
 
 def _capabilities(client: WireClient) -> frozenset[str]:

@@ -25,7 +25,8 @@ from types import TracebackType
 from typing import Any, Self
 
 from application.mail.flag_state import FlagCursor, FlagRead, FlagWindow
-from application.mail.folder_listing import FolderListing
+from application.mail.folder_listing import FolderListing, FolderStatus
+from application.mail.gmail_labels import FolderLabels
 from application.mail.membership import FolderUids
 from application.mail.ports import (
     BlobOwner,
@@ -37,14 +38,18 @@ from application.mail.ports import (
     MailboxCursor,
     MailboxStatus,
 )
+from application.mail.resync import Resynced
 from infrastructure.imap import sent
 from infrastructure.imap.connection import Connection
+from infrastructure.imap.exists import folder_exists
 from infrastructure.imap.fetch_response import FetchData
 from infrastructure.imap.flags import read_flags
-from infrastructure.imap.folders import list_folders
-from infrastructure.imap.identity import HEADER_FIELDS_ITEM
+from infrastructure.imap.folders import folder_statuses, list_folders
+from infrastructure.imap.identity import HEADER_FIELDS_ITEM, provider_message_id, refusal
 from infrastructure.imap.idle import IdleChannel
+from infrastructure.imap.labels import read_labels
 from infrastructure.imap.paging import Pager
+from infrastructure.imap.qresync import resync
 from infrastructure.imap.settings import ImapAdapterSettings
 from infrastructure.imap.wire import Wire
 
@@ -61,8 +66,10 @@ class ImapMailboxSession:
         blob_owner: BlobOwner | None = None,
         wire: Wire | None = None,
         meter: DownloadMeter | None = None,
+        qresync: bool = False,
     ) -> None:
         self._client = client
+        self._qresync = qresync  # ENABLEd at login (a poll's session only)
         self._caps = capabilities
         items = ["RFC822.SIZE", "INTERNALDATE", "FLAGS", HEADER_FIELDS_ITEM]
         if "OBJECTID" in capabilities:
@@ -84,6 +91,8 @@ class ImapMailboxSession:
         self._pass: MailboxStatus | None = None
         self._selected: MailboxStatus | None = None
         self._selected_since_idle = False  # the last EXAMINE came after the last IDLE
+        # Each folder's first EXAMINE status in this session (``examined``).
+        self._examined: dict[str, MailboxStatus] = {}
 
     @property
     def capabilities(self) -> frozenset[str]:
@@ -134,8 +143,27 @@ class ImapMailboxSession:
     def verify(self) -> None:
         self.select_inbox()
 
+    def _examine(self, folder: str = "INBOX") -> MailboxStatus:
+        status = self._pager.select(folder)
+        self._examined.setdefault(folder, status)
+        return status
+
+    def examined(self, folder: str) -> MailboxStatus | None:
+        """The status of this session's first EXAMINE of ``folder``: a poll's view of the
+        folder's counters from before it read anything there (``folder_seen``)."""
+        return self._examined.get(folder)
+
+    def folder_statuses(self) -> dict[str, FolderStatus] | None:
+        """Every folder's counters by one LIST-STATUS round trip (``folders``); None
+        without it, and once a folder was opened (Dovecot answers STATUS of the selected
+        folder from this session's view, which may be stale)."""
+        if self._examined:
+            return None
+        self._idle.done()
+        return folder_statuses(self._conn, self._caps, max_folders=self._conn.settings.max_folders)
+
     def select_inbox(self) -> MailboxStatus:
-        self._selected = self._pager.select()
+        self._selected = self._examine()
         self._selected_since_idle = True
         return self._selected
 
@@ -189,7 +217,7 @@ class ImapMailboxSession:
         if folder != "INBOX":
             self._selected = None
             self._idle.last_uid = None
-            return read_flags(self._conn, self._caps, self._pager.select(folder), cursor, window)
+            return read_flags(self._conn, self._caps, self._examine(folder), cursor, window)
         status = self._selected
         reusable = (
             status is not None
@@ -213,7 +241,7 @@ class ImapMailboxSession:
         self._idle.done()
         self._pass = self._selected = None
         self._idle.last_uid = None
-        status = self._pager.select(folder)
+        status = self._examine(folder)
         return self._pager.page(status, cursor, backfill_since, limit)
 
     def folder_uids(self, folder: str) -> FolderUids:
@@ -227,14 +255,63 @@ class ImapMailboxSession:
         if status is None:
             self._selected = None
             self._idle.last_uid = None
-            status = self._pager.select(folder)
+            status = self._examine(folder)
             if folder == "INBOX":
                 self._selected, self._selected_since_idle = status, True
         uids = self._pager.all_uids()
         believed = len(uids) == status.exists and (
             status.uidnext is None or all(u < status.uidnext for u in uids)
         )
-        return FolderUids(status.uidvalidity, frozenset(uids) if believed else None)
+        return FolderUids(status.uidvalidity, frozenset(uids) if believed else None, status.uidnext)
+
+    def resync(self, folder: str, uidvalidity: int, modseq: int) -> Resynced | None:
+        """``EXAMINE folder (QRESYNC (uidvalidity modseq))`` (``qresync``): the folder's
+        status, the UIDs expunged and the flags changed since ``modseq``, in one exchange;
+        None unless QRESYNC was enabled at login. The folder stays selected."""
+        if not self._qresync:
+            return None
+        self._idle.done()
+        self._pass = self._selected = None
+        self._idle.last_uid = None
+        answer = resync(self._conn, folder, uidvalidity, modseq)
+        self._examined.setdefault(folder, answer.status)
+        if folder == "INBOX":
+            self._selected, self._selected_since_idle = answer.status, True
+        return answer
+
+    def folder_labels(self, folder: str) -> FolderLabels | None:
+        """Gmail: ``folder``'s UIDs with their labels (EXAMINE, then ``UID FETCH (UID
+        X-GM-LABELS)`` by spans), believed as ``folder_uids``' answer is; None without
+        X-GM-EXT-1."""
+        if "X-GM-EXT-1" not in self._caps:
+            return None
+        self._idle.done()
+        self._pass = self._selected = None
+        self._idle.last_uid = None
+        return read_labels(self._conn, self._examine(folder))
+
+    def folder_identities(self, uids: Sequence[int]) -> dict[int, str]:
+        """The provider ids of these UIDs of the folder last read (no EXAMINE: the
+        membership pass asks right after reading it): ``UID FETCH (EMAILID)``, ``(X-GM-
+        MSGID)``, else ``(RFC822.SIZE)`` and the Message-ID and Date header fields for the
+        version-1 fingerprint; in groups of ``metadata_group``. A message whose answer is
+        out of range is left out."""
+        if "OBJECTID" in self._caps:
+            items = ["EMAILID"]
+        elif "X-GM-EXT-1" in self._caps:
+            items = ["X-GM-MSGID"]
+        else:
+            items = ["RFC822.SIZE", HEADER_FIELDS_ITEM]
+        found: dict[int, str] = {}
+        step = max(1, self._conn.settings.metadata_group)
+        ordered = list(uids)
+        for start in range(0, len(ordered), step):
+            answer = self._pager.uid_fetch(ordered[start : start + step], items)
+            for uid, item in answer.items():
+                if refusal(item) is None:
+                    size = item.get(b"RFC822.SIZE")
+                    found[uid] = provider_message_id(item, size if type(size) is int else 0)
+        return found
 
     def list_folders(self) -> FolderListing:
         """The account's folders by one LIST, two with OBJECTID (``folders``); the selected
@@ -254,10 +331,23 @@ class ImapMailboxSession:
         self._idle.done()
         return sent.append_to_sent(self._conn, self._caps, message)
 
-    def fetch_deferred(self, uids: Sequence[int], *, uidvalidity: int) -> DeferredFetch:
+    def folder_exists(self, folder: str) -> bool:
+        """``STATUS folder (UIDVALIDITY)`` (``exists``): whether the server still has a
+        folder its listing left out; the selected mailbox stays."""
+        self._idle.done()
+        return folder_exists(self._conn, folder)
+
+    def fetch_deferred(
+        self, uids: Sequence[int], *, uidvalidity: int, folder: str = "INBOX"
+    ) -> DeferredFetch:
         self._idle.done()
         self._pass = None
-        status = self.select_inbox()
+        if folder == "INBOX":
+            status = self.select_inbox()
+        else:  # another folder: INBOX's remembered status is dropped, as by fetch_folder
+            self._selected = None
+            self._idle.last_uid = None
+            status = self._examine(folder)
         return self._pager.deferred_bodies(status, uids, uidvalidity)
 
     def _uid_fetch(self, uids: list[int] | str, items: list[str]) -> FetchData:

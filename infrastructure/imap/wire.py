@@ -59,6 +59,14 @@ class ResponseTooLarge(OSError):
     """One operation's response passed the bytes a connection may buffer."""
 
 
+def too_large(exc: BaseException) -> bool:
+    """``exc`` is an answer past the buffer cap or a line past imaplib's line limit (which
+    imaplib re-raises as its own ``error`` with the reader's text)."""
+    return isinstance(exc, ResponseTooLarge) or (
+        isinstance(exc, imaplib.IMAP4.error) and f"got more than {_MAXLINE} bytes" in str(exc)
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     literal_bytes: int
@@ -458,3 +466,13 @@ def tagged_commands(imap: Any) -> dict[bytes, Any]:
 def untagged_responses(imap: Any) -> dict[str, list[Any]]:
     untagged: dict[str, list[Any]] = imap.untagged_responses
     return untagged
+
+
+def status_answer(client: Any, folder: str, items: bytes) -> tuple[str, list[Any]]:
+    """``STATUS folder items``: the tagged answer's type (``OK`` or ``NO``; BAD raises)
+    and text, the untagged STATUS data dropped (nothing else reads it)."""
+    imap = client._imap
+    tag = imap._command("STATUS", client._normalise_folder(folder), items)
+    typ, data = imap._command_complete("STATUS", tag)
+    imap.untagged_responses.pop("STATUS", None)
+    return str(typ), list(data)

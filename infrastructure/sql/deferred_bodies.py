@@ -11,11 +11,11 @@ from application.mail.deferred import DeferredBody
 from application.ports import SqlDatabase
 
 TABLE = "mail_deferred_bodies"
-_COLUMNS = "account_id, tenant_id, message_id, uidvalidity, uid, size_bytes"
+_COLUMNS = "account_id, tenant_id, message_id, uidvalidity, uid, size_bytes, folder"
 _HOLD = (
-    f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
+    f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (message_id) DO UPDATE SET uidvalidity = excluded.uidvalidity,"
-    " uid = excluded.uid, size_bytes = excluded.size_bytes"
+    " uid = excluded.uid, size_bytes = excluded.size_bytes, folder = excluded.folder"
 )
 TWINS = "mail_fingerprint_twins"
 _CHUNK = 500  # ids per IN list
@@ -30,8 +30,16 @@ class SqlDeferredBodies:
             cur.execute(
                 f"CREATE TABLE IF NOT EXISTS {TABLE} (message_id TEXT PRIMARY KEY,"
                 " account_id TEXT NOT NULL, tenant_id TEXT NOT NULL,"
-                " uidvalidity BIGINT NOT NULL, uid BIGINT NOT NULL, size_bytes BIGINT NOT NULL)"
+                " uidvalidity BIGINT NOT NULL, uid BIGINT NOT NULL, size_bytes BIGINT NOT NULL,"
+                " folder TEXT)"
             )
+            # Tables made before entries named their folder gain it (NULL reads INBOX).
+            if self.db.dialect == "postgresql":
+                cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN IF NOT EXISTS folder TEXT")
+            else:
+                cur.execute(f"PRAGMA table_info({TABLE})")
+                if "folder" not in {row[1] for row in cur.fetchall()}:
+                    cur.execute(f"ALTER TABLE {TABLE} ADD COLUMN folder TEXT")
             cur.execute(
                 f"CREATE INDEX IF NOT EXISTS {TABLE}_place ON {TABLE}"
                 " (account_id, uidvalidity, uid)"
@@ -50,7 +58,15 @@ class SqlDeferredBodies:
             cur.executemany(
                 _HOLD,
                 [
-                    (e.account_id, e.tenant_id, e.message_id, e.uidvalidity, e.uid, e.size_bytes)
+                    (
+                        e.account_id,
+                        e.tenant_id,
+                        e.message_id,
+                        e.uidvalidity,
+                        e.uid,
+                        e.size_bytes,
+                        e.folder,
+                    )
                     for e in entries
                 ],
             )
@@ -119,7 +135,13 @@ def _chunks(ids: Iterable[str]) -> list[tuple[list[str], str]]:
 
 
 def _entry(row: Sequence[Any]) -> DeferredBody:
-    account_id, tenant_id, message_id, uidvalidity, uid, size = row
+    account_id, tenant_id, message_id, uidvalidity, uid, size, folder = row
     return DeferredBody(
-        str(account_id), str(tenant_id), str(message_id), int(uidvalidity), int(uid), int(size)
+        str(account_id),
+        str(tenant_id),
+        str(message_id),
+        int(uidvalidity),
+        int(uid),
+        int(size),
+        str(folder) if folder is not None else "INBOX",
     )

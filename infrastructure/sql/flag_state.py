@@ -1,22 +1,27 @@
 """Implements ``FlagStateStore`` on the read-model database: the UID map
 (``mail_flag_uids``: one row per (account, folder, UID), the message id and the flags last
 stored, valid under its UIDVALIDITY only; the membership pass reads it whole and drops
-the rows of expunged UIDs) and the flag cursors (``mail_flag_cursors``: one
-row per (account, folder)). Operational state, like ``mailbox_state``: a cache of the
+the rows of expunged UIDs), the flag cursors (``mail_flag_cursors``: one
+row per (account, folder)) and each synced folder's counters as the last complete poll
+believed them (``mail_folder_seen``, ``FolderSeenStore``: what a poll may leave
+unopened). Operational state, like ``mailbox_state``: a cache of the
 message streams, never their truth."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from uuid import UUID
 
 from application.mail.flag_state import FlagCursor, UidEntry
+from application.mail.folder_seen import FolderSeen
 from application.ports import SqlCursor, SqlDatabase
 
 UIDS = "mail_flag_uids"
 CURSORS = "mail_flag_cursors"
 CLAIMS = "mail_flag_claims"
+SEEN = "mail_folder_seen"
+REMAP = "mail_uid_remap"  # per (account, folder): the UID the map's rebuild goes on from
 _IN_CHUNK = 500  # SQLite's bound parameters per statement stay far below its limit
 _UPSERT_UID = (
     f"INSERT INTO {UIDS} (account_id, folder, uid, uidvalidity, message_id, flags)"
@@ -48,6 +53,43 @@ class SqlFlagState:
                 f"CREATE TABLE IF NOT EXISTS {CLAIMS} (account_id TEXT NOT NULL,"
                 " folder TEXT NOT NULL, token TEXT NOT NULL, until DOUBLE PRECISION NOT NULL,"
                 " PRIMARY KEY (account_id, folder))"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {SEEN} (account_id TEXT NOT NULL,"
+                " folder TEXT NOT NULL, uidvalidity BIGINT NOT NULL, uidnext BIGINT NOT NULL,"
+                " messages BIGINT NOT NULL, highestmodseq BIGINT,"
+                " PRIMARY KEY (account_id, folder))"
+            )
+            cur.execute(
+                f"CREATE TABLE IF NOT EXISTS {REMAP} (account_id TEXT NOT NULL,"
+                " folder TEXT NOT NULL, uidvalidity BIGINT NOT NULL, next_uid BIGINT NOT NULL,"
+                " PRIMARY KEY (account_id, folder))"
+            )
+
+    def seen(self, account_id: str) -> dict[str, FolderSeen]:
+        """``FolderSeenStore``: the counters the last complete polls believed."""
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"SELECT folder, uidvalidity, uidnext, messages, highestmodseq FROM {SEEN}"
+                " WHERE account_id = ?",
+                (account_id,),
+            )
+            rows = cur.fetchall()
+        return {r[0]: FolderSeen(int(r[1]), int(r[2]), int(r[3]), r[4]) for r in rows}
+
+    def save_seen(self, account_id: str, seen: Mapping[str, FolderSeen]) -> None:
+        if not seen:
+            return
+        with self.db.transaction() as cur:
+            cur.executemany(
+                f"INSERT INTO {SEEN} (account_id, folder, uidvalidity, uidnext, messages,"
+                " highestmodseq) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, folder)"
+                " DO UPDATE SET uidvalidity = excluded.uidvalidity, uidnext = excluded.uidnext,"
+                " messages = excluded.messages, highestmodseq = excluded.highestmodseq",
+                [
+                    (account_id, name, s.uidvalidity, s.uidnext, s.messages, s.highestmodseq)
+                    for name, s in seen.items()
+                ],
             )
 
     def claim(self, account_id: str, folder: str, token: str, *, now: float, until: float) -> bool:
@@ -178,6 +220,26 @@ class SqlFlagState:
             cur.execute(f"DELETE FROM {UIDS} WHERE account_id = ?", (account_id,))
             cur.execute(f"DELETE FROM {CURSORS} WHERE account_id = ?", (account_id,))
             cur.execute(f"DELETE FROM {CLAIMS} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {SEEN} WHERE account_id = ?", (account_id,))
+            cur.execute(f"DELETE FROM {REMAP} WHERE account_id = ?", (account_id,))
+
+    def remap_from(self, account_id: str, folder: str, uidvalidity: int) -> int:
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT uidvalidity, next_uid FROM {REMAP} WHERE account_id = ? AND folder = ?",
+                (account_id, folder),
+            )
+            row = cur.fetchone()
+        return int(row[1]) if row is not None and int(row[0]) == uidvalidity else 1
+
+    def save_remap(self, account_id: str, folder: str, uidvalidity: int, next_uid: int) -> None:
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {REMAP} (account_id, folder, uidvalidity, next_uid)"
+                " VALUES (?, ?, ?, ?) ON CONFLICT (account_id, folder) DO UPDATE SET"
+                " uidvalidity = excluded.uidvalidity, next_uid = excluded.next_uid",
+                (account_id, folder, uidvalidity, next_uid),
+            )
 
 
 def _upsert(cur: SqlCursor, entries: Sequence[UidEntry]) -> None:

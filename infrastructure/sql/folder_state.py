@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from application.mail.folder_state import FolderRow
+from application.mail.folder_state import FOLDER_GONE, FolderRow
 from application.mail.ports import MailboxCursor
 from application.mail.state import ErrorKind
-from application.ports import SqlDatabase
+from application.ports import SqlCursor, SqlDatabase
+from infrastructure.sql.deferred_bodies import TABLE as DEFERRED
+from infrastructure.sql.flag_state import CURSORS, REMAP, UIDS
 
 TABLE = "mail_folders"
 _COLUMNS = (
@@ -46,11 +48,19 @@ class SqlFolderState:
         return self.health([account_id]).get(account_id, [])
 
     def save_listing(
-        self, account_id: str, rows: Sequence[FolderRow], gone: Iterable[str], at: datetime
+        self,
+        account_id: str,
+        rows: Sequence[FolderRow],
+        gone: Iterable[str],
+        at: datetime,
+        *,
+        renamed: Mapping[str, str] | None = None,
+        vanished: Iterable[str] = (),
     ) -> None:
         listed_at = at.isoformat()
         gone_keys = sorted(set(gone))
         with self.db.transaction() as cur:
+            carry_folder_names(cur, account_id, renamed or {}, sorted(set(vanished)))
             if gone_keys:
                 cur.executemany(
                     f"DELETE FROM {TABLE} WHERE account_id = ? AND folder_key = ?",
@@ -153,3 +163,36 @@ def _cursor_values(cursor: MailboxCursor | None) -> tuple[int | None, ...]:
     if cursor is None:
         return (None, None, None)
     return (cursor.last_uid, cursor.highestmodseq, cursor.backfill_until)
+
+
+def carry_folder_names(
+    cur: SqlCursor, account_id: str, renamed: Mapping[str, str], vanished: Sequence[str]
+) -> None:
+    """The UID map, flag cursors, the map's rebuild walk and deferred bodies follow
+    renamed folders (through a name no folder has, with a control character, so two
+    folders swapping names do not collide); a vanished folder's map rows are marked
+    ``FOLDER_GONE`` and its flag cursor dropped."""
+    pairs = sorted(renamed.items())
+    for table in (UIDS, CURSORS, REMAP, DEFERRED):
+        for old, new in pairs:
+            if new not in renamed and table != DEFERRED:  # left under that name: no folder's
+                cur.execute(
+                    f"DELETE FROM {table} WHERE account_id = ? AND folder = ?", (account_id, new)
+                )
+            cur.execute(
+                f"UPDATE {table} SET folder = ? WHERE account_id = ? AND folder = ?",
+                ("\x01" + new, account_id, old),
+            )
+        for _, new in pairs:
+            cur.execute(
+                f"UPDATE {table} SET folder = ? WHERE account_id = ? AND folder = ?",
+                (new, account_id, "\x01" + new),
+            )
+    for name in vanished:
+        cur.execute(
+            f"UPDATE {UIDS} SET uidvalidity = ? WHERE account_id = ? AND folder = ?",
+            (FOLDER_GONE, account_id, name),
+        )
+        cur.execute(
+            f"DELETE FROM {CURSORS} WHERE account_id = ? AND folder = ?", (account_id, name)
+        )

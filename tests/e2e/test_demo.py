@@ -25,6 +25,11 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
         "Define custom fields",
         "Hi, the quarterly report is attached.",
         "q3-résumé.csv",
+        "outbound",  # a reply in Sent joins its thread
+        "True → False",  # read in another client
+        "INBOX → Archive",
+        "ok → deleted",
+        "message.deleted, message.flags_changed, message.moved",
         "alice.note = '[anonymized]'",
         "tier (deleted)",
         "generation 2",

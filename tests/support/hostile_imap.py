@@ -2,7 +2,8 @@
 
 ``HostileImapServer(script)`` listens on 127.0.0.1 (a free port) and speaks just enough
 IMAP for our client — greeting, CAPABILITY, LOGIN, EXAMINE/SELECT, UID SEARCH,
-UID FETCH, LIST, NOOP, IDLE, LOGOUT — answering from the ``Script``: its messages
+UID FETCH, LIST, STATUS, NOOP, IDLE, LOGOUT — answering from the ``Script``: its messages
+(per folder where ``folder_messages`` says)
 (``HostileMessage``: any RFC822.SIZE or INTERNALDATE text, announced literals larger
 than what follows, garbage FETCH lines), its LIST answer (any lines, literals included)
 and its connection-wide tricks (a one-byte-a-second drip, any UIDVALIDITY, UIDs out of
@@ -22,7 +23,7 @@ import socket
 import ssl
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Self
 
@@ -87,6 +88,17 @@ class Script:
     highestmodseq: int | None = None
     """HIGHESTMODSEQ sent with EXAMINE (put CONDSTORE in ``capabilities`` too). A flag
     FETCH is answered with every message it names, ``CHANGEDSINCE`` or not."""
+    vanished_lines: list[bytes] = field(default_factory=list)
+    """Sent after an EXAMINE with ``(QRESYNC ...)`` as ``* VANISHED <line>`` (put
+    QRESYNC and ENABLE in ``capabilities`` too)."""
+    qresync_flags: bool = True
+    """An EXAMINE with ``(QRESYNC ...)`` also answers every message's flags."""
+    folder_messages: dict[bytes, list[HostileMessage]] = field(default_factory=dict)
+    """Folders (by name as sent) whose EXAMINE selects these messages instead of
+    ``messages``, for the rest of that session."""
+    status_answer: bytes = b"NO [NONEXISTENT] no such folder"
+    """The tagged answer to ``STATUS`` of a folder other than INBOX (``OK ...``: it is
+    there, whatever LIST said)."""
 
 
 def bad_charset_message(uid: int) -> HostileMessage:
@@ -259,6 +271,10 @@ class _Conversation:
         elif verb == b"LOGIN":
             self.dripping = self.dripping or script.drip_from == "login"
         elif verb in (b"EXAMINE", b"SELECT"):
+            name = args.split(b" (", 1)[0].strip().strip(b'"')
+            chosen = self.server.script.folder_messages.get(name)
+            base = self.server.script
+            self.script = script = base if chosen is None else replace(base, messages=chosen)
             uids = [m.uid for m in script.messages]
             uidnext = script.uidnext or str(max(uids, default=0) + 1)
             self.send(
@@ -267,8 +283,16 @@ class _Conversation:
             )
             if script.highestmodseq is not None:
                 self.send(b"* OK [HIGHESTMODSEQ %d] ok\r\n" % script.highestmodseq)
+            if b"(QRESYNC (" in args.upper():
+                for line in script.vanished_lines:
+                    self.send(b"* VANISHED " + line + b"\r\n")
+                if script.qresync_flags:
+                    self.flags(b"1:*", by_uid=True)
         elif verb == b"UID SEARCH":
-            found = [m.uid for m in script.messages if m.uid in _uid_set(args, script)]
+            named = _uid_set(args, script)
+            if args.strip().upper() == b"ALL":
+                named = {m.uid for m in script.messages}
+            found = [m.uid for m in script.messages if m.uid in named]
             found += list(script.extra_search_uids)
             if script.vanish_all and args.strip().upper() == b"ALL":
                 found = []
@@ -288,6 +312,12 @@ class _Conversation:
                 self.send(b"* LIST " + line + b"\r\n")
             for line in script.status_lines:
                 self.send(b"* STATUS " + line + b"\r\n")
+        elif verb == b"STATUS":
+            name = args.split(b" (", 1)[0].strip().strip(b'"')
+            if name.upper() != b"INBOX" and not script.status_answer.startswith(b"OK"):
+                self.send(tag + b" " + script.status_answer + b"\r\n")
+                return True
+            self.send(b"* STATUS %s (UIDVALIDITY %s)\r\n" % (name, script.uidvalidity.encode()))
         elif verb == b"IDLE":
             self.send(b"+ idling\r\n")
             if self.readline() is None:
@@ -295,7 +325,12 @@ class _Conversation:
         elif verb == b"LOGOUT":
             self.send(b"* BYE bye\r\n" + tag + b" OK done\r\n")
             return False
-        elif verb not in (b"NOOP", b"ENABLE"):
+        elif verb == b"ENABLE":
+            offered = set(script.capabilities.upper().split())
+            enabled = [c for c in args.upper().split() if c.decode() in offered]
+            if enabled:
+                self.send(b"* ENABLED " + b" ".join(enabled) + b"\r\n")
+        elif verb != b"NOOP":
             self.send(tag + b" BAD unknown command\r\n")
             return True
         self.send(tag + b" OK done\r\n")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from uuid import UUID
 
 from application.context import Context
+from application.mail.access import can_see
 from application.mail.outbound.access import can_send
 from application.payloads import Payload as Base
 from application.result import Result, forbidden, not_found
@@ -33,12 +34,10 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         if not outbound.exists or outbound.tenant_id != user.tenant_id:
             return not_found(f"outbound message {payload.outbound_id}")
         account = load(ctx.store, MailAccount, UUID(outbound.account_id))
+        if not can_see(user, account.tenant_id, account.scope, account.owner_user_id):
+            return not_found(f"outbound message {payload.outbound_id}")
         if not can_send(ctx, user, account):
-            return (
-                forbidden()
-                if account.scope == "shared"
-                else not_found(f"outbound message {payload.outbound_id}")
-            )
+            return forbidden()
         try:
             outbound.cancel(by=user.id, now=ctx.clock.now())
         except NotCancelable:

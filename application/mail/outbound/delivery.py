@@ -224,6 +224,11 @@ class OutboundDelivery:
         )
 
     def _credentials(self, account: MailAccount) -> Credentials:
+        own = self.ctx.mail.smtp_secrets
+        if account.auth_method == "password" and own is not None:
+            smtp_secret = own.get(str(account.id))  # ``smtpSecret``, where one was given
+            if smtp_secret is not None:
+                return Credentials("password", smtp_secret)
         secret = self.ctx.mail.secrets.get(str(account.id))
         if secret is None:
             raise SmtpRejected("no usable secret for the account")

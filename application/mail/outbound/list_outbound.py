@@ -34,7 +34,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:
         []
         if outbox is None
         else outbox.list_outbound(
-            user.tenant_id, accounts, state=payload.state, limit=payload.limit, before=None
+            user.tenant_id, accounts, state=payload.state, limit=payload.limit
         )
     )
     return Result.ok({"items": [outbound_view(ctx, row) for row in rows]})

@@ -118,7 +118,6 @@ class OutboxReadModel(Protocol):
         *,
         state: str | None,
         limit: int,
-        before: str | None,
     ) -> list[dict[str, Any]]: ...
 
     def due_outbound(self, now_iso: str, limit: int) -> list[str]:

@@ -170,7 +170,9 @@ def gm_client(sim: Running) -> IMAPClient:
     return client
 
 
-def test_gmail_folders_pick_all_mail_junk_trash_and_inbox(gmail: Running, tmp_path: Path) -> None:
+def test_gmail_folders_pick_all_mail_sent_junk_trash_and_inbox(
+    gmail: Running, tmp_path: Path
+) -> None:
     user = user_name(0)
     gmail.deliver(user, sample_mail(user, 1), {b"\\Inbox", b"Work"})
     session = open_session(gmail, tmp_path, user)
@@ -193,6 +195,7 @@ def test_gmail_folders_pick_all_mail_junk_trash_and_inbox(gmail: Running, tmp_pa
     assert [f.name for f in chosen] == [
         "INBOX",
         "[Gmail]/All Mail",
+        "[Gmail]/Sent Mail",
         "[Gmail]/Trash",
         "[Gmail]/Spam",
     ]

@@ -10,6 +10,9 @@ from typing import Any
 
 from application import User
 from application.app import App
+from infrastructure.bootstrap import open_database
+from infrastructure.sql.database import DatabaseUrl
+from infrastructure.sql.flag_state import SqlFlagState
 from tests.support.dovecot import DovecotServer, DovecotUser
 from tests.support.results import ok
 
@@ -114,3 +117,16 @@ def raw_mail(
         line = b"y" * 76 + b"\r\n"
         raw += line * ((pad_to - len(raw)) // len(line))
     return raw
+
+
+def forget_uid_map(database_url: str, account_id: str) -> int:
+    """Drop the account's UID map, flag cursors and the map's rebuild walk, as for
+    messages stored before they existed; how many map rows there were."""
+    db = open_database(DatabaseUrl.parse(database_url))
+    try:
+        state = SqlFlagState(db)
+        rows = state.mapped(account_id)
+        state.forget(account_id)
+        return len(rows)
+    finally:
+        db.close()

@@ -9,7 +9,9 @@ Dovecot on both backends, with the budget's clock injected (``test_provider_limi
   fingerprint twin), deferred entries move to their new place and their bodies arrive
   the day the budget allows; one expunged meanwhile is ``vanished``; a rebuild agrees;
 - deleting the account or shredding its tenant forgets its deferred entries, and the
-  next day's poll stores nothing for it.
+  next day's poll stores nothing for it;
+- a page of another folder past the budget is stored deferred, and its bodies come from
+  that folder the next day.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from infrastructure.sql.deferred_bodies import SqlDeferredBodies
 from infrastructure.sql.download_budget import SqlDownloadLedger
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import connect, count_events, messages, raw_mail
+from tests.integration.mail.test_folder_sync import append
 from tests.integration.mail.test_provider_limits import (
     BODY_FETCHED,
     BUDGET_BYTES,
@@ -267,3 +270,35 @@ def test_deleting_the_account_or_shredding_its_tenant_forgets_its_deferred_bodie
     # The shredded tenant's secret is unreadable too: its account cannot even log in.
     assert (after.ingested, after.completed) == (0, 0)
     assert count_events(app, BODY_FETCHED) == 0
+
+
+def test_deferred_bodies_in_another_folder_come_from_that_folder(
+    make_mail_app: MakeMailApp,
+    database_url: str,
+    admin: User,
+    dovecot: DovecotServer,
+    mailbox: DovecotUser,
+) -> None:
+    # A folder page past the budget is stored like INBOX's (it used to be dropped, and
+    # the folder waited): its deferred messages' bodies come from Archive the next day.
+    mail = budgeted(make_mail_app, dovecot)
+    sent = {f"arch {i}": raw_mail(i, subject=f"arch {i}", pad_to=SIZE) for i in range(8)}
+    append(dovecot, mailbox, "Archive", *sent.values())
+    account_id = connect(mail.app, admin, dovecot, mailbox)
+    today = datetime.now(UTC)
+    first = poll_on(mail, database_url, today)
+    assert (first.error_kind, first.ingested) == (None, 8)
+    waiting = deferred_entries(database_url, account_id)
+    assert waiting
+    listed = messages(mail.app, admin, accountId=account_id)
+    assert {m["state"] for m in listed} == {"ok", "deferred"}
+    assert all(m["folders"] == ["Archive"] for m in listed)
+
+    later = poll_on(mail, database_url, today + timedelta(days=1))
+    assert (later.error_kind, later.ingested, later.completed) == (None, 0, len(waiting))
+    assert deferred_entries(database_url, account_id) == []
+    listed = messages(mail.app, admin, accountId=account_id)
+    assert {m["state"] for m in listed} == {"ok"}
+    bodies_match(mail, admin, listed, sent)
+    assert count_events(mail.app, BODY_FETCHED) == len(waiting)
+    assert count_events(mail.app, INGESTED) == 8

@@ -209,6 +209,11 @@ def test_a_renamed_folder_is_gone_and_new_and_its_mail_stays_one(
     names = {f["name"] for f in accounts(mail.app, admin)[account_id]["folders"]}
     assert "Projects 2026" in names and "Projects" not in names
     assert count_events(mail.app, "tidings.mail.MailFolderGone") == 1
+    # The message follows by its identity: one move, never a deletion.
+    [plan] = messages(mail.app, admin, accountId=account_id)
+    assert (plan["folders"], plan["state"]) == (["Projects 2026"], "ok")
+    assert count_events(mail.app, "tidings.mail.MessageFoldersChanged") == 1
+    assert count_events(mail.app, "tidings.mail.MessageDeleted") == 0
     listed = count_events(mail.app, LISTED)
     mail.outcome(account_id, mail.poll())  # listed again (interval 0): nothing changed
     assert count_events(mail.app, LISTED) == listed

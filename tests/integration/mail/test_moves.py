@@ -343,7 +343,8 @@ def test_a_server_saying_every_uid_vanished_every_time_deletes_nothing(
         account_id = connect_hostile(mail.app, admin, hostile, "vanishing")
         assert mail.outcome(account_id, mail.poll()).ingested == 3
         script.vanish_all = True  # EXISTS 3, and UID SEARCH ALL answers nothing
-        for _ in range(3):
+        for n in range(3):  # UIDNEXT moves on while MESSAGES stays: something may have left
+            script.uidnext = str(5 + n)
             polled(mail, account_id)
         searches = [c for c in hostile.commands if c.upper().endswith(b"UID SEARCH ALL")]
     assert len(searches) >= 3

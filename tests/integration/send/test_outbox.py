@@ -207,7 +207,10 @@ def test_who_may_send(sender: Sender) -> None:
             MEMBER,
         )
     )
-    ok(sender.app.write("send-message", _payload(personal), MEMBER))
+    mine = ok(sender.app.write("send-message", _payload(personal), MEMBER))["outboundId"]
+    cancel = {"outboundId": mine}
+    failed(sender.app.write("cancel-outbound", cancel, ADMIN), "forbidden", 403)
+    failed(sender.app.write("cancel-outbound", cancel, OTHER_MEMBER), "not_found", 404)
     failed(
         sender.app.write("send-message", _payload(personal, idempotencyKey="o"), OTHER_MEMBER),
         "not_found",
@@ -340,3 +343,42 @@ def test_a_message_of_an_inactive_account_waits_and_of_a_deleted_one_is_canceled
     queued = sender.send(other, to=["x@example.test"])["outboundId"]
     ok(sender.app.write("delete-mail-account", {"accountId": other}, ADMIN))
     assert sender.delivery.run(queued) == "canceled"
+
+
+def test_an_smtp_secret_of_its_own_is_used_for_sending(sender: Sender) -> None:
+    alice, bob = sender.mailbox(), sender.mailbox()
+    dovecot, postfix = sender.servers.dovecot, sender.servers.postfix
+    payload = {
+        "provider": "imap",
+        "displayName": "own smtp secret",
+        "address": f"{alice.name}@example.test",
+        "scope": "shared",
+        "authMethod": "password",
+        "imap": {
+            "host": dovecot.host,
+            "port": dovecot.port,
+            "security": "none",
+            "username": alice.name,
+        },
+        "smtp": {
+            "host": postfix.host,
+            "port": postfix.submission_port,
+            "security": "starttls",
+            "username": alice.name,
+        },
+        "secret": "not-the-password",  # the IMAP secret: SMTP must not need it
+        "smtpSecret": alice.password,
+    }
+    without_smtp = {k: v for k, v in payload.items() if k != "smtp"}
+    failed(sender.app.write("connect-mail-account", without_smtp, ADMIN), "invalid_payload", 400)
+    account = ok(sender.app.write("connect-mail-account", payload, ADMIN))["accountId"]
+    first = sender.send(account, to=[_address(bob)], subject="With its own secret")
+    assert sender.delivery.run(first["outboundId"]) == "sent"
+    ok(
+        sender.app.write(
+            "update-mail-account", {"accountId": account, "smtpSecret": "wrong"}, ADMIN
+        )
+    )
+    second = sender.send(account, to=[_address(bob)], subject="With a wrong one")
+    assert sender.delivery.run(second["outboundId"]) == "failed"
+    assert "535" in sender.outbound(second["outboundId"])["lastReply"]

@@ -1,5 +1,6 @@
-"""The feed items of a deferred message's second event: their public shapes, their
-ordering key (the account) and which fields stay sealed until served."""
+"""The feed items of a deferred message's second event and of a restored message: their
+public shapes, their ordering key (the account) and which fields stay sealed until
+served."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from datetime import UTC, datetime
 from uuid import uuid4
 
 from application.feed.items import TYPES, entry_of, item_id
-from domain.message import MessageBodyFetched, MessageBodyVanished
+from domain.message import MessageBodyFetched, MessageBodyVanished, MessageRestored
 
 NOW = datetime(2026, 12, 2, tzinfo=UTC)
 
@@ -60,3 +61,25 @@ def test_a_vanished_body_is_a_message_body_vanished_item() -> None:
     }
     assert entry.sealed == ()
     assert {"message.body_fetched", "message.body_vanished"} <= set(TYPES)
+
+
+def test_a_restored_message_is_a_message_restored_item() -> None:
+    event = MessageRestored(
+        originator_id=uuid4(),
+        originator_version=4,
+        timestamp=NOW,
+        tenant_id="t1",
+        account_id="a1",
+        folders=["Archive", "INBOX"],
+        state="too_large",
+    )
+    entry = entry_of(event)
+    assert entry is not None
+    assert (entry.type, entry.account_id, entry.sealed) == ("message.restored", "a1", ())
+    assert entry.data == {
+        "messageId": str(event.originator_id),
+        "accountId": "a1",
+        "folders": ["Archive", "INBOX"],
+        "state": "too_large",
+    }
+    assert "message.restored" in TYPES

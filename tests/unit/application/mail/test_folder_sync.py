@@ -1,12 +1,12 @@
 """The folder pass's decisions (``FolderSync``) with fakes of its ports: when it lists,
 how a listing maps onto the known folders' keys and cursors, a listing not believed, a
-failed folder, a page past the download budget."""
+failed folder, a page past the download budget stored deferred."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, date, datetime, timedelta
 from types import SimpleNamespace
 from typing import Any
@@ -36,14 +36,25 @@ class MemoryFolders:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], FolderRow] = {}
         self.failures: list[tuple[str, str]] = []
+        self.renamed: dict[str, str] = {}
+        self.vanished: list[str] = []
 
     def folders(self, account_id: str) -> list[FolderRow]:
         rows = [r for (a, _), r in self.rows.items() if a == account_id]
         return sorted(rows, key=lambda r: (r.name != "INBOX", r.name))
 
     def save_listing(
-        self, account_id: str, rows: Sequence[FolderRow], gone: Iterable[str], at: datetime
+        self,
+        account_id: str,
+        rows: Sequence[FolderRow],
+        gone: Iterable[str],
+        at: datetime,
+        *,
+        renamed: Mapping[str, str] | None = None,
+        vanished: Iterable[str] = (),
     ) -> None:
+        self.renamed.update(renamed or {})
+        self.vanished += list(vanished)
         for key in gone:
             self.rows.pop((account_id, key), None)
         for row in rows:
@@ -95,6 +106,12 @@ class FakeSession:
         self.fetched: list[tuple[str, MailboxCursor | None]] = []
         self.pages: dict[str, FetchBatch] = {}
         self.failing: set[str] = set()
+        self.unlisted: set[str] = set()  # left out of the listing, still on the server
+        self.probed: list[str] = []
+
+    def folder_exists(self, name: str) -> bool:
+        self.probed.append(name)
+        return name in self.unlisted
 
     def list_folders(self) -> FolderListing:
         self.lists += 1
@@ -154,7 +171,8 @@ def test_a_first_pass_lists_and_pages_every_synced_folder_but_inbox() -> None:
     sync, store, session, account, _ = make([*SPECIAL, folder("Projects")])
     sync.run(session, account, never_late)
     assert session.lists == 1
-    assert [name for name, _ in session.fetched] == ["Archive", "Sent"]
+    # Sent first: its pages are outbound (and on Gmail its messages are in All Mail too).
+    assert [name for name, _ in session.fetched] == ["Sent", "Archive"]
     assert {r.name for r in store.folders(str(account.id))} == {"INBOX", "Sent", "Archive"}
     sent = next(r for r in store.folders(str(account.id)) if r.name == "Sent")
     assert sent.cursor == MailboxCursor(1, 5) and sent.last_sync_at == NOW
@@ -166,7 +184,7 @@ def test_within_the_interval_it_does_not_list_again_and_pages_from_the_cursor() 
     session.fetched.clear()
     sync.run(session, account, never_late)
     assert session.lists == 1
-    assert session.fetched == [("Archive", MailboxCursor(1, 5)), ("Sent", MailboxCursor(1, 5))]
+    assert session.fetched == [("Sent", MailboxCursor(1, 5)), ("Archive", MailboxCursor(1, 5))]
 
 
 def test_a_changed_setting_lists_again_at_once() -> None:
@@ -205,6 +223,50 @@ def test_matching_keeps_keys_voids_a_reset_cursor_and_drops_what_is_gone() -> No
     fetched = dict(session.fetched)
     assert fetched["Sent Items"] == MailboxCursor(1, 5)  # the renamed folder goes on
     assert fetched["Archive"] is None  # the reset one starts again
+    # The rename carries the UID map to the new name; Trash is gone from the server.
+    assert (store.renamed, store.vanished) == ({"Sent": "Sent Items"}, ["Trash"])
+
+
+def test_a_folder_the_listing_left_out_but_the_server_has_is_kept() -> None:
+    sync, store, session, account, _ = make(SPECIAL, interval=0)
+    sync.run(session, account, never_late)
+    keys = {r.name: r.folder_key for r in store.folders(str(account.id))}
+    session.listing = FolderListing((folder("INBOX", "inbox"), folder("Archive", "archive")))
+    session.unlisted = {"Sent"}  # LIST lied: STATUS Sent answers OK
+    session.fetched.clear()
+    sync.run(session, account, never_late)
+    after = {r.name: r.folder_key for r in store.folders(str(account.id))}
+    assert after == keys and store.vanished == [] and session.probed == ["Sent"]
+    assert "Sent" in dict(session.fetched)  # still synced from its cursor
+    session.unlisted = set()  # now really deleted: STATUS answers NO
+    sync.run(session, account, never_late)
+    assert set(after) - {r.name for r in store.folders(str(account.id))} == {"Sent"}
+    assert store.vanished == ["Sent"]
+
+
+def test_a_failed_confirmation_decides_nothing() -> None:
+    sync, store, session, account, _ = make(SPECIAL, interval=0)
+    sync.run(session, account, never_late)
+    rows = store.folders(str(account.id))
+
+    def broken(name: str) -> bool:
+        raise MailboxTransientError("STATUS answered BAD")
+
+    session.folder_exists = broken  # type: ignore[method-assign]
+    session.listing = FolderListing((folder("INBOX", "inbox"),))
+    with pytest.raises(MailboxTransientError):
+        sync.run(session, account, never_late)
+    assert store.folders(str(account.id)) == rows and store.vanished == []
+
+
+def test_a_folder_no_longer_chosen_is_not_gone_from_the_server() -> None:
+    listing = [*SPECIAL, folder("Projects")]
+    sync, store, session, account, _ = make(listing, interval=0)
+    sync.run(session, account, never_late)
+    account.folders = ["Projects"]  # the setting changed: Sent and Archive not chosen
+    sync.run(session, account, never_late)
+    assert {r.name for r in store.folders(str(account.id))} == {"INBOX", "Projects"}
+    assert store.vanished == []  # still on the server: their messages stay placed
 
 
 def test_each_saved_listing_is_handed_on_to_be_recorded_as_events() -> None:
@@ -238,7 +300,7 @@ def test_a_failing_folder_is_recorded_and_the_account_listed_again() -> None:
     assert all(r.listed_at is None for r in store.folders(str(account.id)))
 
 
-def test_a_page_past_the_download_budget_is_not_stored_and_the_cursor_stays() -> None:
+def test_a_page_past_the_download_budget_is_stored_deferred_and_the_cursor_moves() -> None:
     sync, store, session, account, ingestion = make(
         [folder("INBOX", "inbox"), folder("Sent", "sent")]
     )
@@ -249,6 +311,9 @@ def test_a_page_past_the_download_budget_is_not_stored_and_the_cursor_stays() ->
         has_more=False,
     )
     sync.run(session, account, never_late)
-    assert ingestion.stored == []
+    # Stored like an INBOX page: its deferred message is held with its folder (the
+    # ingestion does that), and its body comes later from Sent (``completion``).
+    [page] = ingestion.stored
+    assert (page.folder, page.cursor) == ("Sent", MailboxCursor(1, 7))
     sent = next(r for r in store.folders(str(account.id)) if r.name == "Sent")
-    assert sent.cursor is None
+    assert sent.cursor == MailboxCursor(1, 7)

@@ -108,7 +108,7 @@ def test_names_sync_inbox_and_those_names_and_say_which_are_missing() -> None:
     assert chosen.missing == ("Nope", "Shared")
 
 
-def test_on_gmail_special_syncs_all_mail_junk_trash_and_inbox_not_each_label() -> None:
+def test_on_gmail_special_syncs_all_mail_sent_junk_trash_and_inbox_not_each_label() -> None:
     gmail = [
         folder("INBOX", "inbox"),
         folder("[Gmail]/All Mail", "all"),
@@ -118,7 +118,13 @@ def test_on_gmail_special_syncs_all_mail_junk_trash_and_inbox_not_each_label() -
         folder("Customers"),
     ]
     chosen = folders_to_sync(gmail, FolderSelection("special"))
-    assert names(chosen.folders) == ["INBOX", "[Gmail]/All Mail", "[Gmail]/Spam", "[Gmail]/Trash"]
+    assert names(chosen.folders) == [
+        "INBOX",
+        "[Gmail]/All Mail",
+        "[Gmail]/Sent Mail",
+        "[Gmail]/Spam",
+        "[Gmail]/Trash",
+    ]
 
 
 # -- matching a listing -----------------------------------------------------------
