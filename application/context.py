@@ -16,7 +16,7 @@ from application.mail.content import ContentReader
 from application.mail.deferred import DeferredBodies
 from application.mail.flag_state import FlagStateStore
 from application.mail.folder_state import FolderStateStore
-from application.mail.outbound.ports import OutboxReadModel
+from application.mail.outbound.ports import OutboxReadModel, UploadStore
 from application.mail.ports import BlobStore, DownloadBudgets, MailProvider, TokenProvider
 from application.mail.providers import ProviderTable
 from application.mail.read_model import MailReadModel
@@ -48,6 +48,7 @@ class MailPorts:
     flags: FlagStateStore | None = None  # None: flags are not mirrored
     folders: FolderStateStore | None = None  # None: only INBOX is synced
     outbox: OutboxReadModel | None = None  # None: nothing can be sent
+    uploads: UploadStore | None = None  # None: attachments only inline
     providers: ProviderTable = field(default_factory=ProviderTable)  # send limits, Sent copies
     token_provider: TokenProvider | None = None  # OAuth2 access tokens (IMAP's and SMTP's)
     smtp_secrets: SecretStore | None = None  # accounts' own SMTP secrets (``smtpSecret``)

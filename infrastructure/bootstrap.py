@@ -52,6 +52,7 @@ from infrastructure.sql.flag_state import SqlFlagState
 from infrastructure.sql.folder_state import SqlFolderState
 from infrastructure.sql.key_usage import SqlKeyUsage
 from infrastructure.sql.mailbox_state import SqlMailboxState
+from infrastructure.sql.uploads import SqlUploads
 from infrastructure.webhooks.store import SqlWebhookStore
 from projections.base import OpensSealedValues, Projection
 from projections.custom_fields import CustomFieldsProjection
@@ -204,6 +205,8 @@ def build_mail_ports(
     destinations = ResolvingDestinationPolicy(allow_private=settings.allow_private_hosts)
     ledger = SqlDownloadLedger(db)
     ledger.setup()
+    uploads = SqlUploads(db, blobs)
+    uploads.setup()
     budgets = ProviderBudgets(provider_table(settings), ledger, SystemClock().now)
     signals: SignalBus
     activity: UserActivity
@@ -237,6 +240,7 @@ def build_mail_ports(
         flags=flag_state,
         folders=folders,
         outbox=OutboxReader(db),
+        uploads=uploads,
         smtp_secrets=smtp_secrets,
         token_provider=tokens,
         providers=provider_table(settings),

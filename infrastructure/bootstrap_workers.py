@@ -4,6 +4,7 @@ collaborators, the webhook delivery loop. ``bootstrap()`` builds the ``App`` the
 from __future__ import annotations
 
 import ssl
+import threading
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -42,7 +43,7 @@ from workers.caps import CappedProvider, ConnectionCaps
 from workers.directory import AccountDirectory, DirectoryReader
 from workers.metrics import CountingProvider, WorkerMetrics
 from workers.news import Inbox
-from workers.outbound import HostSlots
+from workers.outbound import HostSlots, OutboxWake, run_outbound
 from workers.parking import ParkedSessions
 from workers.policies.webhook_lanes import LaneSettings
 from workers.poll import Poller
@@ -282,3 +283,26 @@ def outbox_signals(app: App, settings: Settings, callback: Callable[[Signal], No
     else:
         subscriber = app.ctx.mail.signals  # type: ignore[assignment]
     subscriber.subscribe(callback)
+
+
+def start_outbox(
+    app: App, settings: Settings, holder: str, stop: threading.Event, interval: float
+) -> tuple[threading.Thread, threading.Event]:
+    """An outbox thread (``run_outbound``) woken by ``outbound_queued`` signals, started;
+    answers it and the event that wakes it (set it after ``stop`` to end it at once)."""
+    wake = OutboxWake()
+    outbox_signals(app, settings, wake.on_signal)
+    thread = threading.Thread(
+        target=run_outbound,
+        args=(
+            build_outbound_delivery(app, settings, holder),
+            stop,
+            interval,
+            settings.send_concurrency,
+            wake,
+        ),
+        name="outbound",
+        daemon=True,
+    )
+    thread.start()
+    return thread, wake.event

@@ -168,7 +168,11 @@ class FilesystemBlobStore:
                 raise KeyErased(owner.account_id)
             name, body_key = made
             ref = streamed_ref(owner, name)
-            return self._write(lambda f: (seal_to(f, chunks, body_key, owner), ref)[1])
+            try:
+                return self._write(lambda f: (seal_to(f, chunks, body_key, owner), ref)[1])
+            except BaseException:  # the stream failed: its key goes with the bytes
+                self._body_keys.destroy([(owner.tenant_id, owner.account_id, name)])
+                raise
         key = self._key(owner, sealing=True)
         return self._write(lambda f: self._owned_ref(owner, seal_to(f, chunks, key, owner)))
 

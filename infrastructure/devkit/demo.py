@@ -335,6 +335,7 @@ def _with_mail(
         *webhook_steps,
         lambda _: mail.idle_arrival(),
         *delivered_steps,
+        lambda _: mail.send_reply(),
         expire_by_retention,
         delete_field,
         redefine_field,

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from infrastructure.bootstrap_workers import build_supervisor, build_syncer
 from infrastructure.cli.runtime import CliError
+from infrastructure.devkit.demo_send import SendDemo
 from infrastructure.devkit.dovecot import DovecotServer, dovecot_available
 from infrastructure.runtime.settings import Settings
 
@@ -106,11 +107,13 @@ class MailDemo:
         self.password = "demo-" + os.urandom(6).hex()
         self._stop = threading.Event()
         self._worker: threading.Thread | None = None
+        self.sending = SendDemo(settings)
 
     def close(self) -> None:
         self._stop.set()
         if self._worker is not None:
             self._worker.join(timeout=10)
+        self.sending.close()
         if self.server is not None:
             self.server.stop()
 
@@ -122,8 +125,9 @@ class MailDemo:
             f"{SEEDED} messages (the demo stops it at the end).",
         )
         ensure_dovecot(demo.console)
-        self.server = DovecotServer().start()
+        self.server = DovecotServer(extra_config=self.sending.dovecot_config()).start()
         user = self.server.add_user("sales", self.password)
+        self.sending.start(self.server, self.password)
         now = datetime.now(UTC)
         for n in range(1, SEEDED + 1):
             when = now - timedelta(hours=SEEDED - n)
@@ -153,6 +157,7 @@ class MailDemo:
                     "security": "none",
                     "username": "sales",
                 },
+                **self.sending.smtp("sales"),
                 "secret": self.password,
             },
         )["accountId"]
@@ -261,3 +266,7 @@ class MailDemo:
             f"[bold]{items[0]['subject']}[/] was queryable {latency:.0f} ms after "
             "APPEND (Dovecot itself waits ~500 ms before it announces new mail)."
         )
+
+    def send_reply(self) -> None:
+        assert self.server is not None
+        self.sending.reply(self.demo, self.account_id, self.server, self.password)

@@ -10,7 +10,7 @@ refused while it is read (413), one slower than ``body_timeout`` is 408, JSON th
 not one object is 400, an ``Authorization`` header that is not a well-formed key is 401
 without a database read; budgets per caller address, in all and per key (429); use
 cases that dial out (``DIALS_OUT``) run in a pool of their own, capped per tenant. The
-feed's routes are ``feed_routes``.
+feed's routes are ``feed_routes``; uploads (streamed, sealed) are ``uploads``.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from infrastructure.http import openapi, problems
 from infrastructure.http.door import ApiSettings, Door, Refused
 from infrastructure.http.feed_routes import feed_routes
 from infrastructure.http.rate_limit import Limiter
+from infrastructure.http.uploads import upload_routes
 
 log = logging.getLogger("tidings.http")
 
@@ -94,6 +95,7 @@ def create_api(
         route("queries", use_case, app.query)
     feed_routes(api, app, door)
     _download_routes(api, app, door)
+    upload_routes(api, app, door)
     _operational_routes(api, registry, ready or (lambda: True))
     _problem_handlers(api)
     return api

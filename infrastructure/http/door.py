@@ -10,7 +10,9 @@ Held at once: a tenant runs at most ``dial_out_per_tenant`` requests that dial o
 (``DIALS_OUT``: a verify, with its token refresh), in a thread pool of their own
 (``dial_out_threads``), so a tenant that points them at a slow server cannot take the
 threads that authenticate and answer everyone else; a key holds at most
-``streams_per_key`` event streams and long polls. Over either cap: 429.
+``streams_per_key`` event streams and long polls, a tenant at most
+``uploads_per_tenant`` uploads at once (stored in a pool of ``upload_threads``, each
+within ``upload_timeout`` from its first byte to its last). Over any cap: 429.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ class ApiSettings:
     dial_out_threads: int = 16
     dial_out_per_tenant: int = 4
     streams_per_key: int = 8
+    upload_timeout: float = 120.0  # seconds for a whole upload to arrive
+    uploads_per_tenant: int = 2
+    upload_threads: int = 8
 
 
 class Refused(Exception):
@@ -85,6 +90,8 @@ class Door:
         self.dial_out = anyio.CapacityLimiter(settings.dial_out_threads)
         self._dialling: Counter[str] = Counter()  # tenant -> dial-outs in flight
         self._streams: Counter[str] = Counter()  # key id -> streams open
+        self.upload_pool = anyio.CapacityLimiter(settings.upload_threads)
+        self._uploading: Counter[str] = Counter()  # tenant -> uploads in flight
         self._lock = threading.Lock()
 
     async def caller(self, request: Request) -> User:
@@ -168,6 +175,30 @@ class Door:
                 self._dialling[tenant] -= 1
                 if self._dialling[tenant] <= 0:
                     del self._dialling[tenant]
+
+    @contextmanager
+    def upload_slot(self, user: User) -> Iterator[None]:
+        """One of the tenant's upload slots while the block runs; 429 when none is left."""
+        tenant = user.tenant_id
+        with self._lock:
+            if self._uploading[tenant] >= self.settings.uploads_per_tenant:
+                raise Refused(
+                    problems.fail(
+                        "too_many_uploads",
+                        429,
+                        "this tenant streams as many uploads at once as allowed",
+                        limit=self.settings.uploads_per_tenant,
+                        retryAfter=1,
+                    )
+                )
+            self._uploading[tenant] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._uploading[tenant] -= 1
+                if self._uploading[tenant] <= 0:
+                    del self._uploading[tenant]
 
     @contextmanager
     def stream_slot(self, user: User) -> Iterator[None]:

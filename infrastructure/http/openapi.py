@@ -153,6 +153,7 @@ def _operational_paths() -> dict[str, Any]:
             "application/octet-stream",
             ["messageId", "attachmentId"],
         ),
+        "/v1/uploads": _upload(),
         "/healthz": plain("healthz: the process answers"),
         "/readyz": plain("readyz: the store answers"),
         "/metrics": plain("metrics: Prometheus text", "text/plain"),
@@ -174,6 +175,57 @@ def _download(operation: str, summary: str, media: str, names: list[str]) -> dic
                     "content": {media: {"schema": {"type": "string", "format": "binary"}}},
                 },
                 "default": _problem_response("404 for another tenant's message or attachment"),
+            },
+        }
+    }
+
+
+def _upload() -> dict[str, Any]:
+    def query(name: str, description: str) -> dict[str, Any]:
+        schema = {"type": "string", "minLength": 1, "maxLength": 255}
+        return {
+            "name": name,
+            "in": "query",
+            "required": True,
+            "description": description,
+            "schema": schema,
+        }
+
+    uploaded = {
+        "type": "object",
+        "properties": {
+            "uploadId": {"type": "string"},
+            "accountId": {"type": "string"},
+            "filename": {"type": "string"},
+            "contentType": {"type": "string"},
+            "size": {"type": "integer"},
+            "expiresAt": {"type": "string", "format": "date-time"},
+        },
+    }
+    return {
+        "post": {
+            "operationId": "upload",
+            "summary": "A file to attach later (send-message's attachments: uploadId), "
+            "streamed into a sealed blob of the account; kept until sent or for a day",
+            "parameters": [
+                query("accountId", "the account that will send it (only it can)"),
+                query("filename", "the attachment's file name (no CR or LF)"),
+            ],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/octet-stream": {"schema": {"type": "string", "format": "binary"}}
+                },
+            },
+            "responses": {
+                "200": {
+                    "description": "the upload",
+                    "content": {"application/json": {"schema": uploaded}},
+                },
+                "default": _problem_response(
+                    "413 past max_send_mb, 408 slower than the upload deadline, 429 over the "
+                    "tenant's uploads at once, 404 for an account the caller cannot send from"
+                ),
             },
         }
     }

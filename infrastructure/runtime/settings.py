@@ -155,6 +155,11 @@ class Settings(BaseSettings):
     api_dial_out_per_tenant: Annotated[int, Field(ge=1, le=256)] = 4
     # Open event streams (and long polls) per API key.
     api_streams_per_key: Annotated[int, Field(ge=1, le=1000)] = 8
+    # Uploads (``POST /v1/uploads``): seconds for a whole upload to arrive, uploads a
+    # tenant streams at once, and the threads that store them (all tenants).
+    api_upload_timeout: Annotated[float, Field(gt=0)] = 120.0
+    api_uploads_per_tenant: Annotated[int, Field(ge=1, le=256)] = 2
+    api_upload_threads: Annotated[int, Field(ge=1, le=256)] = 8
     # uvicorn: open connections in all, and seconds a connection may idle or take to
     # send its request's headers and body.
     api_max_connections: Annotated[int, Field(ge=1)] = 1000

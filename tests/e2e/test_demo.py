@@ -35,7 +35,10 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
         "generation 2",
         "identical after the rebuild",
         "signature valid",
+        "arrived in support@example.test's INBOX: Re: Quarterly numbers",
+        "1 outbound message in the sender's thread",
         "Projection status",
     ):
         assert milestone in done.stdout
     assert "Traceback" not in done.stderr
+    assert "Skipped: no private Postfix" not in done.stdout

@@ -27,9 +27,12 @@ _POLICY = policy.SMTP.clone(max_line_length=998)
 class Attachment:
     filename: str
     content_type: str
-    content_base64: str
+    content_base64: str = ""
+    data: bytes | None = None  # an upload's bytes, instead of ``content_base64``
 
     def content(self) -> bytes:
+        if self.data is not None:
+            return self.data
         return base64.b64decode(self.content_base64, validate=True)
 
 

@@ -1,6 +1,6 @@
 """The outbox's ports: SMTP submission (``SmtpSubmission``), the read model of outbound
-messages (``OutboxReadModel``) and the Sent folder as a session offers it
-(``SentFolderSession``)."""
+messages (``OutboxReadModel``), the Sent folder as a session offers it
+(``SentFolderSession``) and the uploads waiting to be attached (``UploadStore``)."""
 
 from __future__ import annotations
 
@@ -127,4 +127,30 @@ class OutboxReadModel(Protocol):
 
     def queued_since(self, account_id: str, since_iso: str) -> int:
         """Messages of the account queued since then (canceled ones not counted)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class UploadRecord:
+    upload_id: str
+    tenant_id: str
+    account_id: str
+    blob_ref: str
+    filename: str  # sealed under the account's key
+    content_type: str
+    size: int
+    expires_at: str  # ISO 8601, UTC
+
+
+class UploadStore(Protocol):
+    def add(self, record: UploadRecord) -> None: ...
+
+    def get(self, upload_id: str) -> UploadRecord | None: ...
+
+    def expired(self, now: str, limit: int) -> list[UploadRecord]:
+        """Uploads whose time ran out, of any tenant, oldest first."""
+        ...
+
+    def discard(self, record: UploadRecord) -> None:
+        """Remove the upload and destroy its blob (idempotent)."""
         ...

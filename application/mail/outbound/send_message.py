@@ -24,9 +24,9 @@ from application.context import Context
 from application.errors import ConcurrencyConflict
 from application.mail.access import parse_account_id
 from application.mail.outbound.access import load_sendable
+from application.mail.outbound.attachments import Resolved, discard_used, resolve_all
 from application.mail.outbound.compose import (
     LINE_BREAKS,
-    Attachment,
     Draft,
     compose,
     new_message_id,
@@ -68,13 +68,29 @@ Addresses = Annotated[list[Address], Field(max_length=MAX_RECIPIENTS)]
 
 
 class AttachmentPayload(Base):
-    filename: Annotated[
-        str, StringConstraints(min_length=1, max_length=255), AfterValidator(_one_line)
-    ]
-    content_type: Annotated[
-        str, StringConstraints(max_length=255, pattern=r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+$")
-    ] = "application/octet-stream"
-    content_base64: Annotated[str, AfterValidator(_base64)]
+    """Inline (``contentBase64`` with a ``filename``) or uploaded first (``uploadId``:
+    the upload's file name and type unless given here)."""
+
+    filename: (
+        Annotated[str, StringConstraints(min_length=1, max_length=255), AfterValidator(_one_line)]
+        | None
+    ) = None
+    content_type: (
+        Annotated[
+            str, StringConstraints(max_length=255, pattern=r"^[A-Za-z0-9.+-]+/[A-Za-z0-9.+-]+$")
+        ]
+        | None
+    ) = None
+    content_base64: Annotated[str, AfterValidator(_base64)] | None = None
+    upload_id: Annotated[str, StringConstraints(min_length=1, max_length=64)] | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AttachmentPayload:
+        if (self.content_base64 is None) == (self.upload_id is None):
+            raise ValueError("give contentBase64 or uploadId, not both")
+        if self.content_base64 is not None and self.filename is None:
+            raise ValueError("an inline attachment needs a filename")
+        return self
 
 
 class Payload(Base):
@@ -130,7 +146,7 @@ def answer(outbound: Outbound, digest: str, *, replayed: bool) -> Result:
     return Result.ok(data)
 
 
-def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR0911
+def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR0911, C901 - a list of refusals
     account = load_sendable(ctx, user, payload.account_id)
     if isinstance(account, Result):
         return account
@@ -152,6 +168,10 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
         return references
     if (limited := _send_limit(ctx, account)) is not None:
         return limited
+    attachments = _attachments(ctx, tenant, account_id, payload)
+    if isinstance(attachments, Result):  # a racing request may have queued it, uploads used
+        again = load(ctx.store, Outbound, stream)
+        return answer(again, digest, replayed=True) if again.exists else attachments
     now = ctx.clock.now()
     draft = Draft(
         sender=sender,
@@ -161,9 +181,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
         subject=payload.subject,
         text=payload.text,
         html=payload.html,
-        attachments=tuple(
-            Attachment(a.filename, a.content_type, a.content_base64) for a in payload.attachments
-        ),
+        attachments=tuple(a for a, _ in attachments),
         in_reply_to=references[-1] if references and references[-1] != _NO_ID else None,
         references=tuple(r for r in references if r != _NO_ID),
         message_id=new_message_id(str(stream), sender),
@@ -208,6 +226,7 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
     ctx.mail.signals.publish(  # a worker attempts it now, not at its next scan
         Signal("outbound_queued", tenant, account_id=account_id, outbound_id=str(stream))
     )
+    discard_used(ctx, [record for _, record in attachments if record is not None])
     return Result.ok({"outboundId": str(stream), "state": "queued"})
 
 
@@ -249,4 +268,13 @@ def _send_limit(ctx: Context, account: MailAccount) -> Result | None:
         f"the account's provider allows {limit} messages a day",
         limit=limit,
         retryAfterSeconds=int((day + timedelta(days=1) - now).total_seconds()) + 1,
+    )
+
+
+def _attachments(ctx: Context, tenant: str, account_id: str, payload: Payload) -> Resolved | Result:
+    return resolve_all(
+        ctx,
+        tenant,
+        account_id,
+        [(a.filename, a.content_type, a.content_base64, a.upload_id) for a in payload.attachments],
     )
