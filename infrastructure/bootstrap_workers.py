@@ -103,10 +103,16 @@ def sync_settings(settings: Settings) -> SyncSettings:
 
 
 def build_supervisor(
-    app: App, settings: Settings, worker_id: str, on_ingested: Callable[[], None] = lambda: None
+    app: App,
+    settings: Settings,
+    worker_id: str,
+    on_ingested: Callable[[], None] = lambda: None,
+    *,
+    also_on_signal: Callable[[Signal], None] | None = None,
 ) -> Supervisor:
     """A worker's supervisor: Redis lease, fleet and signals when ``redis_url`` is set,
-    else their in-process stand-ins (single-process mode)."""
+    else their in-process stand-ins (single-process mode). ``also_on_signal`` (the outbox
+    thread's wake) listens on the same subscription: one signal connection a process."""
     ttl = settings.watch_lease_ttl
     # A dead worker's heartbeat lapses (ttl/2) before its leases can (2/3 ttl or more
     # after their last renewal): survivors no longer count it when its accounts come
@@ -156,6 +162,8 @@ def build_supervisor(
         on_ingested=on_ingested,
     )
     subscriber.subscribe(supervisor.on_signal)
+    if also_on_signal is not None:
+        subscriber.subscribe(also_on_signal)
     return supervisor
 
 

@@ -28,7 +28,6 @@ from infrastructure.bootstrap_workers import (
     build_supervisor,
     build_syncer,
     build_webhook_dispatcher,
-    outbox_signals,
 )
 from infrastructure.cli.output import (
     JsonFlag,
@@ -89,7 +88,9 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
         stop, wake = threading.Event(), threading.Event()
         outbox_wake = OutboxWake()
         follow = is_embedded(app) if projections is None else projections
-        supervisor = build_supervisor(app, settings, name, on_ingested=wake.set)
+        supervisor = build_supervisor(
+            app, settings, name, on_ingested=wake.set, also_on_signal=outbox_wake.on_signal
+        )
         last_turn = [time.monotonic()]
         if metrics_port is not None:
 
@@ -122,7 +123,6 @@ def worker(  # noqa: PLR0917 - one parameter per command-line option
             threading.Thread(
                 target=dispatcher.run, args=(stop,), name="webhooks", daemon=True
             ).start()
-        outbox_signals(app, settings, outbox_wake.on_signal)
         threading.Thread(
             target=run_outbound,
             args=(
