@@ -30,7 +30,6 @@ As root the daemons run as ``mail``/``nobody``/``daemon``.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import grp
 import ipaddress
@@ -52,6 +51,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from infrastructure.devkit.debs import unpack_once
 from infrastructure.devkit.dovecot import DovecotServer
 from infrastructure.devkit.processes import free_port, terminate_group
 
@@ -84,31 +84,7 @@ def postfix_root(cache: Path = _CACHE) -> Path:
         cache / "usr/lib/dovecot/lmtp"
     ).exists():
         return cache
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
-        work = Path(tmp)
-        os.chmod(work, 0o755)  # noqa: S103 - apt's download user must write here
-        got = subprocess.run(  # noqa: S603 - fixed argv
-            ["apt-get", "download", *PACKAGES],  # noqa: S607 - apt-get from PATH
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        debs = sorted(work.glob("*.deb"))
-        if got.returncode != 0 or len(debs) != len(PACKAGES):
-            raise PostfixError(f"apt-get download {' '.join(PACKAGES)} failed: {got.stderr[-800:]}")
-        unpacked = work / "root"
-        for deb in debs:
-            subprocess.run(  # noqa: S603 - fixed argv
-                ["dpkg", "-x", str(deb), str(unpacked)],  # noqa: S607 - dpkg from PATH
-                check=True,
-                timeout=120,
-            )
-        with contextlib.suppress(FileExistsError, OSError):
-            unpacked.rename(cache)  # another process may have won the race: same content
-    return cache
+    return unpack_once(cache, PACKAGES, PostfixError)
 
 
 def dovecot_config(lmtp_port: int) -> str:

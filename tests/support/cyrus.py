@@ -23,7 +23,6 @@ Invariants:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
@@ -38,6 +37,7 @@ from typing import Self
 
 from imapclient import IMAPClient
 
+from infrastructure.devkit.debs import unpack_once
 from infrastructure.devkit.processes import free_port, greets, terminate_group
 
 PACKAGES = ("cyrus-common", "cyrus-imapd", "libical3", "libpcre3", "libxapian30")
@@ -76,30 +76,13 @@ def cyrus_root(cache: Path = _CACHE) -> Path:
     """The unpacked packages (downloaded once); raises ``CyrusError`` when impossible."""
     if (cache / "usr/lib/cyrus/bin/master").exists():
         return cache
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=cache.parent) as tmp:
-        work = Path(tmp)
-        os.chmod(work, 0o755)  # apt's download user must write here
-        got = subprocess.run(
-            ["apt-get", "download", *PACKAGES],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        debs = sorted(work.glob("*.deb"))
-        if got.returncode != 0 or len(debs) != len(PACKAGES):
-            raise CyrusError(f"apt-get download {' '.join(PACKAGES)} failed: {got.stderr[-800:]}")
-        unpacked = work / "root"
-        for deb in debs:
-            subprocess.run(["dpkg", "-x", str(deb), str(unpacked)], check=True, timeout=120)
-        missing = _unresolved(unpacked)
-        if missing:
-            raise CyrusError("libraries not found: " + "; ".join(missing))
-        with contextlib.suppress(FileExistsError, OSError):
-            unpacked.rename(cache)  # another process may have won the race: same content
-    return cache
+    return unpack_once(cache, PACKAGES, CyrusError, _resolved)
+
+
+def _resolved(unpacked: Path) -> None:
+    missing = _unresolved(unpacked)
+    if missing:
+        raise CyrusError("libraries not found: " + "; ".join(missing))
 
 
 def _run_as() -> str:
