@@ -50,7 +50,8 @@ class App:
 
     def write(self, name: str, payload: Any, user: User) -> Result:
         result = self._dispatch(WRITES, "write handler", name, payload, user)
-        if result.is_success and self._project_inline:
+        use_case = WRITES.get(name)
+        if result.is_success and self._project_inline and use_case and use_case.appends:
             try:
                 self._catch_ups.run()
             except Exception as error:  # the write is committed: see the module docstring

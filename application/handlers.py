@@ -63,10 +63,13 @@ class UseCase:
     name: str
     payload: type[Payload]
     handle: Callable[..., Any]
+    appends: bool = True  # False: never writes to the log (no inline catch-up after it)
 
 
 def _table(*modules: ModuleType) -> dict[str, UseCase]:
-    return {m.NAME: UseCase(m.NAME, m.Payload, m.handle) for m in modules}
+    return {
+        m.NAME: UseCase(m.NAME, m.Payload, m.handle, getattr(m, "APPENDS", True)) for m in modules
+    }
 
 
 WRITES = _table(

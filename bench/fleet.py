@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from application import User
 from application.app import App
-from bench._common import Scratch, environment, raw_connection, say
+from bench._common import Scratch, environment, median, percentile, raw_connection, say
 from bench._common import scratch_database as scratch_db
 from bench._mail import (
     Line,
@@ -170,7 +170,7 @@ def phase_hot(
     time.sleep(3)
     before = sim.stats()
     t0 = time.perf_counter()
-    hot(app, accounts.users)
+    calls = hot(app, accounts.users)
     sent = time.perf_counter() - t0
     say(f"hot: {n} user-active in {sent:.1f}s; waiting for {n} accounts in IDLE")
     try:
@@ -194,7 +194,17 @@ def phase_hot(
         f"doubled {stats['doubled']}"
     )
     fair = n / len(workers)
+    call_ms = median(calls) * 1000
     return [
+        Line(
+            f"user-active, one caller, {n} calls beside the fleet: median / p99 (ms)",
+            "postgresql",
+            f"{call_ms:.3f} / {percentile(calls, 0.99) * 1000:.3f}",
+            "-",
+            "-",
+            "median <= 1 ms",
+            call_ms <= 1.0,
+        ),
         Line(
             f"time until {n} accounts in IDLE after user-active (s)",
             "postgresql",

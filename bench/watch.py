@@ -215,11 +215,16 @@ class Fleet:
             stop_process(worker.proc, timeout=15)
 
 
-def hot(app: App, users: list[User]) -> None:
+def hot(app: App, users: list[User]) -> list[float]:
+    """A ``user-active`` of each user, one after the other; each call's seconds."""
+    took = []
     for user in users:
+        started = time.perf_counter()
         result = app.write("user-active", {}, user)
+        took.append(time.perf_counter() - started)
         if not result.is_success:
             raise RuntimeError(f"user-active failed: {result.error}")
+    return took
 
 
 def count(conn: Any, sql: str, params: tuple[Any, ...] = ()) -> int:

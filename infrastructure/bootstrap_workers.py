@@ -229,7 +229,9 @@ def build_webhook_dispatcher(
     lanes = LaneSettings(
         s.webhook_pool, s.webhook_slow_pool, s.webhook_per_host, s.webhook_per_tenant
     )
-    dispatch = DispatchSettings(s.webhook_timeout, retry, lanes, s.webhook_interval)
+    dispatch = DispatchSettings(
+        s.webhook_timeout, retry, lanes, s.webhook_interval, lease_ttl=s.webhook_lease_ttl
+    )
     return webhook_dispatcher(
         app, dispatch, holder, allow_private=s.allow_private_hosts, metrics=metrics
     )

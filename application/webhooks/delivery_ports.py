@@ -116,6 +116,11 @@ class DeliveryQueue(Protocol):
         """Whether some head is due and not leased."""
         ...
 
+    def renew(self, holder: str, claims: Sequence[Claimed], until: float) -> int:
+        """Move the leases ``holder`` still holds on ``claims`` (their attempt as claimed)
+        to ``until``; how many it still held."""
+        ...
+
     def finish(self, holder: str, outcomes: Sequence[Finished]) -> list[bool]:
         """Record attempts' outcomes in one transaction; for each, False when its lease
         was lost meanwhile (nothing written for it)."""

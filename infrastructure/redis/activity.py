@@ -7,7 +7,10 @@ inactive user by itself, and a restarted fleet finds the active ones again. Ids 
 percent-encoded, so no id can spell another's key. A fleet tick asks about all its
 accounts' users and tenants with MGETs of ``CHUNK`` keys each, pipelined: one round trip
 whatever the number of accounts. A value that is not a number is ignored (data, never
-control). Recording failures are logged (best effort); reading failures become
+control). Recording is best effort and does not wait for Redis: the SETs go out from a
+write-behind thread (``write_behind.py``), a user's repeated records coalesced, and
+its failures are logged; this process's reads and restores send them first. Reading
+failures become
 ``ActivityUnavailable``. ``restore`` writes a time back only where the key is missing or
 older (one script per chunk of keys), for what is left of its window.
 """
@@ -25,6 +28,7 @@ from redis.exceptions import RedisError
 
 from application.mail.activity import ActiveTimes, ActivityUnavailable, UserKey
 from infrastructure.redis.client import redis_client
+from infrastructure.redis.write_behind import Command, WriteBehind
 
 DEFAULT_PREFIX = "tidings:active:"
 CHUNK = 1000
@@ -55,6 +59,7 @@ class RedisActivity:
         self._client = client
         self._window = window
         self._prefix = prefix
+        self._behind = WriteBehind(client, "activity", _record_failed)
 
     @classmethod
     def from_url(
@@ -63,7 +68,12 @@ class RedisActivity:
         return cls(redis_client(url, timeout=timeout), window, prefix)
 
     def close(self) -> None:
+        self._behind.close()
         self._client.close()
+
+    def flush(self, timeout: float = 2.0) -> bool:
+        """Wait until what this process recorded has reached Redis (or failed)."""
+        return self._behind.flush(timeout)
 
     @property
     def window(self) -> float:
@@ -78,13 +88,8 @@ class RedisActivity:
     def record(self, tenant_id: str, user_id: str, at: float) -> None:
         ttl_ms = max(int(self._window * 1000), 1)
         value = repr(float(at))
-        try:
-            pipe = self._client.pipeline(transaction=False)
-            pipe.set(self.user_key(tenant_id, user_id), value, px=ttl_ms)
-            pipe.set(self.tenant_key(tenant_id), value, px=ttl_ms)
-            pipe.execute()
-        except RedisError as error:
-            log.warning("activity.record_failed error=%s", type(error).__name__)
+        for key in (self.user_key(tenant_id, user_id), self.tenant_key(tenant_id)):
+            self._behind.put(Command("set", (key, value), {"px": ttl_ms}), key)
 
     def restore(
         self, users: Mapping[UserKey, float], tenants: Mapping[str, float], now: float
@@ -93,6 +98,7 @@ class RedisActivity:
         entries += [(self.tenant_key(t), at) for t, at in tenants.items()]
         left = [(key, at, int((at + self._window - now) * 1000)) for key, at in entries]
         left = [entry for entry in left if entry[2] > 0]
+        self._behind.flush()  # a newer time recorded here is in Redis before the script
         try:
             pipe = self._client.pipeline(transaction=False)
             for start in range(0, len(left), CHUNK):
@@ -112,6 +118,7 @@ class RedisActivity:
         ]
         if not keys:
             return ActiveTimes()
+        self._behind.flush()  # what this process recorded is read back
         try:
             pipe = self._client.pipeline(transaction=False)
             for start in range(0, len(keys), CHUNK):
@@ -139,3 +146,7 @@ class RedisActivity:
 
 def _found(keys: Sequence[K], times: Sequence[float | None]) -> dict[K, float]:
     return {k: t for k, t in zip(keys, times, strict=True) if t is not None}
+
+
+def _record_failed(error: RedisError, batch: list[Command]) -> None:
+    log.warning("activity.record_failed keys=%d error=%s", len(batch), type(error).__name__)

@@ -1,7 +1,9 @@
 """Redis adapter of the ``SignalBus`` port: JSON on the pub/sub channel ``tidings:signals``.
 
-Publishing is best effort (the poll is the correctness anchor: docs/workers.md): a Redis error
-is logged and the signal dropped, never raised into the write that published it.
+Publishing is best effort (the poll is the correctness anchor: docs/workers.md): the write
+that publishes does not wait for Redis; a write-behind thread (``write_behind.py``)
+sends the signals in order, pipelined, and a Redis error is logged and those signals
+dropped, never raised into the write. ``close`` sends what is pending first.
 
 The subscriber is one daemon thread per ``RedisSignals`` that calls every subscribed
 callback, in order, for each signal. Its states:
@@ -37,12 +39,23 @@ from redis.exceptions import RedisError
 
 from application.signals import Signal, SignalKind
 from infrastructure.redis.client import redis_client
+from infrastructure.redis.write_behind import Command, WriteBehind
 
 log = logging.getLogger("tidings.signals")
 
 CHANNEL = "tidings:signals"
 PING_PAYLOAD = "tidings-signals-ping"
 KINDS: dict[str, SignalKind] = {kind: kind for kind in get_args(SignalKind)}
+
+
+def _publish_failed(error: RedisError, batch: list[Command]) -> None:
+    kinds = sorted({str(json.loads(c.args[1]).get("kind")) for c in batch})
+    log.warning(
+        "signals.publish_failed count=%d kinds=%s error=%s",
+        len(batch),
+        ",".join(kinds),
+        type(error).__name__,
+    )
 
 
 class InvalidSignal(ValueError):
@@ -124,6 +137,7 @@ class RedisSignals:
         self._stop = threading.Event()
         self._listening = threading.Event()
         self._thread: threading.Thread | None = None
+        self._behind = WriteBehind(publisher, "signals", _publish_failed)
 
     @classmethod
     def from_url(
@@ -149,15 +163,11 @@ class RedisSignals:
     # --- SignalBus ---------------------------------------------------------------------
 
     def publish(self, signal: Signal) -> None:
-        try:
-            self._publisher.publish(self._channel, encode(signal))
-        except RedisError as error:
-            log.warning(
-                "signals.publish_failed kind=%s account_id=%s error=%s",
-                signal.kind,
-                signal.account_id,
-                type(error).__name__,
-            )
+        self._behind.put(Command("publish", (self._channel, encode(signal))))
+
+    def flush(self, timeout: float = 2.0) -> bool:
+        """Wait until the signals published so far are sent (or failed)."""
+        return self._behind.flush(timeout)
 
     # --- subscribing -------------------------------------------------------------------
 
@@ -177,6 +187,7 @@ class RedisSignals:
         return self._listening.wait(timeout)
 
     def close(self) -> None:
+        self._behind.close()
         self._stop.set()
         with self._lock:
             thread = self._thread

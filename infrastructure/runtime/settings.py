@@ -200,6 +200,9 @@ class Settings(BaseSettings):
     mail_retention_bodies_for: str | None = None
     mail_retention_messages_for: str | None = None
     webhook_interval: Annotated[float, Field(gt=0, le=60)] = 0.2
+    # A claimed delivery's lease, renewed every ttl/3 while its attempt runs: how soon a
+    # dead delivery process's claims are taken by another.
+    webhook_lease_ttl: Annotated[float, Field(ge=3, le=600)] = 8.0
     # Deprecated alias of ``webhook_per_host`` (the cap counted per webhook; it counts
     # per tenant's host now): read, warned about, and moved there by
     # ``_webhook_per_endpoint_alias``; always None after validation.

@@ -212,6 +212,31 @@ class SqlDeliveryQueue:
             )
             return cur.fetchone() is not None
 
+    def renew(self, holder: str, claims: Sequence[Claimed], until: float) -> int:
+        """Move the leases ``holder`` still holds on ``claims`` (their attempt as claimed)
+        to ``until``, in one transaction; how many it still held. Committed with the
+        log's flush, like a claim: a renewal lost in a crash of the database would let
+        another worker take a delivery whose attempt is still running."""
+        held = 0
+        if not claims:
+            return held
+        with self.db.transaction() as cur:
+            for start in range(0, len(claims), CHUNK):
+                chunk = claims[start : start + CHUNK]
+                pairs = " OR ".join("(delivery_id = ? AND attempts = ?)" for _ in chunk)
+                cur.execute(
+                    f"UPDATE {DELIVERIES} SET lease_until = ?"
+                    f" WHERE lease_holder = ? AND state = ? AND ({pairs})",
+                    (
+                        until,
+                        holder,
+                        PENDING,
+                        *(v for c in chunk for v in (c.delivery.delivery_id, c.attempt)),
+                    ),
+                )
+                held += max(cur.rowcount, 0)
+        return held
+
     def finish(self, holder: str, outcomes: Sequence[Finished]) -> list[bool]:
         """Record attempts' outcomes in one transaction; for each, False when its lease
         was lost meanwhile (nothing written for it)."""

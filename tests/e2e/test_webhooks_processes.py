@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -68,3 +69,46 @@ def test_two_delivery_processes_share_the_work_without_overlap(
     for r in flaky.received:
         attempts[r.headers["Tidings-Event-Id"]].append(r.headers["Tidings-Delivery-Attempt"])
     assert all(a == ["1", "2"] for a in attempts.values())
+
+
+def test_a_killed_delivery_processs_claims_are_delivered_by_another_within_its_lease(
+    cli: Cli, database_url: str
+) -> None:
+    env = cli.env
+    app = bootstrap(
+        database_url=database_url,
+        blob_dir=Path(env["TIDINGS_BLOB_DIR"]),
+        master_key=env["TIDINGS_MASTER_KEY"],
+        allow_private_hosts=True,
+        project_inline=False,
+    )
+    admin = User(id="a", tenant_id="t-kill", roles=frozenset({"TenantAdmin"}))
+    # Every first attempt hangs past the kill; a second one is answered at once.
+    receiver = Receiver(
+        lambda got: Answer(delay=30.0 if got.headers["Tidings-Delivery-Attempt"] == "1" else 0)
+    )
+    hooks = 8
+    for _ in range(hooks):  # one order each: all eight in flight at once
+        ok(app.write("create-webhook", {"url": receiver.url, "events": ["*"]}, admin))
+    ttl = 3.0
+    settings = {"webhook_lease_ttl": str(ttl), "webhook_per_host": "16", "webhook_timeout": "25"}
+    first = cli.popen("webhooks", "run", "--worker-id", "doomed", "--projections", **settings)
+    heir = None
+    try:
+        define_fields(app, admin, 1)
+        receiver.wait_for(hooks, timeout=60)
+        first.kill()
+        killed = time.monotonic()
+        first.communicate(timeout=30)
+        heir = cli.popen("webhooks", "run", "--worker-id", "heir", "--projections", **settings)
+        eventually(lambda: len(receiver.received) >= 2 * hooks, timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        for proc in (first, heir):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.communicate(timeout=60)
+        app.close()
+    assert took <= ttl + 5.0, f"claims came back {took:.1f}s after the kill"
+    attempts = sorted(r.headers["Tidings-Delivery-Attempt"] for r in receiver.received)
+    assert attempts == ["1"] * hooks + ["2"] * hooks

@@ -79,15 +79,13 @@ BACKLOG_EVERY = 5.0
 
 @dataclass(frozen=True)
 class DispatchSettings:
-    timeout: float = 10.0  # one attempt's deadline (the sender's; here: the lease)
+    timeout: float = 10.0  # one attempt's deadline (the sender's)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     lanes: LaneSettings = field(default_factory=LaneSettings)
     interval: float = 0.2
-
-    @property
-    def lease(self) -> float:
-        """Longer than any attempt can take (the deadline plus resolving and a margin)."""
-        return self.timeout * 2 + 30.0
+    # A claim's lease, renewed every third of it while its attempt runs: a dead
+    # process's claims are due again within one ttl, whatever the attempt's deadline.
+    lease_ttl: float = 8.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +119,9 @@ class Dispatcher:
         self._lock = threading.Lock()  # guards the lane policy (the loop and the pools)
         self._lanes = LanePolicy(settings.lanes)
         self._outcomes: queue.SimpleQueue[tuple[Claimed, Outcome]] = queue.SimpleQueue()
+        # Claims whose outcome is not recorded yet (the loop's own: only it touches it).
+        self._held: dict[str, Claimed] = {}
+        self._renewed_at = 0.0
         self._wake = threading.Event()
         self._last_backlog = 0.0
         self._last_full = 0.0
@@ -147,6 +148,7 @@ class Dispatcher:
                     self._wake.wait(self.settings.interval)
                     self._wake.clear()
         finally:
+            self._drain()
             fast.shutdown(wait=True)
             slow.shutdown(wait=True)
             feeder.join()
@@ -154,6 +156,19 @@ class Dispatcher:
                 self.record()
             except Exception as error:
                 log.warning("webhooks.record_failed error=%s", type(error).__name__)
+
+    def _drain(self) -> None:
+        """On the way out: record the running attempts' outcomes as they come, keeping
+        their leases renewed, until each has met its deadline."""
+        deadline = time.monotonic() + self.settings.timeout + 5.0
+        while self._held and time.monotonic() < deadline:
+            try:
+                self.record()
+                self.renew_if_due()
+            except Exception as error:  # a database hiccup: the leases lapse, at least once
+                log.warning("webhooks.drain_failed error=%s", type(error).__name__)
+            self._wake.wait(self.settings.interval)
+            self._wake.clear()
 
     def _feed(self, stop: threading.Event) -> None:
         """Fan-out (and the backlog gauge) in a thread of its own, so that reading the
@@ -186,7 +201,16 @@ class Dispatcher:
         """The outcomes that came in recorded and a dispatch; True when it recorded or
         started any attempt."""
         recorded = self.record()
+        self.renew_if_due()
         return self.dispatch(fast, slow) + recorded > 0
+
+    def renew_if_due(self) -> None:
+        """Renew the leases of the attempts still running, every third of the ttl."""
+        now = time.time()
+        if not self._held or now - self._renewed_at < self.settings.lease_ttl / 3:
+            return
+        self.deliveries.renew(self.holder, list(self._held.values()), now + self.settings.lease_ttl)
+        self._renewed_at = now
 
     def dispatch(self, fast: ThreadPoolExecutor, slow: ThreadPoolExecutor) -> int:
         """Claim due heads for both lanes in one transaction, read their feed items in
@@ -201,7 +225,7 @@ class Dispatcher:
         fast_claimed, slow_claimed = self.deliveries.claim(
             self.holder,
             now,
-            self.settings.lease,
+            self.settings.lease_ttl,
             [plan.fast, plan.slow],
             plan.quota,
         )
@@ -210,8 +234,11 @@ class Dispatcher:
             (FAST, fast, fast_claimed),
             (SLOW, slow, slow_claimed),
         )
+        if not self._held:
+            self._renewed_at = now  # the claim's own lease is fresh
         for lane, pool, claimed in lanes:
             for item in claimed:
+                self._held[item.delivery.delivery_id] = item
                 with self._lock:
                     self._lanes.started(item, lane, now)
                 body = bodies.get((item.delivery.tenant_id, item.delivery.sequence))
@@ -279,6 +306,7 @@ class Dispatcher:
                 self._outcomes.put(pair)
             raise
         for f, (item, outcome), kept in zip(finished, done, recorded, strict=True):
+            self._held.pop(item.delivery.delivery_id, None)
             self._account(f, item, outcome, kept, now)
         return len(done)
 

@@ -111,6 +111,7 @@ def test_redis_keys_carry_the_window_as_ttl_and_vanish(
 ) -> None:
     activity = RedisActivity(counting_client, 0.5, prefix=prefix)
     activity.record("t1", "u1", time.time())
+    assert activity.flush()
     keys = [activity.user_key("t1", "u1"), activity.tenant_key("t1")]
     for key in keys:
         assert 0 < replied(counting_client.pttl(key)) <= 500
@@ -126,6 +127,8 @@ def test_thousands_of_accounts_are_asked_about_in_one_round_trip(
     users = [(f"t{i % 50}", f"u{i}") for i in range(5000)]
     for tenant, user in users[::2]:  # every other user was active
         activity.record(tenant, user, now - 1)
+    if isinstance(activity, RedisActivity):
+        assert activity.flush()  # the records are sent; the read alone is counted
     before = counting_client.round_trips
     started = time.monotonic()
     found = activity.last_active(users, {t for t, _ in users}, now)
@@ -168,6 +171,7 @@ def test_the_shared_server_answers_what_another_client_recorded(prefix: str) -> 
     reader = RedisActivity.from_url(REDIS_URL, 60.0, prefix=prefix)
     now = time.time()
     writer.record("t1", "u1", now)
+    assert writer.flush()  # recording does not wait for Redis; a process sends it soon
     assert reader.last_active([("t1", "u1")], ["t1"], now).users == {
         ("t1", "u1"): pytest.approx(now)
     }
@@ -214,3 +218,21 @@ def test_restore_of_thousands_is_one_round_trip(
     activity.restore(users, {f"t{i}": now - 1 for i in range(50)}, now)
     assert counting_client.round_trips - before == 1
     assert len(activity.last_active(users, [], now).users) == 5000
+
+
+def test_recording_does_not_wait_for_redis_and_coalesces_a_users_records(
+    make_activity: MakeActivity, closed_port: int
+) -> None:
+    down = RedisActivity(redis_client(f"redis://127.0.0.1:{closed_port}/0", timeout=0.5), 60.0)
+    started = time.monotonic()
+    for n in range(1000):
+        down.record("t1", "u1", time.time() + n)
+    assert time.monotonic() - started < 0.5  # a thousand records, no round trip waited for
+    down.close()
+    activity = make_activity(60.0)
+    now = time.time()
+    for n in range(100):  # a burst of pings: the latest time is what Redis keeps
+        activity.record("t1", "u1", now - 100 + n)
+    assert activity.last_active([("t1", "u1")], ["t1"], now).users == {
+        ("t1", "u1"): pytest.approx(now - 1)
+    }

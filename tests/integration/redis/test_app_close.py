@@ -27,6 +27,9 @@ def test_closing_the_app_closes_its_redis_connections(make_app: Callable[..., Ap
     app = make_app(redis_url=f"{REDIS_URL}?client_name={name}")
     member = User(id="u1", tenant_id=f"t-{uuid.uuid4().hex[:8]}", roles=frozenset({"TenantMember"}))
     ok(app.write("user-active", {}, member))  # records activity, publishes a signal
+    opened = time.monotonic() + 5  # sent by the write-behind threads, soon after
+    while not connections_named(name) and time.monotonic() < opened:
+        time.sleep(0.05)
     assert connections_named(name) >= 1
     app.close()
     deadline = time.monotonic() + 5

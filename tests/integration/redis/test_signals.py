@@ -172,7 +172,8 @@ def test_publish_without_redis_is_dropped_quickly(
     signals = make_signals(f"redis://127.0.0.1:{closed_port}/0")
     started = time.monotonic()
     signals.publish(Signal("sync_now", "t1", account_id="a1"))
-    assert time.monotonic() - started < 3.0
+    assert time.monotonic() - started < 0.1  # the writer does not wait for Redis
+    assert signals.flush(3.0)
     assert any("signals.publish_failed" in r.getMessage() for r in caplog.records)
 
 
