@@ -7,8 +7,9 @@ tables, side by side in one run, on SQLite and PostgreSQL.
 values: N custom-field values (default 1,000,000), one per entity in two tenants, all
 set more than 30 days before the sweep under a field whose retention is ``30d``
 ``delete``. tidings: one ``RetentionSweeper.run()`` (``bootstrap.retention_sweeper``,
-batches of ``--batch-size``: one statement over the value clock, one ``load_many``, one
-append of the expiries each), then ``app.projections.catch_up()`` so the read models
+batches of ``--batch-size``: one statement over the value clock with each entity's
+stream version, one append of the expiries each; a ``load_many`` only for a batch whose
+streams moved past the read model), then ``app.projections.catch_up()`` so the read models
 (values, clock, feed) show them. Baseline: on copies of the same two tables, one
 ``UPDATE`` removing the key from every entity whose clock row is due and one ``DELETE``
 of those clock rows, in one transaction (no events, no feed). Goal: >= 0.7 of the
@@ -27,7 +28,8 @@ each ref's bytes overwritten in its pack, one open and one fsync per pack file. 
 >= 0.7 of the baseline's rate.
 
 Each run gets a fresh SQLite file or PostgreSQL schema, removed afterwards; baseline,
-tidings, baseline (each baseline on its own copy), the baseline's mean.
+tidings, baseline (each baseline on its own copy), the baseline's mean. On PostgreSQL
+tidings' tables are analyzed before the timed part, as the copies are when made.
 """
 
 from __future__ import annotations
@@ -469,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         environment(backends),
         notes=[
             f"values: RetentionSweeper.run() in batches of {args.batch_size:,} (one clock "
-            "statement, one load_many, one append of CustomFieldValueExpired each), then "
+            "statement with the streams' versions, one append of CustomFieldValueExpired "
+            "each; load_many only for a batch whose streams moved), then "
             "catch_up() of the read models (values, clock, feed); baseline: one UPDATE "
             "removing the key where the clock row is due and one DELETE of those rows, one "
             "transaction, on copies of the same tables (no events, no feed); baseline, "
