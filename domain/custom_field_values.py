@@ -111,6 +111,24 @@ class EntityCustomFields(Aggregate):
         # The same key -> when its value was set; None once anonymized (never expires).
         self.set_at: dict[tuple[str, str, int], datetime | None] = {}
 
+    @classmethod
+    def at(cls, aggregate_id: UUID, version: int) -> EntityCustomFields:
+        """The entity at ``version`` as a read model knows it, its values told by
+        ``know``: enough to decide expiries. What it records claims ``version + 1`` on,
+        so if the stream has moved past ``version`` the append conflicts, and the
+        caller decides again from the stream itself."""
+        entity = cls(aggregate_id)
+        entity.version = version
+        return entity
+
+    def know(
+        self, *, field_key: str, definition_id: str, generation: int, set_at: datetime
+    ) -> None:
+        """A live value the read model holds, set at ``set_at`` (its sealed form unknown)."""
+        key = (field_key, definition_id, generation)
+        self.values[key] = None
+        self.set_at[key] = set_at
+
     def set_value(
         self,
         *,

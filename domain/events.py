@@ -29,11 +29,12 @@ class DomainEvent:
 
     def payload(self) -> dict[str, JSON]:
         """The event's own fields, without the envelope (id, version, timestamp)."""
-        return {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name not in _ENVELOPE
-        }
+        names = _PAYLOAD_FIELDS.get(type(self))
+        if names is None:  # once per class: ``dataclasses.fields`` costs more than the copy
+            names = _PAYLOAD_FIELDS[type(self)] = tuple(
+                f.name for f in dataclasses.fields(self) if f.name not in _ENVELOPE
+            )
+        return {name: getattr(self, name) for name in names}
 
     @classmethod
     def upcast(cls, state: dict[str, JSON], from_version: int) -> dict[str, JSON]:
@@ -44,6 +45,7 @@ class DomainEvent:
 
 
 _ENVELOPE = frozenset({"originator_id", "originator_version", "timestamp"})
+_PAYLOAD_FIELDS: dict[type[DomainEvent], tuple[str, ...]] = {}
 
 E = TypeVar("E", bound=DomainEvent)
 

@@ -110,3 +110,8 @@ def micros(moment: datetime) -> int:
     keeps set times."""
     delta = moment - _EPOCH
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def from_micros(count: int) -> datetime:
+    """The UTC time ``count`` microseconds after the epoch (``micros`` undone)."""
+    return _EPOCH + timedelta(microseconds=count)

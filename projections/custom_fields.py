@@ -7,7 +7,8 @@ Tables (names via ``tables`` so a rebuild can build them under shadow names):
 - ``entity_values``: one row per (tenant, entity name, entity id); ``fields`` is a JSON
   object key -> cell (jsonb on PostgreSQL). A cell is ``{"s": sealed value, "d": keyed
   digest}`` as the event carries them: the read model holds no plaintext, and equality
-  filters compare digests (``application.custom_fields.sealing``).
+  filters compare digests (``application.custom_fields.sealing``). ``version`` is the
+  entity stream's version the row reflects (the retention sweeper appends after it).
 
 - ``value_clock``: when each live value was last set, for the retention sweeper
   (``projections.value_clock``); a definition's ``retention`` is in its row
@@ -105,7 +106,7 @@ class _Sql:
             f"CREATE INDEX {index_name(definitions, 'id')} ON {definitions} (definition_id)",
             f"CREATE TABLE IF NOT EXISTS {values} ("
             " tenant_id TEXT NOT NULL, entity_name TEXT NOT NULL, entity_id TEXT NOT NULL,"
-            f" fields {json_type} NOT NULL,"
+            f" fields {json_type} NOT NULL, version BIGINT,"
             " PRIMARY KEY (tenant_id, entity_name, entity_id))",
         ]
         # Values are written in runs (``projections.value_runs``), with their set times.
@@ -159,7 +160,9 @@ class _ValueWrites:
             event.definition_id,
             event.generation,
         )
-        self.ops.append((*key[:4], cell, event.definition_id, event.generation))
+        self.ops.append(
+            (*key[:4], cell, event.definition_id, event.generation, event.originator_version)
+        )
         if isinstance(event, CustomFieldValueSet):
             self.clock.set(key, event.timestamp)
         else:  # cleared, expired or anonymized: never swept again
@@ -201,24 +204,32 @@ class CustomFieldsProjection:
 
     def predates_retention(self, cur: SqlCursor, dialect: Dialect) -> bool:
         """Whether the tables were created before retention: the definitions lack the
-        retention columns or the value clock is missing. Its rows (each value's set
-        time) can only come from the log, so such a read model is rebuilt, not altered."""
+        retention columns, the value clock is missing, or the values lack the stream
+        version the sweeper appends after. Those (each value's set time, each entity's
+        version) can only come from the log, so such a read model is rebuilt, not altered."""
         definitions, clock = self.tables["definitions"], self.tables["value_clock"]
+        values = self.tables["entity_values"]
         if dialect == "postgresql":
             cur.execute(
                 "SELECT table_name, column_name FROM information_schema.columns"
-                " WHERE table_schema = current_schema() AND table_name IN (?, ?)",
-                (definitions, clock),
+                " WHERE table_schema = current_schema() AND table_name IN (?, ?, ?)",
+                (definitions, clock, values),
             )
             columns = {(str(t), str(c)) for t, c in cur.fetchall()}
             has_clock = any(table == clock for table, _ in columns)
         else:
-            cur.execute(f"PRAGMA table_info({definitions})")
-            columns = {(definitions, str(row[1])) for row in cur.fetchall()}
+            columns = set()
+            for table in (definitions, values):
+                cur.execute(f"PRAGMA table_info({table})")
+                columns |= {(table, str(row[1])) for row in cur.fetchall()}
             cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (clock,))
             has_clock = cur.fetchone() is not None
-        retention = {(definitions, "keep_for"), (definitions, "retention_action")}
-        return not has_clock or not retention <= columns
+        needed = {
+            (definitions, "keep_for"),
+            (definitions, "retention_action"),
+            (values, "version"),
+        }
+        return not has_clock or not needed <= columns
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         sql = self.sql(dialect)

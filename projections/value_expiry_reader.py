@@ -2,7 +2,9 @@
 live definitions with a retention, and the values due under one of them, found with one
 statement per batch over ``value_clock``: the definition's live generation walked in
 the order of the clock's primary key from the cursor (a range scan, the set time checked
-on the way), so a batch costs the same however many values come after it."""
+on the way), so a batch costs the same however many values come after it. Each value
+comes with its entity row's stream version (a primary-key lookup for each row found),
+so the sweeper can append its expiry without loading the stream."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class ValueExpiryReader:
         self.db = db
         self.definitions = tables["definitions"]
         self.clock = tables["value_clock"]
+        self.values = tables["entity_values"]
 
     def retained_definitions(self) -> list[RetainedDefinition]:
         with self.db.reading() as cur:
@@ -49,7 +52,11 @@ class ValueExpiryReader:
         self, definition: RetainedDefinition, cutoff: int, after: Position | None, limit: int
     ) -> list[DueValue]:
         sql = (
-            "SELECT c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.set_at"
+            "SELECT c.tenant_id, c.entity_name, c.entity_id, c.field_key, c.set_at,"
+            # A subquery per row found, not a join: PostgreSQL would merge-join along the
+            # values' whole key up to the cursor, a batch costing more the further it is.
+            f" (SELECT v.version FROM {self.values} v WHERE v.tenant_id = c.tenant_id"
+            " AND v.entity_name = c.entity_name AND v.entity_id = c.entity_id)"
             f" FROM {self.clock} c WHERE c.definition_id = ? AND c.generation = ?"
             " AND c.set_at <= ?"
             f" AND EXISTS (SELECT 1 FROM {self.definitions} d WHERE d.definition_id = ?"
@@ -74,6 +81,7 @@ class ValueExpiryReader:
                 definition_id=definition.definition_id,
                 generation=definition.generation,
                 set_at=int(s),
+                version=None if v is None else int(v),
             )
-            for t, e, i, k, s in rows
+            for t, e, i, k, s, v in rows
         ]

@@ -2,12 +2,15 @@
 
 A batch: the live definitions with a retention (one small read), walked one after
 the other in id order, each with its cutoff (``now - keepFor``); one statement over the
-read model finds the next values of the current one set at or before it; one read
-loads their entities' streams; each entity records a ``CustomFieldValueExpired`` only
-if its own stream still holds that value set at or before the cutoff
-(``EntityCustomFields.expire_value``), and all of them go in one append. A conflict (a
-writer or another sweeper on one of those streams) reloads and decides again, so each
-expiry is recorded once.
+read model finds the next values of the current one set at or before it, each with its
+entity's stream version as the read model knows it. Each entity, restored from that
+(``EntityCustomFields.known``), records a ``CustomFieldValueExpired`` at the next
+version (``expire_value``), and all of them go in one append: no stream is loaded. If
+any stream moved past the read model's version (a writer, another sweeper, a read
+model behind the log), that version is taken and the append conflicts as a whole;
+the batch is then decided again from the streams themselves (one read loads them), as
+often as a conflict repeats, so each expiry is recorded once and a value set again
+since is kept.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from application.retention.ports import SweepBatch
 from application.streams import ATTEMPTS, commit, replay
 from domain.custom_field_values import EntityCustomFields, entity_stream_id
 from domain.field_types import anonymous_value, check_field_spec
-from domain.retention import micros
+from domain.retention import from_micros, micros
 
 
 class ValueSweep:
@@ -64,34 +67,85 @@ class ValueSweep:
     def _record(
         self, due: list[DueValue], definition: RetainedDefinition, cutoff: datetime, now: datetime
     ) -> int:
+        if all(value.version is not None for value in due):
+            try:
+                return self._record_known(due, definition, cutoff, now)
+            except ConcurrencyConflict:
+                pass  # a stream moved past the read model: decide from the streams
+        return self._record_loaded(due, definition, cutoff, now)
+
+    def _record_known(
+        self, due: list[DueValue], definition: RetainedDefinition, cutoff: datetime, now: datetime
+    ) -> int:
+        """Decide from the read model: each entity at its known version, holding the
+        due value; the append's version check is the only read of the log."""
+        streams = self._streams(due)
+        entities: dict[UUID, EntityCustomFields] = {}
+        for value in due:
+            assert value.version is not None
+            entity = entities.get(streams[value])
+            if entity is None:
+                entity = entities[streams[value]] = EntityCustomFields.at(
+                    streams[value], value.version
+                )
+            entity.know(
+                field_key=value.field_key,
+                definition_id=value.definition_id,
+                generation=value.generation,
+                set_at=from_micros(value.set_at),
+            )
+        recorded = sum(
+            self._expire(entities[streams[value]], value, definition, cutoff, now) for value in due
+        )
+        commit(self.ctx.store, *entities.values())
+        return recorded
+
+    def _record_loaded(
+        self, due: list[DueValue], definition: RetainedDefinition, cutoff: datetime, now: datetime
+    ) -> int:
+        """Decide from the streams themselves, loaded in one read; again on a conflict."""
         for _ in range(ATTEMPTS):
-            streams = {v: entity_stream_id(v.tenant_id, v.entity_name, v.entity_id) for v in due}
+            streams = self._streams(due)
             loaded = self.ctx.store.load_many(set(streams.values()))
             # In the order of ``due``: the order the expiries are told.
             entities = {
                 s: replay(EntityCustomFields, s, loaded[s]) for s in dict.fromkeys(streams.values())
             }
-            recorded = 0
-            for value in due:
-                entity = entities[streams[value]]
-                recorded += entity.expire_value(
-                    tenant_id=value.tenant_id,
-                    entity_name=value.entity_name,
-                    entity_id=value.entity_id,
-                    field_key=value.field_key,
-                    definition_id=UUID(value.definition_id),
-                    generation=value.generation,
-                    action=definition.retention.action,
-                    cutoff=cutoff,
-                    anonymous=self._anonymous(value, definition),
-                    now=now,
-                )
+            recorded = sum(
+                self._expire(entities[streams[value]], value, definition, cutoff, now)
+                for value in due
+            )
             try:
                 commit(self.ctx.store, *entities.values())
             except ConcurrencyConflict:
                 continue
             return recorded
         raise ConcurrencyConflict("retention: the values' streams kept moving")
+
+    @staticmethod
+    def _streams(due: list[DueValue]) -> dict[DueValue, UUID]:
+        return {v: entity_stream_id(v.tenant_id, v.entity_name, v.entity_id) for v in due}
+
+    def _expire(
+        self,
+        entity: EntityCustomFields,
+        value: DueValue,
+        definition: RetainedDefinition,
+        cutoff: datetime,
+        now: datetime,
+    ) -> bool:
+        return entity.expire_value(
+            tenant_id=value.tenant_id,
+            entity_name=value.entity_name,
+            entity_id=value.entity_id,
+            field_key=value.field_key,
+            definition_id=UUID(value.definition_id),
+            generation=value.generation,
+            action=definition.retention.action,
+            cutoff=cutoff,
+            anonymous=self._anonymous(value, definition),
+            now=now,
+        )
 
     def _anonymous(self, value: DueValue, definition: RetainedDefinition) -> tuple[str, str] | None:
         """The sealed anonymous form of the value's type (None: it is removed)."""

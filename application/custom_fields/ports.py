@@ -65,6 +65,9 @@ class DueValue:
     definition_id: str
     generation: int
     set_at: int  # microseconds since the epoch
+    # The entity stream's version the read model reflects (None: not known; the
+    # sweeper then loads the stream).
+    version: int | None = None
 
     @property
     def position(self) -> Position:

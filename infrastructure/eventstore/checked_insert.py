@@ -152,7 +152,22 @@ def _sqlite(recorder: SQLiteApplicationRecorder, appends: Sequence[PendingAppend
             stale = stale_appends(appends, heads)
             events = _kept(appends, stale)
             if events:
-                recorder._insert_events(cursor, events)
+                # One executemany (the library's insert runs one statement per event
+                # to collect notification ids, which nothing here reads).
+                cursor.executemany(
+                    recorder.insert_events_statement,
+                    [
+                        (
+                            e.originator_id.hex
+                            if isinstance(e.originator_id, UUID)
+                            else e.originator_id,
+                            e.originator_version,
+                            e.topic,
+                            e.state,
+                        )
+                        for e in events
+                    ],
+                )
             conn.commit()
         except BaseException:
             conn.rollback()

@@ -113,3 +113,24 @@ def test_a_messages_table_older_than_mail_retention_gains_its_column_and_indexes
         cur.execute("SELECT count(*) FROM mail_messages WHERE body_erased = 0")
         assert cur.fetchone() is not None
     assert retention_indexes(make_app()) == indexes  # made once, not at every start
+
+
+def test_a_read_model_without_the_stream_versions_is_rebuilt_at_start_up(
+    make_app: Callable[..., App], admin: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = MovingClock()
+    old = on_clock(make_app, clock)
+    ok(define(old, admin, "note"))
+    ok(set_value(old, admin, "c1", "note", "stored before the versions"))
+    ok(set_value(old, admin, "c1", "note", "and again"))
+    old.projections.catch_up()
+    with wiring.projection_runner(old).db.transaction() as cur:
+        cur.execute("ALTER TABLE cf_entity_values DROP COLUMN version")
+    old.close()
+
+    with caplog.at_level(logging.WARNING, logger="tidings.projections"):
+        app = on_clock(make_app, clock)
+    assert "projection.upgraded name=custom_fields" in [r.getMessage() for r in caplog.records]
+    with wiring.projection_runner(app).db.reading() as cur:
+        cur.execute("SELECT entity_id, version FROM cf_entity_values")
+        assert [tuple(row) for row in cur.fetchall()] == [("c1", 2)]
