@@ -105,7 +105,9 @@ MakeSender = Callable[..., Sender]
 
 
 @pytest.fixture
-def make_sender(make_mail_app: MakeMailApp, servers: Servers) -> MakeSender:
+def make_sender(make_mail_app: MakeMailApp, servers: Servers) -> Iterator[MakeSender]:
+    deliveries: list[OutboundDelivery] = []
+
     def make(holder: str = "w1", **overrides: Any) -> Sender:
         settings: dict[str, Any] = {
             "smtp_ca_file": servers.postfix.ca_file,
@@ -115,9 +117,13 @@ def make_sender(make_mail_app: MakeMailApp, servers: Servers) -> MakeSender:
             **overrides,
         }
         mail = make_mail_app(**settings)
-        return Sender(mail, servers, build_outbound_delivery(mail.app, mail.settings, holder))
+        delivery = build_outbound_delivery(mail.app, mail.settings, holder)
+        deliveries.append(delivery)
+        return Sender(mail, servers, delivery)
 
-    return make
+    yield make
+    for delivery in deliveries:  # the kept SMTP connections
+        delivery.close()
 
 
 @pytest.fixture
