@@ -70,6 +70,7 @@ __all__ = ["DeliverySettings", "Kept", "OutboundDelivery", "is_final"]
 
 log = logging.getLogger("tidings.outbound")
 SERIES_LIMIT = 100  # attempts on one account's messages before others get the thread
+CREDENTIALS_TTL = 5.0  # seconds an account's SMTP credentials are used as read
 SERIES_LOOKS = 1000  # candidates one series looks at (a stale read model offers sent ones)
 
 
@@ -90,6 +91,7 @@ class OutboundDelivery:
         self.smtp = smtp
         self.settings = settings
         self.sent_folder = SentFolder(ctx, settings)
+        self._credentials_seen: dict[str, tuple[int, float, Credentials]] = {}
 
     def due(self, limit: int = 100) -> list[str]:
         return [outbound_id for outbound_id, _ in self.due_by_account(limit)]
@@ -326,6 +328,20 @@ class OutboundDelivery:
         )
 
     def _credentials(self, account: MailAccount) -> Credentials:
+        """The account's SMTP credentials, read again when the account changed (a new
+        secret is recorded on the account) and at least every ``CREDENTIALS_TTL``
+        seconds: a series does not read two secret tables per message."""
+        account_id, now = str(account.id), time.monotonic()
+        seen = self._credentials_seen.get(account_id)
+        if seen is not None and seen[0] == account.version and now - seen[1] < CREDENTIALS_TTL:
+            return seen[2]
+        credentials = self._read_credentials(account)
+        if len(self._credentials_seen) >= 256:
+            self._credentials_seen.clear()
+        self._credentials_seen[account_id] = (account.version, now, credentials)
+        return credentials
+
+    def _read_credentials(self, account: MailAccount) -> Credentials:
         own = self.ctx.mail.smtp_secrets
         if account.auth_method == "password" and own is not None:
             smtp_secret = own.get(str(account.id))  # ``smtpSecret``, where one was given
