@@ -62,7 +62,7 @@ from application.mail.outbound.sent_copy import (
     kept_message,
 )
 from application.mail.ports import Credentials, MailProviderError
-from application.streams import commit, load
+from application.streams import commit, load, replay
 from domain.mail_account import MailAccount
 from domain.outbound import FINAL_STATES, Outbound, OutboundState
 
@@ -181,7 +181,7 @@ class OutboundDelivery:
         it here (a lapsed attempt resolved, a copy retried, a message canceled or
         postponed); None: nothing to do. ``quiet``: only an attempt to open, nothing
         else done (the previous message's ``sent`` waits for this)."""
-        outbound = load(self.ctx.store, Outbound, UUID(outbound_id))
+        outbound, account = self._load(outbound_id, account_id)
         if account_id is not None and outbound.account_id != account_id:
             return None
         now = self.ctx.clock.now()
@@ -193,7 +193,8 @@ class OutboundDelivery:
             return self.sent_folder.retry_copy(outbound)
         if not outbound.due(now):
             return None
-        account = load(self.ctx.store, MailAccount, UUID(outbound.account_id))
+        if account is None:
+            account = load(self.ctx.store, MailAccount, UUID(outbound.account_id))
         if quiet and (not account.exists or account.status != "active" or not account.smtp):
             return None
         if not account.exists:  # deleted: nothing will ever send it
@@ -215,6 +216,18 @@ class OutboundDelivery:
             now=now,
         )
         return Claim(outbound, account)
+
+    def _load(
+        self, outbound_id: str, account_id: str | None
+    ) -> tuple[Outbound, MailAccount | None]:
+        """The message, and its account where the caller knows it (a series): both
+        streams in one read."""
+        stream = UUID(outbound_id)
+        if account_id is None:
+            return load(self.ctx.store, Outbound, stream), None
+        streams = self.ctx.store.load_many([stream, UUID(account_id)])
+        account = replay(MailAccount, UUID(account_id), streams[UUID(account_id)])
+        return replay(Outbound, stream, streams[stream]), account
 
     def _provider_saves(self, account: MailAccount) -> bool:
         return self.ctx.mail.providers.match(account.imap.get("host", "")).saves_sent
