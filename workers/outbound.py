@@ -136,7 +136,7 @@ def run_outbound(
                     try:
                         due += delivery.due_by_account(limit=concurrency * 4)
                     except Exception as error:  # a database hiccup: the next turn retries
-                        log.warning("outbound.turn_failed error=%s %s", type(error).__name__, error)
+                        log.warning("outbound.turn_failed error=%s", type(error).__name__)
                 for outbound_id, account_id in due:
                     if series.hand(account_id, outbound_id, most=concurrency * 2):
                         start(account_id)

@@ -269,7 +269,14 @@ class OutboundDelivery:
             return None, None
         log.info("outbound.sent outbound_id=%s attempt=%d", outbound.id, outbound.attempts)
         if not provider_saves:
-            self.sent_folder.append_copy(outbound, account, kept.message)
+            try:
+                self.sent_folder.append_copy(outbound, account, kept.message)
+            except Exception as error:  # the store gone, say: the next claim is still sent
+                log.warning(
+                    "outbound.copy_failed outbound_id=%s error=%s",
+                    outbound.id,
+                    type(error).__name__,
+                )
         return "sent", after
 
     def _record_sent(self, outbound: Outbound, after: Claim | None) -> tuple[bool, Claim | None]:
