@@ -1,22 +1,27 @@
 """An account's messages over one kept SMTP connection, on both backends: a series sends
 them over one Postfix connection (counted in Postfix's log) with one durable write each;
-a connection dropped between two messages (a proxy cuts it) is replaced and the second
-message is still sent once; connections are never shared between accounts; an idle one
-is closed after its time."""
+a connection dropped between two messages (a proxy cuts it, or Postfix ends it with 421
+after its idle timeout) is replaced and the second message is still sent once;
+connections are never shared between accounts; an idle one is closed after its time."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from application.mail.outbound.delivery import SERIES_LIMIT
+from infrastructure.devkit.processes import free_port
 from infrastructure.smtp.submission import SmtpSubmitter
-from tests.integration.send.conftest import MakeSender, Sender
+from tests.integration.send.conftest import MakeSender, Sender, Servers
 from tests.integration.send.test_crash import _message_id
 from tests.integration.send.test_send import _address, _raw_in, _wait_for
+from tests.support.dovecot import DovecotServer
+from tests.support.postfix import PostfixServer, dovecot_config
 from tests.support.tcp_proxy import TcpProxy
 
 PROVIDER_SAVES = {"127.0.0.1": {"name": "local", "saves_sent": True}}
@@ -144,3 +149,37 @@ def test_a_series_ends_after_its_limit(make_sender: MakeSender) -> None:
     assert sender.delivery.run_series(account, lambda: None, limit=2) == 2
     assert sorted(sender.outbound(i)["state"] for i in ids) == ["queued", "sent", "sent"]
     assert SERIES_LIMIT >= 10
+
+
+@pytest.fixture
+def impatient_servers() -> Iterator[Servers]:
+    """A Postfix that ends a connection idle for 2 s with ``421 ... timeout exceeded``."""
+    lmtp_port = free_port()
+    with (
+        DovecotServer(extra_config=dovecot_config(lmtp_port)) as dovecot,
+        PostfixServer(dovecot, lmtp_port, smtpd_options="-o smtpd_timeout=2s") as postfix,
+    ):
+        yield Servers(dovecot, postfix)
+
+
+def test_a_kept_connection_the_server_closed_with_421_is_replaced(
+    make_sender: MakeSender, impatient_servers: Servers, caplog: pytest.LogCaptureFixture
+) -> None:
+    sender = make_sender(own=impatient_servers, send_idle_seconds=60)
+    postfix = impatient_servers.postfix
+    alice, bob = sender.mailbox(), sender.mailbox()
+    account = sender.account(alice)
+    first = sender.send(account, to=[_address(bob)], subject="Before the timeout")["outboundId"]
+    second = sender.send(account, to=[_address(bob)], subject="After it")["outboundId"]
+    before = postfix.connections()
+    assert sender.delivery.run(first) == "sent"
+    assert _wait_for(lambda: "timeout after" in postfix.log(), timeout=8)
+
+    with caplog.at_level(logging.INFO, logger="tidings.smtp"):
+        assert sender.delivery.run(second) == "sent"
+
+    assert any("kept_connection_dropped" in r.getMessage() for r in caplog.records)
+    assert _new_connections(sender, before, 2) == 2
+    assert sender.outbound(second)["attempts"] == 1
+    inbox = _inbox(sender, bob, 2)
+    assert sorted(postfix.message_ids().count(_message_id(raw)) for raw in inbox) == [1, 1]
