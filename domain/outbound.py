@@ -16,6 +16,11 @@ that died mid-attempt. Such a message may have reached the server's DATA, so it 
 simply retried: the worker that finds it searches the account's Sent folder for its
 Message-ID and records ``sent`` (found) or ``uncertain`` (``resolve``).
 
+After ``sent`` the copy for the Sent folder is appended; an APPEND that failed is
+retried later (``copy_retrying``: a next try, at most ``MAX_COPY_ATTEMPTS`` tries, then
+``copy_saved(outcome="failed")``). A retry first records itself as a claim (a
+``OutboundCopyRetrying`` whose next try lies past its own end), so one worker makes it.
+
 Personal values (recipients, subject, body parts, the Message-ID, the payload's digest)
 arrive sealed under the account's key; events hold ciphertext tokens only.
 """
@@ -43,6 +48,7 @@ OUTBOUND_STATES: tuple[OutboundState, ...] = (
 )
 FINAL_STATES = frozenset({"sent", "failed", "canceled", "uncertain"})
 MAX_REPLY_CHARS = 1000  # a server's reply as recorded (the rest is cut)
+MAX_COPY_ATTEMPTS = 5  # appends of the Sent copy (the first one and its retries)
 
 
 class OutboundError(DomainError):
@@ -160,6 +166,20 @@ class OutboundCopySaved(DomainEvent):
     outcome: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class OutboundCopyRetrying(DomainEvent):
+    """The copy in Sent is not there yet: tried again at ``next_attempt_at``. ``error``
+    says why (``claimed``: a worker is trying it now, until then)."""
+
+    TOPIC: ClassVar[str] = "tidings.mail.OutboundCopyRetrying"
+
+    tenant_id: str
+    account_id: str
+    copy_attempt: int
+    error: str
+    next_attempt_at: str  # ISO 8601 (UTC)
+
+
 EVENTS: tuple[type[DomainEvent], ...] = (
     OutboundQueued,
     OutboundSending,
@@ -169,6 +189,7 @@ EVENTS: tuple[type[DomainEvent], ...] = (
     OutboundUncertain,
     OutboundCanceled,
     OutboundCopySaved,
+    OutboundCopyRetrying,
 )
 
 
@@ -184,7 +205,9 @@ class Outbound(Aggregate):
         self.lease_until: datetime | None = None
         self.next_attempt_at: datetime | None = None
         self.reply: str | None = None
-        self.copy: str | None = None
+        self.copy: str | None = None  # None: not yet; "retrying"; else its outcome
+        self.copy_attempts = 0
+        self.copy_next_at: datetime | None = None
 
     @property
     def exists(self) -> bool:
@@ -310,8 +333,32 @@ class Outbound(Aggregate):
             canceled_by=by,
         )
 
+    def copy_due(self, now: datetime) -> bool:
+        """A Sent copy whose retry is due (a claim of another worker lapsed too)."""
+        return (
+            self.state == "sent"
+            and self.copy == "retrying"
+            and (self.copy_next_at is None or self.copy_next_at <= now)
+        )
+
+    def copy_retrying(self, *, error: str, next_attempt_at: datetime, now: datetime) -> None:
+        """The copy failed (``error``) or is being tried (``claimed``): next try then."""
+        if self.state != "sent" or self.copy not in (None, "retrying"):
+            raise OutboundError(f"{self.id}: no copy to retry")
+        tried = self.copy_attempts
+        self._trigger(
+            OutboundCopyRetrying,
+            now,
+            tenant_id=self.tenant_id,
+            account_id=self.account_id,
+            # A claim opens the next try; a failure belongs to the try it ends.
+            copy_attempt=tried + 1 if error == "claimed" else max(tried, 1),
+            error=bounded_reply(error),
+            next_attempt_at=next_attempt_at.isoformat(),
+        )
+
     def copy_saved(self, *, outcome: str, now: datetime) -> None:
-        if self.state != "sent" or self.copy is not None:
+        if self.state != "sent" or self.copy not in (None, "retrying"):
             raise OutboundError(f"{self.id}: no copy to record")
         self._trigger(
             OutboundCopySaved,
@@ -344,3 +391,7 @@ class Outbound(Aggregate):
             self.state = "canceled"
         elif isinstance(event, OutboundCopySaved):
             self.copy = event.outcome
+        elif isinstance(event, OutboundCopyRetrying):
+            self.copy = "retrying"
+            self.copy_attempts = event.copy_attempt
+            self.copy_next_at = datetime.fromisoformat(event.next_attempt_at)

@@ -33,6 +33,7 @@ from infrastructure.redis.lease import RedisLease
 from infrastructure.redis.registry import RedisFleet
 from infrastructure.redis.signals import RedisSignals
 from infrastructure.runtime.settings import Settings
+from infrastructure.smtp.kept import KeptConnections
 from infrastructure.smtp.submission import SmtpSubmitter
 from infrastructure.sql.flag_state import SqlFlagState
 from infrastructure.webhooks.deliveries import SqlDeliveryQueue
@@ -43,7 +44,7 @@ from workers.caps import CappedProvider, ConnectionCaps
 from workers.directory import AccountDirectory, DirectoryReader
 from workers.metrics import CountingProvider, WorkerMetrics
 from workers.news import Inbox
-from workers.outbound import HostSlots, OutboxWake, run_outbound
+from workers.outbound import OutboxWake, run_outbound
 from workers.parking import ParkedSessions
 from workers.policies.webhook_lanes import LaneSettings
 from workers.poll import Poller
@@ -262,17 +263,26 @@ def webhook_dispatcher(
 
 
 def build_outbound_delivery(app: App, settings: Settings, holder: str) -> OutboundDelivery:
-    """The outbox's delivery in one worker: SMTP with the IMAP path's token refresh, a
-    slot per host (the provider's cap, else ``per_host_conn_cap``)."""
+    """The outbox's delivery in one worker: SMTP with the IMAP path's token refresh,
+    connections kept between an account's messages, a slot per host (the provider's cap,
+    else ``per_host_conn_cap``) for each connection, busy or kept."""
     context = None
     if settings.smtp_ca_file is not None:
         context = ssl.create_default_context(cafile=str(settings.smtp_ca_file))
-    submitter = SmtpSubmitter(token_provider=app.ctx.mail.token_provider, ssl_context=context)
     providers = provider_table(settings)
-    slots = HostSlots(submitter, lambda host: providers.conn_cap(host, settings.per_host_conn_cap))
+    connections = KeptConnections(
+        lambda host: providers.conn_cap(host, settings.per_host_conn_cap),
+        max_kept=settings.send_kept_connections,
+        idle_seconds=settings.send_idle_seconds,
+    )
+    submitter = SmtpSubmitter(
+        token_provider=app.ctx.mail.token_provider,
+        ssl_context=context,
+        connections=connections,
+    )
     return OutboundDelivery(
         app.ctx,
-        slots,
+        submitter,
         DeliverySettings(
             holder=holder,
             attempt_timeout=settings.send_attempt_timeout,

@@ -1,6 +1,7 @@
 """The outbox as a read model: one row per outbound message (``mail_outbound``), its
-state, attempts, next attempt, the claim of its current attempt, the server's last reply
-and, once the folder sync read the Sent copy back, the stored message it became.
+state, attempts, next attempt (or, for a Sent copy to append again, its next try), the
+claim of its current attempt, the server's last reply and, once the folder sync read the
+Sent copy back, the stored message it became.
 
 Subjects stay sealed, as in the events. ``projections.mail_outbound_reader`` reads it.
 """
@@ -14,6 +15,7 @@ from application.ports import Dialect, Recorded, SqlCursor
 from domain.message import MessageIngested
 from domain.outbound import (
     OutboundCanceled,
+    OutboundCopyRetrying,
     OutboundCopySaved,
     OutboundFailed,
     OutboundQueued,
@@ -57,6 +59,7 @@ _TOPICS = frozenset(
         OutboundUncertain,
         OutboundCanceled,
         OutboundCopySaved,
+        OutboundCopyRetrying,
         MessageIngested,
     )
 )
@@ -166,4 +169,6 @@ def _changes(event: object) -> dict[str, Any]:  # noqa: PLR0911 - one answer per
         return {"state": "canceled"}
     if isinstance(event, OutboundCopySaved):
         return {"sent_copy": event.outcome}
+    if isinstance(event, OutboundCopyRetrying):
+        return {"sent_copy": "retrying", "next_attempt_at": event.next_attempt_at}
     return {}

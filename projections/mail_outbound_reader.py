@@ -29,6 +29,11 @@ _KEYS = (
     "sentCopy",
     "messageId",
 )
+_DUE = (
+    "state = 'queued' OR (state = 'retrying' AND next_attempt_at <= ?)"
+    " OR (state = 'sending' AND lease_until < ?)"
+    " OR (state = 'sent' AND sent_copy = 'retrying' AND next_attempt_at <= ?)"
+)
 _SELECT = f"SELECT {', '.join(COLUMNS)} FROM {TABLES['outbound']}"
 
 
@@ -70,14 +75,21 @@ class OutboxReader:
             cur.execute(sql, params)
             return [_row(row) for row in cur.fetchall()]
 
-    def due_outbound(self, now_iso: str, limit: int) -> list[str]:
+    def due_outbound(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
         with self._db.reading() as cur:
             cur.execute(
-                f"SELECT outbound_id FROM {TABLES['outbound']} WHERE state = 'queued'"
-                " OR (state = 'retrying' AND next_attempt_at <= ?)"
-                " OR (state = 'sending' AND lease_until < ?)"
+                f"SELECT outbound_id, account_id FROM {TABLES['outbound']} WHERE {_DUE}"
                 " ORDER BY updated_at LIMIT ?",
-                (now_iso, now_iso, limit),
+                (now_iso, now_iso, now_iso, limit),
+            )
+            return [(str(row[0]), str(row[1])) for row in cur.fetchall()]
+
+    def due_of_account(self, account_id: str, now_iso: str, limit: int) -> list[str]:
+        with self._db.reading() as cur:
+            cur.execute(
+                f"SELECT outbound_id FROM {TABLES['outbound']} WHERE account_id = ?"
+                f" AND ({_DUE}) ORDER BY queued_at, outbound_id LIMIT ?",
+                (account_id, now_iso, now_iso, now_iso, limit),
             )
             return [str(row[0]) for row in cur.fetchall()]
 

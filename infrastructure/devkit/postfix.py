@@ -369,6 +369,11 @@ class PostfixServer:
         """The Message-ID of every message cleanup took, in order (one per DATA)."""
         return re.findall(r"cleanup\[\d+\]: \w+: message-id=(<[^>]*>)", self.log())
 
+    def connections(self) -> int:
+        """How many SMTP connections the submission services accepted (its own readiness
+        probes included)."""
+        return len(re.findall(r"smtpd\[\d+\]: connect from ", self.log()))
+
     def bcc_warnings(self) -> int:
         """How many messages came in with a Bcc header (cleanup removes it)."""
         return len(re.findall(r"warning: header (?:Resent-)?Bcc:", self.log()))

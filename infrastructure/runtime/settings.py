@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     send_retry_longest: Annotated[float, Field(gt=0)] = 3600.0
     send_retry_budget: Annotated[float, Field(gt=0)] = 172800.0
     send_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
+    # SMTP connections a worker keeps logged in for an account's next message, and how
+    # long one waits unused before it is closed.
+    send_kept_connections: Annotated[int, Field(ge=0, le=1024)] = 8
+    send_idle_seconds: Annotated[float, Field(ge=0)] = 5.0
     smtp_ca_file: Path | None = None  # trust this CA (PEM) for SMTP servers (tests, private CAs)
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
     watch_lease_ttl: Annotated[float, Field(ge=3)] = worker.WATCH_LEASE_TTL

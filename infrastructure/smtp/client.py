@@ -7,24 +7,27 @@ byte at a time, or answers ``250-`` lines for ever, holds the client as long as 
 Here replies are read from the socket directly: at most ``MAX_LINE`` bytes a line,
 ``MAX_REPLY_LINES`` lines and ``MAX_REPLY_BYTES`` bytes a reply (``ReplyTooLarge``);
 every read and write waits at most until the attempt's ``deadline`` (``time.monotonic()``),
-and a timer shuts the socket down at the deadline whatever it is doing (a TLS handshake
+and the ``WATCHDOG`` shuts the socket down at the deadline whatever it is doing (a TLS handshake
 included). Bytes a server sends after its STARTTLS answer, before the handshake (a
 command injection), are refused.
 
 ``data`` records that the whole message went out (``message_sent``): a failure after it
 may follow the server's acceptance, which the caller must not take for a refusal.
+
+A connection kept for an account's next message (``infrastructure.smtp.kept``) is
+``disarm``ed while it waits (no timer) and ``rearm``ed with the next attempt's deadline.
 """
 
 from __future__ import annotations
 
-import contextlib
 import smtplib
 import socket
 import ssl
-import threading
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from infrastructure.smtp.watchdog import WATCHDOG
 
 MAX_LINE = 8192  # smtplib's _MAXLINE
 MAX_REPLY_LINES = 100
@@ -54,7 +57,7 @@ class BoundedSMTP(smtplib.SMTP):
         self._addresses = tuple(addresses)
         self._implicit_tls = implicit_tls
         self._buffer = b""
-        self._timer: threading.Timer | None = None
+        self._watch: int | None = None
         self.message_sent = False
         super().__init__(local_hostname=local_hostname, timeout=self._remaining())
         self._host = host
@@ -69,18 +72,30 @@ class BoundedSMTP(smtplib.SMTP):
 
     def _arm(self, sock: socket.socket) -> None:
         """Shut the socket down at the deadline: a blocked read or handshake ends then."""
+        self._watch = WATCHDOG.arm(self._deadline, sock)
 
-        def cut() -> None:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
+    def disarm(self) -> None:
+        """No deadline while the connection waits, kept, for its account's next message."""
+        if self._watch is not None:
+            WATCHDOG.disarm(self._watch)
+            self._watch = None
 
-        self._timer = threading.Timer(max(0.0, self._deadline - time.monotonic()), cut)
-        self._timer.daemon = True
-        self._timer.start()
+    def rearm(self, deadline: float) -> None:
+        """A new transaction on this connection, bounded by its own ``deadline``."""
+        self.disarm()
+        self._deadline = deadline
+        self.message_sent = False
+        if self.sock is None:
+            raise smtplib.SMTPServerDisconnected("not connected")
+        self._remaining()
+        self._arm(self.sock)
+
+    def has_pending_bytes(self) -> bool:
+        """Bytes the server sent that no reply took: such a connection is not kept."""
+        return bool(self._buffer)
 
     def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self.disarm()
         super().close()
 
     # -- the socket ------------------------------------------------------------------------

@@ -31,6 +31,12 @@ class StopAfterAccepted:
         threading.Event().wait()  # until killed
         return reply
 
+    def close_idle(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        pass
+
 
 def main(database_url: str, blob_dir: str, master_key: str, ca_file: str, outbound: str) -> None:
     settings = Settings(

@@ -16,8 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email import policy
+from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime
+
+from application.mail.outbound.recipients import Mailbox
 
 LINE_BREAKS = frozenset("\r\n")
 _POLICY = policy.SMTP.clone(max_line_length=998)
@@ -41,9 +44,9 @@ class Draft:
     """What the caller asked to send, as it is kept (sealed) in the outbox."""
 
     sender: str
-    to: tuple[str, ...]
-    cc: tuple[str, ...] = ()
-    bcc: tuple[str, ...] = ()
+    to: tuple[Mailbox | str, ...]  # a str: a bare address
+    cc: tuple[Mailbox | str, ...] = ()
+    bcc: tuple[Mailbox | str, ...] = ()
     subject: str = ""
     text: str | None = None
     html: str | None = None
@@ -55,15 +58,29 @@ class Draft:
 
     @property
     def recipients(self) -> list[str]:
-        return [*self.to, *self.cc, *self.bcc]
+        return [_bare(m) for m in (*self.to, *self.cc, *self.bcc)]
 
     def envelope_json(self) -> dict[str, object]:
+        """The addresses mail goes to (names are the header's only)."""
         return {
             "from": self.sender,
-            "to": list(self.to),
-            "cc": list(self.cc),
-            "bcc": list(self.bcc),
+            "to": [_bare(m) for m in self.to],
+            "cc": [_bare(m) for m in self.cc],
+            "bcc": [_bare(m) for m in self.bcc],
         }
+
+
+def _bare(mailbox: Mailbox | str) -> str:
+    return mailbox if isinstance(mailbox, str) else mailbox.address
+
+
+def _header(mailboxes: Sequence[Mailbox | str]) -> list[Address]:
+    """Header addresses: the policy quotes a name, or encodes it (RFC 2047) where it is
+    not ASCII."""
+    return [
+        Address(addr_spec=m) if isinstance(m, str) else Address(m.name, addr_spec=m.address)
+        for m in mailboxes
+    ]
 
 
 def new_message_id(outbound_id: str, sender: str) -> str:
@@ -96,11 +113,11 @@ def compose(draft: Draft, *, with_bcc: bool) -> bytes:
     message = EmailMessage(policy=_POLICY)
     message["From"] = draft.sender
     if draft.to:
-        message["To"] = ", ".join(draft.to)
+        message["To"] = _header(draft.to)
     if draft.cc:
-        message["Cc"] = ", ".join(draft.cc)
+        message["Cc"] = _header(draft.cc)
     if with_bcc and draft.bcc:
-        message["Bcc"] = ", ".join(draft.bcc)
+        message["Bcc"] = _header(draft.bcc)
     message["Subject"] = draft.subject
     message["Date"] = draft.date
     message["Message-ID"] = draft.message_id

@@ -1,4 +1,4 @@
-"""The outbox's delivery: one attempt on one outbound message, as a worker runs it.
+"""The outbox's delivery: attempts on outbound messages, as a worker runs them.
 
 ``run(outbound_id)`` acts on what the message's stream says now:
 
@@ -7,22 +7,36 @@
   attempt; a worker that loses the race finds the message taken and leaves it.
   Then submit, and record what the server said: ``sent``; ``retrying`` (4xx, network,
   deadline: a next attempt after a growing backoff) or ``failed`` (5xx; or past the
-  retry budget). After ``sent`` the copy goes to Sent (``_save_copy``).
+  retry budget). After ``sent`` the copy goes to Sent (``SentFolder.append_copy``).
 - ``sending`` past its claim: its worker died mid-attempt and the server may have taken
   the message. It is never sent again on its own: the Sent folder is searched for its
   Message-ID (where the provider files sent mail itself, or an earlier copy was
   appended): ``sent`` when found, else ``uncertain``. A submission whose final answer
   never came (``SmtpOutcomeUnknown``) is decided the same way at once.
+- ``sent`` with a Sent copy to try again: ``SentFolder.retry_copy``.
 
-The claim outlasts any attempt (twice the attempt deadline plus 30 s), and the attempt's
+``run_series(account_id, take)`` is one sender for one account: its due messages one
+after another (those ``take`` hands over, then the read model's), each claimed under the
+same rules, over the connection the SMTP port keeps for the account. A message's
+``sent`` is recorded in one write with the ``sending`` of the next: the crash semantics
+are those of two writes, since ``sent`` still follows the server's ``250`` and
+``sending`` still precedes the next DATA; a crash between the ``250`` and that write
+leaves the message ``sending``, decided by the Sent folder as above. A series ends
+after a transient failure (the server's trouble is every next message's) and after
+``SERIES_LIMIT`` messages (other accounts' turn).
+
+The claim outlasts any attempt (twice the attempt deadline plus 30 s, plus the IMAP
+deadline when the previous message's Sent copy is appended first), and the attempt's
 deadline is enforced at the socket, so a live worker never sees its claim lapse.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, timedelta
 from uuid import UUID
@@ -33,7 +47,6 @@ from application.errors import ConcurrencyConflict
 from application.mail.access import reveal
 from application.mail.outbound.compose import without_bcc
 from application.mail.outbound.ports import (
-    SentFolderSession,
     SmtpEndpoint,
     SmtpError,
     SmtpOutcomeUnknown,
@@ -41,33 +54,35 @@ from application.mail.outbound.ports import (
     SmtpSubmission,
     Submission,
 )
-from application.mail.ports import (
-    BlobOwner,
-    Credentials,
-    ImapEndpoint,
-    MailProviderError,
-    OpenOptions,
+from application.mail.outbound.sent_copy import (
+    DeliverySettings,
+    Kept,
+    SentFolder,
+    committed,
+    kept_message,
 )
-from application.streams import commit, load
+from application.mail.ports import Credentials, MailProviderError
+from application.streams import commit, load, replay
 from domain.mail_account import MailAccount
 from domain.outbound import FINAL_STATES, Outbound, OutboundState
 
+__all__ = ["DeliverySettings", "Kept", "OutboundDelivery", "is_final"]
+
 log = logging.getLogger("tidings.outbound")
+SERIES_LIMIT = 100  # attempts on one account's messages before others get the thread
+CREDENTIALS_TTL = 5.0  # seconds an account's SMTP credentials are used as read
+SERIES_LOOKS = 1000  # candidates one series looks at (a stale read model offers sent ones)
 
 
-@dataclass(frozen=True)
-class DeliverySettings:
-    holder: str  # this worker
-    attempt_timeout: float = 60.0  # one attempt in all: connect, TLS, login, DATA
-    retry_first: float = 30.0  # the first backoff; doubled per attempt
-    retry_longest: float = 3600.0
-    retry_budget: float = 2 * 86400.0  # after this long since queued: failed
-    imap_timeout: float = 60.0  # searching or appending to Sent
-    lease_margin: float = 30.0  # the claim: twice the attempt's deadline plus this
+@dataclass
+class Claim:
+    """A message with its attempt opened (``sending``, committed or about to be)."""
 
-    @property
-    def lease_seconds(self) -> float:
-        return 2 * self.attempt_timeout + self.lease_margin
+    outbound: Outbound
+    account: MailAccount
+
+
+Step = Claim | OutboundState | None
 
 
 class OutboundDelivery:
@@ -75,25 +90,116 @@ class OutboundDelivery:
         self.ctx = ctx
         self.smtp = smtp
         self.settings = settings
+        self.sent_folder = SentFolder(ctx, settings)
+        self._credentials_seen: dict[str, tuple[int, float, Credentials]] = {}
 
     def due(self, limit: int = 100) -> list[str]:
+        return [outbound_id for outbound_id, _ in self.due_by_account(limit)]
+
+    def due_by_account(self, limit: int = 100) -> list[tuple[str, str]]:
+        """(outbound id, account id) of the messages to act on now."""
         outbox = self.ctx.mail.outbox
         if outbox is None:
             return []
         return outbox.due_outbound(self.ctx.clock.now().astimezone(UTC).isoformat(), limit)
 
+    def close_idle(self) -> None:
+        """Kept SMTP connections idle past their time are closed (every worker turn)."""
+        self.smtp.close_idle()
+
+    def close(self) -> None:
+        self.smtp.close()
+
     def run(self, outbound_id: str) -> OutboundState | None:
         """One step on the message; its state after it (None: nothing done here)."""
-        outbound = load(self.ctx.store, Outbound, UUID(outbound_id))
+        step = self._prepare(outbound_id)
+        if not isinstance(step, Claim):
+            return step
+        try:
+            commit(self.ctx.store, step.outbound)
+        except ConcurrencyConflict:
+            return None  # another worker took this attempt
+        return self._attempt(step, None)[0]
+
+    def run_series(
+        self,
+        account_id: str,
+        take: Callable[[], str | None],
+        limit: int = SERIES_LIMIT,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> int:
+        """The account's due messages one after another (see the module's text); the
+        number of attempts made. ``stopping``: the worker is shutting down (no new
+        message is started; one whose attempt is recorded is still sent)."""
+        picker = _Picker(self, account_id, take, limit, stopping)
+        claim: Claim | None = None
+        attempts = 0
+        while True:
+            if claim is None:
+                claim = self._next(picker, opened=True)
+                if claim is None:
+                    return attempts
+            following = functools.partial(
+                self._next, picker, with_copy=not self._provider_saves(claim.account)
+            )
+            attempts = picker.attempts = attempts + 1  # before: ``following`` counts it
+            state, claim = self._attempt(claim, following)
+            if state == "retrying":
+                return attempts
+
+    def _next(
+        self, picker: _Picker, *, opened: bool = False, with_copy: bool = False
+    ) -> Claim | None:
+        """The series' next message with its attempt opened: committed (``opened``) or
+        left for the caller's write. Lapsed, canceled or postponed ones are dealt with
+        on the way, as ``run`` would."""
+        while (outbound_id := picker.next()) is not None:
+            extra = self.settings.imap_timeout if with_copy else 0.0
+            step = self._prepare(
+                outbound_id, account_id=picker.account_id, extra_lease=extra, quiet=not opened
+            )
+            if not isinstance(step, Claim):
+                continue
+            if not opened:
+                return step
+            try:
+                commit(self.ctx.store, step.outbound)
+            except ConcurrencyConflict:
+                continue
+            return step
+        return None
+
+    def _prepare(  # noqa: PLR0911 - one answer per state of the message
+        self,
+        outbound_id: str,
+        *,
+        account_id: str | None = None,
+        extra_lease: float = 0.0,
+        quiet: bool = False,
+    ) -> Step:
+        """The message with its attempt opened but not yet recorded, or what became of
+        it here (a lapsed attempt resolved, a copy retried, a message canceled or
+        postponed); None: nothing to do. ``quiet``: only an attempt to open, nothing
+        else done (the previous message's ``sent`` waits for this)."""
+        outbound, account = self._load(outbound_id, account_id)
+        if account_id is not None and outbound.account_id != account_id:
+            return None
         now = self.ctx.clock.now()
+        if quiet and not outbound.due(now):
+            return None
         if outbound.lapsed(now):
-            return self._resolve(outbound, reason="attempt_lapsed", holder=None)
+            return self.sent_folder.resolve(outbound, reason="attempt_lapsed", holder=None)
+        if outbound.copy_due(now):
+            return self.sent_folder.retry_copy(outbound)
         if not outbound.due(now):
             return None
-        account = load(self.ctx.store, MailAccount, UUID(outbound.account_id))
+        if account is None:
+            account = load(self.ctx.store, MailAccount, UUID(outbound.account_id))
+        if quiet and (not account.exists or account.status != "active" or not account.smtp):
+            return None
         if not account.exists:  # deleted: nothing will ever send it
             outbound.cancel(by="account_deleted", now=now)
-            return outbound.state if self._commit(outbound) else None
+            return outbound.state if committed(self.ctx, outbound) else None
         if account.status != "active" or not account.smtp:  # waits, out of the due list
             outbound.postpone(
                 reason="account_not_active" if account.smtp else "smtp_not_configured",
@@ -102,22 +208,40 @@ class OutboundDelivery:
                 ),
                 now=now,
             )
-            return outbound.state if self._commit(outbound) else None
+            return outbound.state if committed(self.ctx, outbound) else None
+        lease = self.settings.lease_seconds + extra_lease
         outbound.start_attempt(
             holder=self.settings.holder,
-            lease_until=(now + timedelta(seconds=self.settings.lease_seconds)).astimezone(UTC),
+            lease_until=(now + timedelta(seconds=lease)).astimezone(UTC),
             now=now,
         )
-        try:
-            commit(self.ctx.store, outbound)
-        except ConcurrencyConflict:
-            return None  # another worker took this attempt
-        return self._attempt(outbound, account)
+        return Claim(outbound, account)
+
+    def _load(
+        self, outbound_id: str, account_id: str | None
+    ) -> tuple[Outbound, MailAccount | None]:
+        """The message, and its account where the caller knows it (a series): both
+        streams in one read."""
+        stream = UUID(outbound_id)
+        if account_id is None:
+            return load(self.ctx.store, Outbound, stream), None
+        streams = self.ctx.store.load_many([stream, UUID(account_id)])
+        account = replay(MailAccount, UUID(account_id), streams[UUID(account_id)])
+        return replay(Outbound, stream, streams[stream]), account
+
+    def _provider_saves(self, account: MailAccount) -> bool:
+        return self.ctx.mail.providers.match(account.imap.get("host", "")).saves_sent
 
     # -- an attempt ------------------------------------------------------------------------
 
-    def _attempt(self, outbound: Outbound, account: MailAccount) -> OutboundState | None:
-        kept = self._message(outbound)
+    def _attempt(
+        self, claim: Claim, following: Callable[[], Claim | None] | None
+    ) -> tuple[OutboundState | None, Claim | None]:
+        """Submit the claimed message and record the outcome; after a send, with the
+        ``sending`` of the next message ``following`` opens. Answers the message's state
+        and the next message, its attempt recorded."""
+        outbound, account = claim.outbound, claim.account
+        kept = kept_message(self.ctx, outbound)
         holder = self.settings.holder
         deadline = time.monotonic() + self.settings.attempt_timeout
         try:
@@ -132,20 +256,45 @@ class OutboundDelivery:
             )
         except SmtpOutcomeUnknown:
             log.warning("outbound.outcome_unknown outbound_id=%s", outbound.id)
-            return self._resolve(outbound, reason="no_final_answer", holder=holder)
+            return self.sent_folder.resolve(outbound, reason="no_final_answer", holder=holder), None
         except (SmtpError, MailProviderError) as error:
-            return self._failed_attempt(outbound, error)
+            return self._failed_attempt(outbound, error), None
         now = self.ctx.clock.now()
         outbound.sent(holder=holder, reply=str(reply), now=now)
-        provider_saves = self.ctx.mail.providers.match(account.imap.get("host", "")).saves_sent
+        provider_saves = self._provider_saves(account)
         if provider_saves:  # recorded with the send: one write
             outbound.copy_saved(outcome="provider", now=now)
-        if not self._commit(outbound):
-            return None
+        recorded, after = self._record_sent(outbound, following() if following else None)
+        if not recorded:
+            return None, None
         log.info("outbound.sent outbound_id=%s attempt=%d", outbound.id, outbound.attempts)
         if not provider_saves:
-            self._append_copy(outbound, account, kept.message)
-        return "sent"
+            try:
+                self.sent_folder.append_copy(outbound, account, kept.message)
+            except Exception as error:  # the store gone, say: the next claim is still sent
+                log.warning(
+                    "outbound.copy_failed outbound_id=%s error=%s",
+                    outbound.id,
+                    type(error).__name__,
+                )
+        return "sent", after
+
+    def _record_sent(self, outbound: Outbound, after: Claim | None) -> tuple[bool, Claim | None]:
+        """``sent`` (with the next message's ``sending`` where there is one) in one write;
+        when the next was taken meanwhile, ``sent`` alone."""
+        mine = outbound.collect()
+        if after is not None:
+            try:
+                self.ctx.store.append([*mine, *after.outbound.collect()])
+                return True, after
+            except ConcurrencyConflict:
+                pass  # the next message's claim, or ours: ours alone tells which
+        try:
+            self.ctx.store.append(mine)
+        except ConcurrencyConflict:  # our claim lapsed and another worker resolved it
+            log.warning("outbound.claim_lost outbound_id=%s", outbound.id)
+            return False, None
+        return True, None
 
     def _failed_attempt(self, outbound: Outbound, error: Exception) -> OutboundState | None:
         now = self.ctx.clock.now()
@@ -163,10 +312,7 @@ class OutboundDelivery:
                 now=now,
             )
         else:
-            backoff = min(
-                self.settings.retry_first * 2 ** max(0, outbound.attempts - 1),
-                self.settings.retry_longest,
-            )
+            backoff = self.settings.backoff(outbound.attempts)
             outbound.retry(
                 holder=holder,
                 reply=reply,
@@ -181,31 +327,9 @@ class OutboundDelivery:
             kind,
             outbound.state,
         )
-        return outbound.state if self._commit(outbound) else None
-
-    def _commit(self, outbound: Outbound) -> bool:
-        try:
-            commit(self.ctx.store, outbound)
-        except ConcurrencyConflict:  # our claim lapsed and another worker resolved it
-            log.warning("outbound.claim_lost outbound_id=%s", outbound.id)
-            return False
-        return True
+        return outbound.state if committed(self.ctx, outbound) else None
 
     # -- what an attempt needs -------------------------------------------------------------
-
-    def _message(self, outbound: Outbound) -> Kept | None:
-        """The envelope and the composed bytes (with Bcc), as queued."""
-        queued = outbound.queued
-        if queued is None:
-            return None
-        owner = (outbound.tenant_id, outbound.account_id)
-        envelope = reveal(self.ctx, queued.envelope, *owner)
-        content = reveal(self.ctx, queued.content, *owner)
-        if envelope is None or content is None:
-            return None
-        fields = json.loads(envelope)
-        recipients = [str(a) for key in ("to", "cc", "bcc") for a in fields.get(key, [])]
-        return Kept(str(fields.get("from", "")), recipients, content.encode("latin-1"))
 
     def _endpoint(self, account: MailAccount) -> SmtpEndpoint:
         smtp = account.smtp
@@ -224,6 +348,20 @@ class OutboundDelivery:
         )
 
     def _credentials(self, account: MailAccount) -> Credentials:
+        """The account's SMTP credentials, read again when the account changed (a new
+        secret is recorded on the account) and at least every ``CREDENTIALS_TTL``
+        seconds: a series does not read two secret tables per message."""
+        account_id, now = str(account.id), time.monotonic()
+        seen = self._credentials_seen.get(account_id)
+        if seen is not None and seen[0] == account.version and now - seen[1] < CREDENTIALS_TTL:
+            return seen[2]
+        credentials = self._read_credentials(account)
+        if len(self._credentials_seen) >= 256:
+            self._credentials_seen.clear()
+        self._credentials_seen[account_id] = (account.version, now, credentials)
+        return credentials
+
+    def _read_credentials(self, account: MailAccount) -> Credentials:
         own = self.ctx.mail.smtp_secrets
         if account.auth_method == "password" and own is not None:
             smtp_secret = own.get(str(account.id))  # ``smtpSecret``, where one was given
@@ -234,92 +372,52 @@ class OutboundDelivery:
             raise SmtpRejected("no usable secret for the account")
         return Credentials(account.auth_method, secret)
 
-    # -- the Sent folder -------------------------------------------------------------------
 
-    def _sent_session(self, account: MailAccount) -> SentFolderSession | None:
-        account_id = str(account.id)
-        secret = self.ctx.mail.secrets.get(account_id)
-        if secret is None:
-            return None
-        imap = account.imap
-        endpoint = ImapEndpoint(
-            host=imap["host"],
-            port=int(imap["port"]),
-            security=imap["security"],
-            username=reveal(self.ctx, imap.get("username"), account.tenant_id, account_id) or "",
-        )
-        options = OpenOptions(
-            account_id,
-            BlobOwner(account.tenant_id, account_id),
-            time.monotonic() + self.settings.imap_timeout,
-        )
-        session = self.ctx.mail.provider.open(
-            endpoint, Credentials(account.auth_method, secret), options
-        )
-        if not isinstance(session, SentFolderSession):
-            session.close()
-            return None
-        return session
+class _Picker:
+    """A series' candidates: what the worker hands over (``take``), then the account's
+    due messages in the read model; each at most once, at most ``limit`` in all."""
 
-    def _resolve(
-        self, outbound: Outbound, *, reason: str, holder: str | None
-    ) -> OutboundState | None:
-        """Decide an attempt that may have reached the server by the Sent folder."""
-        queued = outbound.queued
-        message_id = (
-            reveal(self.ctx, queued.message_id_header, outbound.tenant_id, outbound.account_id)
-            if queued
-            else None
-        )
-        found: bool | None = None
-        why = f"{reason}; no sent folder to search"
-        account = load(self.ctx.store, MailAccount, UUID(outbound.account_id))
-        if message_id is not None and account.exists:
-            try:
-                session = self._sent_session(account)
-                if session is not None:
-                    try:
-                        found = session.find_in_sent(message_id)
-                    finally:
-                        session.close()  # type: ignore[attr-defined]
-            except MailProviderError as error:
-                log.warning(
-                    "outbound.sent_search_failed outbound_id=%s error=%s", outbound.id, error
-                )
-        now = self.ctx.clock.now()
-        why = reason if found is not None else f"{reason}; no sent folder to search"
-        outbound.resolve(found=bool(found), reason=why, now=now, holder=holder)
-        if not self._commit(outbound):
-            return None
-        log.warning("outbound.resolved outbound_id=%s state=%s", outbound.id, outbound.state)
-        return outbound.state
+    def __init__(
+        self,
+        delivery: OutboundDelivery,
+        account_id: str,
+        take: Callable[[], str | None],
+        limit: int,
+        stopping: Callable[[], bool],
+    ) -> None:
+        self.account_id = account_id
+        self._stopping = stopping
+        self._delivery = delivery
+        self._take = take
+        self._limit = limit
+        self._seen: set[str] = set()
+        self._read: deque[str] = deque()
+        self.attempts = 0
 
-    def _append_copy(self, outbound: Outbound, account: MailAccount, message: bytes) -> None:
-        """The copy in Sent, with its Bcc header (the provider does not file one)."""
-        try:
-            session = self._sent_session(account)
-            if session is None:
-                outcome = "no_sent_folder"
-            else:
-                try:
-                    appended = session.append_to_sent(message)
-                finally:
-                    session.close()  # type: ignore[attr-defined]
-                outcome = "appended" if appended else "no_sent_folder"
-        except MailProviderError as error:
-            log.warning("outbound.copy_failed outbound_id=%s error=%s", outbound.id, error)
-            outcome = "failed"
-        outbound.copy_saved(outcome=outcome, now=self.ctx.clock.now())
-        self._commit(outbound)
+    def next(self) -> str | None:
+        """The next candidate; None after ``limit`` attempts or ``SERIES_LOOKS``
+        candidates, or when none is left."""
+        while self.attempts < self._limit and len(self._seen) < SERIES_LOOKS:
+            if self._stopping():
+                return None
+            outbound_id = self._take() or self._from_read_model()
+            if outbound_id is None:
+                return None
+            if outbound_id not in self._seen:
+                self._seen.add(outbound_id)
+                return outbound_id
+        return None
 
-
-@dataclass(frozen=True)
-class Kept:
-    """What the outbox keeps of a message: its envelope and its bytes (with Bcc)."""
-
-    sender: str
-    recipients: list[str]
-    message: bytes
+    def _from_read_model(self) -> str | None:
+        if not self._read:
+            outbox = self._delivery.ctx.mail.outbox
+            if outbox is None:
+                return None
+            now = self._delivery.ctx.clock.now().astimezone(UTC).isoformat()
+            # Rows the read model has not seen change yet come back: ask past them.
+            rows = outbox.due_of_account(self.account_id, now, len(self._seen) + 16)
+            self._read.extend(r for r in rows if r not in self._seen)
+        return self._read.popleft() if self._read else None
 
 
 def is_final(state: str | None) -> bool:

@@ -89,8 +89,17 @@ class SmtpSubmission(Protocol):
         account_id: str,
         deadline: float,
     ) -> SmtpReply:
-        """Connect, log in and submit before ``deadline`` (``time.monotonic()``): the
-        server's acceptance, or an ``SmtpError``."""
+        """Submit before ``deadline`` (``time.monotonic()``) over the account's kept
+        connection, else a new one (connect, log in): the server's acceptance, or an
+        ``SmtpError``."""
+        ...
+
+    def close_idle(self) -> int:
+        """Close kept connections idle past their time; how many."""
+        ...
+
+    def close(self) -> None:
+        """Close every kept connection (shutdown)."""
         ...
 
 
@@ -120,9 +129,14 @@ class OutboxReadModel(Protocol):
         limit: int,
     ) -> list[dict[str, Any]]: ...
 
-    def due_outbound(self, now_iso: str, limit: int) -> list[str]:
-        """Ids of messages to act on now: waiting and due, or ``sending`` past the
-        claim of their attempt."""
+    def due_outbound(self, now_iso: str, limit: int) -> list[tuple[str, str]]:
+        """(outbound id, account id) of messages to act on now: waiting and due,
+        ``sending`` past the claim of their attempt, or sent with a Sent copy to retry."""
+        ...
+
+    def due_of_account(self, account_id: str, now_iso: str, limit: int) -> list[str]:
+        """Ids of the account's messages to act on now (as ``due_outbound``), oldest
+        queued first."""
         ...
 
     def queued_since(self, account_id: str, since_iso: str) -> int:

@@ -5,8 +5,10 @@ and queues nothing new, also when two requests race (the store's version check l
 stream start; the other reads it). The same key with another payload is 409
 ``idempotency_key_reused`` (a keyed digest of the payload is kept to compare).
 
-From is the account's address. Every value that becomes a header (addresses, subject,
-file names, content types, the key) is refused with CR or LF in it (400). The composed
+From is the account's address. A recipient is an address or ``Name <address>``
+(``recipients``: the name is validated here and encoded when composing). Every value
+that becomes a header (addresses, subject, file names, content types, the key) is
+refused with CR or LF in it (400). The composed
 message is at most ``max_send_bytes`` (413 ``message_too_large``); an account's provider
 may cap the messages a day (429 ``send_limit``). ``inReplyTo`` names a message of this
 account: In-Reply-To and References come from it.
@@ -33,6 +35,7 @@ from application.mail.outbound.compose import (
     rfc5322_date,
     valid_base64,
 )
+from application.mail.outbound.recipients import MAX_RECIPIENT, parse_mailbox
 from application.payloads import Payload as Base
 from application.result import Result, not_found
 from application.signals import Signal
@@ -44,7 +47,6 @@ from domain.outbound import Outbound, OutboundQueued, outbound_id
 
 NAME = "send-message"
 
-ADDRESS = r"^[^@\s<>,;\"]+@[^@\s<>,;\"]+$"
 MAX_RECIPIENTS = 100
 MAX_ATTACHMENTS = 20
 _NO_ID = ""  # the answered message has no Message-ID
@@ -62,7 +64,13 @@ def _base64(value: str) -> str:
     return value
 
 
-Address = Annotated[str, StringConstraints(max_length=320, pattern=ADDRESS)]
+def _recipient(value: str) -> str:
+    parse_mailbox(value)  # the reason it is refused, as the 400's detail
+    return value
+
+
+# ``addr``, ``Name <addr>`` or ``"Name" <addr>`` (``recipients``).
+Address = Annotated[str, StringConstraints(max_length=MAX_RECIPIENT), AfterValidator(_recipient)]
 HeaderText = Annotated[str, StringConstraints(max_length=998), AfterValidator(_one_line)]
 Addresses = Annotated[list[Address], Field(max_length=MAX_RECIPIENTS)]
 
@@ -175,9 +183,9 @@ def handle(payload: Payload, user: User, ctx: Context) -> Result:  # noqa: PLR09
     now = ctx.clock.now()
     draft = Draft(
         sender=sender,
-        to=tuple(payload.to),
-        cc=tuple(payload.cc),
-        bcc=tuple(payload.bcc),
+        to=tuple(parse_mailbox(r) for r in payload.to),
+        cc=tuple(parse_mailbox(r) for r in payload.cc),
+        bcc=tuple(parse_mailbox(r) for r in payload.bcc),
         subject=payload.subject,
         text=payload.text,
         html=payload.html,

@@ -1,5 +1,7 @@
 """Sending fixtures: a private Dovecot with LMTP and SASL for Postfix, and a private
-Postfix (submission on STARTTLS and implicit TLS) delivering into it, once per module;
+Postfix (submission on STARTTLS and implicit TLS) delivering into it, once for the
+session (every test makes fresh Dovecot users; a test that stops Postfix takes
+``own_servers``);
 apps on this test's database (both backends) with the Postfix CA trusted; accounts of
 fresh Dovecot users at ``example.test`` that send through Postfix."""
 
@@ -33,14 +35,24 @@ class Servers:
     postfix: PostfixServer
 
 
-@pytest.fixture(scope="module")
-def servers() -> Iterator[Servers]:
+def _servers() -> Iterator[Servers]:
     lmtp_port = free_port()
     with (
         DovecotServer(extra_config=dovecot_config(lmtp_port)) as dovecot,
         PostfixServer(dovecot, lmtp_port) as postfix,
     ):
         yield Servers(dovecot, postfix)
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[Servers]:
+    yield from _servers()
+
+
+@pytest.fixture
+def own_servers() -> Iterator[Servers]:
+    """A Dovecot and Postfix of the test's own (it stops and starts them)."""
+    yield from _servers()
 
 
 @dataclass
@@ -105,19 +117,26 @@ MakeSender = Callable[..., Sender]
 
 
 @pytest.fixture
-def make_sender(make_mail_app: MakeMailApp, servers: Servers) -> MakeSender:
-    def make(holder: str = "w1", **overrides: Any) -> Sender:
+def make_sender(make_mail_app: MakeMailApp, servers: Servers) -> Iterator[MakeSender]:
+    deliveries: list[OutboundDelivery] = []
+
+    def make(holder: str = "w1", own: Servers | None = None, **overrides: Any) -> Sender:
+        used = own or servers
         settings: dict[str, Any] = {
-            "smtp_ca_file": servers.postfix.ca_file,
+            "smtp_ca_file": used.postfix.ca_file,
             "send_attempt_timeout": 10.0,
             "send_retry_first": 0.2,
             "send_retry_longest": 0.5,
             **overrides,
         }
         mail = make_mail_app(**settings)
-        return Sender(mail, servers, build_outbound_delivery(mail.app, mail.settings, holder))
+        delivery = build_outbound_delivery(mail.app, mail.settings, holder)
+        deliveries.append(delivery)
+        return Sender(mail, used, delivery)
 
-    return make
+    yield make
+    for delivery in deliveries:  # the kept SMTP connections
+        delivery.close()
 
 
 @pytest.fixture

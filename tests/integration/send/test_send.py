@@ -14,7 +14,7 @@ from typing import Any
 from imapclient import IMAPClient
 
 from tests.integration.mail.helpers import messages
-from tests.integration.send.conftest import ADMIN, MakeSender, Sender
+from tests.integration.send.conftest import ADMIN, MakeSender, Sender, Servers
 from tests.support.postfix import DOMAIN
 
 
@@ -109,9 +109,34 @@ def test_a_reply_carries_in_reply_to_and_references_and_threads_with_the_origina
     assert len(threads) == 1, "the reply (its Sent copy) threads with the original"
 
 
-def test_postfix_stopped_then_started_the_message_retries_then_is_sent_once(
+def test_recipients_with_display_names_are_encoded_and_mail_goes_to_their_addresses(
     sender: Sender,
 ) -> None:
+    alice, bob, carol, dave = (sender.mailbox() for _ in range(4))
+    alice_id = sender.account(alice)
+    queued = sender.send(
+        alice_id,
+        to=[f"José Müller <{_address(bob)}>"],
+        cc=[f'"Doe, John \\"JD\\"" <{_address(carol)}>'],
+        bcc=[f"Dave <{_address(dave)}>"],
+        subject="Names",
+    )
+    assert sender.delivery.run(queued["outboundId"]) == "sent"
+    [raw] = _wait_for(lambda: _raw_in(sender, bob, "INBOX"))
+    assert _wait_for(lambda: _raw_in(sender, carol, "INBOX"))
+    assert _wait_for(lambda: _raw_in(sender, dave, "INBOX"))
+    head = raw.split(b"\r\n\r\n", 1)[0]
+    assert f"To: =?utf-8?q?Jos=C3=A9_M=C3=BCller?= <{_address(bob)}>".encode() in head
+    assert f'Cc: "Doe, John \\"JD\\"" <{_address(carol)}>'.encode() in head
+    assert b"Dave" not in head
+    [copy] = _raw_in(sender, alice, "Sent")
+    assert f"Bcc: Dave <{_address(dave)}>".encode() in copy
+
+
+def test_postfix_stopped_then_started_the_message_retries_then_is_sent_once(
+    make_sender: MakeSender, own_servers: Servers
+) -> None:
+    sender = make_sender(own=own_servers)
     postfix = sender.servers.postfix
     alice, bob = sender.mailbox(), sender.mailbox()
     alice_id = sender.account(alice)

@@ -126,3 +126,25 @@ def test_replay_gives_the_same_state() -> None:
     again = Outbound.replay(outbound.id, outbound.collect())
     assert (again.state, again.attempts, again.version) == ("sent", 1, 3)
     assert isinstance(again.id, uuid.UUID)
+
+
+def test_a_failed_copy_is_retried_claimed_and_bounded() -> None:
+    outbound = queued()
+    attempt(outbound)
+    outbound.sent(holder="w1", reply="250", now=NOW)
+    later = NOW + timedelta(seconds=30)
+    outbound.copy_retrying(error="NO [SERVERBUG]", next_attempt_at=later, now=NOW)
+    assert (outbound.copy, outbound.copy_attempts) == ("retrying", 1)
+    assert not outbound.copy_due(NOW) and outbound.copy_due(later)
+    claim = later + timedelta(seconds=150)
+    outbound.copy_retrying(error="claimed", next_attempt_at=claim, now=later)
+    assert outbound.copy_attempts == 2, "a claim opens the next try"
+    assert not outbound.copy_due(later), "claimed: another worker leaves it"
+    outbound.copy_retrying(error="NO again", next_attempt_at=claim, now=later)
+    assert outbound.copy_attempts == 2, "its failure belongs to the same try"
+    outbound.copy_saved(outcome="appended", now=later)
+    assert not outbound.copy_due(claim)
+    with pytest.raises(OutboundError):
+        outbound.copy_retrying(error="x", next_attempt_at=claim, now=later)
+    again = Outbound.replay(outbound.id, outbound.collect())
+    assert (again.copy, again.copy_attempts) == ("appended", 2)
