@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from application import User
+from application.app import App
 from infrastructure.bootstrap import bootstrap
 from tests.e2e.process import Cli
 from tests.integration.webhooks.helpers import define_fields, eventually
@@ -18,17 +19,21 @@ from tests.support.results import ok
 from tests.support.webhook_receiver import Answer, Received, Receiver
 
 
-def test_two_delivery_processes_share_the_work_without_overlap(
-    cli: Cli, database_url: str, tmp_path: Path
-) -> None:
-    env = cli.env
-    app = bootstrap(
+def _app_beside(cli: Cli, database_url: str) -> App:
+    """An app on the store the CLI processes use, with their key."""
+    return bootstrap(
         database_url=database_url,
-        blob_dir=Path(env["TIDINGS_BLOB_DIR"]),
-        master_key=env["TIDINGS_MASTER_KEY"],
+        blob_dir=Path(cli.env["TIDINGS_BLOB_DIR"]),
+        master_key=cli.env["TIDINGS_MASTER_KEY"],
         allow_private_hosts=True,
         project_inline=False,
     )
+
+
+def test_two_delivery_processes_share_the_work_without_overlap(
+    cli: Cli, database_url: str, tmp_path: Path
+) -> None:
+    app = _app_beside(cli, database_url)
     admin = User(id="a", tenant_id="t-procs", roles=frozenset({"TenantAdmin"}))
     seen: set[str] = set()
     lock = threading.Lock()
@@ -74,14 +79,7 @@ def test_two_delivery_processes_share_the_work_without_overlap(
 def test_a_killed_delivery_processs_claims_are_delivered_by_another_within_its_lease(
     cli: Cli, database_url: str
 ) -> None:
-    env = cli.env
-    app = bootstrap(
-        database_url=database_url,
-        blob_dir=Path(env["TIDINGS_BLOB_DIR"]),
-        master_key=env["TIDINGS_MASTER_KEY"],
-        allow_private_hosts=True,
-        project_inline=False,
-    )
+    app = _app_beside(cli, database_url)
     admin = User(id="a", tenant_id="t-kill", roles=frozenset({"TenantAdmin"}))
     # Every first attempt hangs past the kill; a second one is answered at once.
     receiver = Receiver(
