@@ -112,14 +112,15 @@ class BodyKeys:
                 )
         return made
 
-    def key(self, tenant_id: str, account_id: str, name: str) -> bytes:
+    def key(self, tenant_id: str, account_id: str, name: str, *, sealing: bool = False) -> bytes:
         """The body key; raises ``BodyKeyErased`` when it is gone (``KeyErased`` when its
-        account's or tenant's is)."""
+        account's or tenant's is). ``sealing``: to seal with, the account key as cached
+        for sealing (an account's shred counts within the sealer's cache time)."""
         key_id = body_key_id(tenant_id, account_id, name)
         now = time.monotonic()
         with self._lock:
             cached = self._memo.get(key_id)
-        parent = self._account_key(tenant_id, account_id)  # an account's shred counts
+        parent = self._account_key(tenant_id, account_id, sealing=sealing)  # a shred counts
         if cached is not None and now - cached[0] < self._cache_seconds:
             return cached[1]
         with self.db.reading() as cur:
