@@ -51,10 +51,21 @@ class PiiCipher(Protocol):
         ...
 
     def reveal(
-        self, token: str, tenant_id: str, account_id: str | None, purpose: str = "pii"
+        self,
+        token: str,
+        tenant_id: str,
+        account_id: str | None,
+        purpose: str = "pii",
+        *,
+        sealing: bool = False,
     ) -> str | None:
         """The plaintext, or None when its key was shredded or the token was sealed for
-        another owner or purpose."""
+        another owner or purpose.
+
+        ``sealing``: the value is read only to decide how the owner's new data is sealed
+        (never shown, never stored in clear), so the key may be taken as ``sealer``
+        holds it: a shred then shows within the sealer's cache time, as for the
+        sealing itself."""
         ...
 
     def digest(self, tenant_id: str, purpose: str, text: str) -> str:

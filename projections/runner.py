@@ -185,8 +185,18 @@ class ProjectionRunner:
             self._last_read = (position, page)
         return page
 
-    def _advance(self, cur: SqlCursor, projection: Projection, position: int) -> int:
-        page = self._read(position)
+    def _advance(
+        self,
+        cur: SqlCursor,
+        projection: Projection,
+        position: int,
+        shared: dict[int, LogPage] | None = None,
+    ) -> int:
+        page = shared.get(position) if shared is not None else None
+        if page is None:
+            page = self._read(position)
+            if shared is not None:
+                shared[position] = page
         if page.count:
             entries = page.entries
             if isinstance(projection, ConsumesTopics):
@@ -295,10 +305,14 @@ class ProjectionRunner:
         if len(projections) == 1:
             return [self.step(projections[0])]
         counts: dict[str, int] = {}
+        # This step's reads, short ones too: projections at one position apply the same
+        # page (a burst's pages are short; reading one per projection read it thrice). A
+        # short page is reused only within the step, so the next step reads afresh.
+        shared: dict[int, LogPage] = {}
         with self.db.transaction() as cur:
             for projection in sorted(projections, key=lambda p: p.name):
                 position = self._locked_position(cur, projection.name)
-                counts[projection.name] = self._advance(cur, projection, position)
+                counts[projection.name] = self._advance(cur, projection, position, shared)
         return [counts[projection.name] for projection in projections]
 
     def catch_up(self) -> int:

@@ -42,7 +42,6 @@ from uuid import UUID
 
 from application.context import Context
 from application.errors import ConcurrencyConflict, StoreUnavailable
-from application.mail.access import reveal
 from application.mail.deferral import (
     Arrival,
     complete_found,
@@ -324,10 +323,12 @@ class MailIngestion:
 def placement(ctx: Context, page: Page) -> Callable[[IncomingMessage], IncomingMessage]:
     """Where a page's messages were found and which way they went: ``outbound`` when the
     page is of a \\Sent folder or the From is the account's own address (revealed once
-    per page: events hold it sealed), else ``inbound``."""
+    per page: events hold it sealed), else ``inbound``. The address only steers how the
+    page is sealed, so it is revealed with the key as the sealer holds it: no key read
+    from the database per page (a burst's every page is another account's)."""
     account = page.account
     own = (
-        reveal(ctx, account.address, account.tenant_id, str(account.id))
+        ctx.mail.cipher.reveal(account.address, account.tenant_id, str(account.id), sealing=True)
         if account.address
         else None
     )

@@ -34,6 +34,8 @@ from application.privacy import KeyErased
 from infrastructure.crypto.randomness import random_bytes
 
 BODY_KEYS_TABLE = "message_keys"
+_INSERT = f"INSERT INTO {BODY_KEYS_TABLE} (key_id, wrapped) {{rows}}"
+_PG_ROWS = "SELECT * FROM unnest(?::text[], ?::text[])"
 MEMO_SIZE = 8192
 # The name of a body key inside a blob ref: ``pack3:<tenant>:<account>:<name>:…`` or
 # ``body1:<tenant>:<account>:<name>``.
@@ -83,11 +85,11 @@ class BodyKeys:
     def create(self, owners: Sequence[tuple[str, str]]) -> list[tuple[str, bytes] | None]:
         """A fresh key for each (tenant, account), all stored in one statement: (name,
         key) in order, None for an owner whose account key is erased."""
-        wrapping: dict[tuple[str, str], bytes | None] = {}
+        wrapping: dict[tuple[str, str], AESGCM | None] = {}
         for owner in owners:
             if owner not in wrapping:
                 try:
-                    wrapping[owner] = self._account_key(*owner, sealing=True)
+                    wrapping[owner] = AESGCM(self._account_key(*owner, sealing=True))
                 except KeyErased:
                     wrapping[owner] = None
         made: list[tuple[str, bytes] | None] = []
@@ -101,25 +103,28 @@ class BodyKeys:
             name, key = random_bytes(16).hex(), AESGCM.generate_key(bit_length=256)
             key_id = body_key_id(tenant_id, account_id, name)
             nonce = random_bytes(12)
-            wrapped = nonce + AESGCM(parent).encrypt(nonce, key, key_id.encode())
+            wrapped = nonce + parent.encrypt(nonce, key, key_id.encode())
             rows.append((key_id, base64.b64encode(wrapped).decode()))
             made.append((name, key))
             self._remember(key_id, now, key)
         if rows:
             with self.db.transaction() as cur:
-                cur.executemany(
-                    f"INSERT INTO {BODY_KEYS_TABLE} (key_id, wrapped) VALUES (?, ?)", rows
-                )
+                if self.db.dialect == "postgresql":  # one statement, not one per key
+                    columns = [list(c) for c in zip(*rows, strict=True)]
+                    cur.execute(_INSERT.format(rows=_PG_ROWS), columns)
+                else:
+                    cur.executemany(_INSERT.format(rows="VALUES (?, ?)"), rows)
         return made
 
-    def key(self, tenant_id: str, account_id: str, name: str) -> bytes:
+    def key(self, tenant_id: str, account_id: str, name: str, *, sealing: bool = False) -> bytes:
         """The body key; raises ``BodyKeyErased`` when it is gone (``KeyErased`` when its
-        account's or tenant's is)."""
+        account's or tenant's is). ``sealing``: to seal with, the account key as cached
+        for sealing (an account's shred counts within the sealer's cache time)."""
         key_id = body_key_id(tenant_id, account_id, name)
         now = time.monotonic()
         with self._lock:
             cached = self._memo.get(key_id)
-        parent = self._account_key(tenant_id, account_id)  # an account's shred counts
+        parent = self._account_key(tenant_id, account_id, sealing=sealing)  # a shred counts
         if cached is not None and now - cached[0] < self._cache_seconds:
             return cached[1]
         with self.db.reading() as cur:

@@ -28,7 +28,9 @@ shredded key is never re-created. Unwrapped keys are cached: for reading for
 ``cache_seconds``, so another process's shred takes effect here within that time; for
 sealing for ``seal_cache_seconds`` (minutes: sealing with a key shredded meanwhile only
 makes data nobody can read, and a burst of new mail in thousands of accounts must not
-cost a key lookup per account).
+cost a key lookup per account). A value revealed only to decide how new data of the
+same owner is sealed (``reveal(..., sealing=True)``: the account's own address, for a
+message's direction) takes the key as sealing does, for the same reason.
 """
 
 from __future__ import annotations
@@ -131,11 +133,13 @@ class KeyRing:
 
     # --- keys ---------------------------------------------------------------------
 
-    def _key(self, key_id: str, parent: tuple[str, bytes] | None, create: bool) -> bytes | None:
+    def _key(
+        self, key_id: str, parent: tuple[str, bytes] | None, create: bool, sealing: bool = False
+    ) -> bytes | None:
         now = time.monotonic()
         with self._lock:
             cached = self._cache.get(key_id)
-        max_age = self._seal_cache_seconds if create else self._cache_seconds
+        max_age = self._seal_cache_seconds if create or sealing else self._cache_seconds
         if cached is not None and now - cached[0] < max_age:
             return cached[1]
         wrapping_id, wrapping = parent if parent is not None else ("master", self._master)
@@ -164,15 +168,19 @@ class KeyRing:
                 self._cache[key_id] = (now, key)
         return key
 
-    def _chain(self, tenant_id: str, account_id: str | None, create: bool) -> tuple[str, bytes]:
+    def _chain(
+        self, tenant_id: str, account_id: str | None, create: bool, sealing: bool = False
+    ) -> tuple[str, bytes]:
+        """The owner's key; ``create``: made where missing; ``create`` or ``sealing``: as
+        cached for sealing (longer)."""
         tenant_key_id = _key_id(tenant_id, None)
-        tenant_key = self._key(tenant_key_id, None, create)
+        tenant_key = self._key(tenant_key_id, None, create, sealing)
         if tenant_key is None:
             raise KeyShredded(tenant_key_id)
         if account_id is None:
             return tenant_key_id, tenant_key
         account_key_id = _key_id(tenant_id, account_id)
-        account_key = self._key(account_key_id, (tenant_key_id, tenant_key), create)
+        account_key = self._key(account_key_id, (tenant_key_id, tenant_key), create, sealing)
         if account_key is None:
             raise KeyShredded(account_key_id)
         return account_key_id, account_key
@@ -213,7 +221,7 @@ class KeyRing:
         if name is None:
             return self.sealer(tenant_id, account_id, purpose)
         try:
-            key = self.bodies.key(tenant_id, account_id, name)
+            key = self.bodies.key(tenant_id, account_id, name, sealing=True)
         except KeyShredded:
             raise
         except KeyErased:  # a ref of another account's, or an erased body: not its key
@@ -228,7 +236,13 @@ class KeyRing:
         return seal
 
     def reveal(
-        self, token: str, tenant_id: str, account_id: str | None, purpose: str = PII
+        self,
+        token: str,
+        tenant_id: str,
+        account_id: str | None,
+        purpose: str = PII,
+        *,
+        sealing: bool = False,
     ) -> str | None:
         parts = _split(token)
         if parts is None:
@@ -245,9 +259,9 @@ class KeyRing:
             return None
         try:
             if body_key is not None and account_id is not None:
-                key = self.bodies.key(tenant_id, account_id, body_key)
+                key = self.bodies.key(tenant_id, account_id, body_key, sealing=sealing)
             else:
-                _, key = self._chain(tenant_id, account_id, create=False)
+                _, key = self._chain(tenant_id, account_id, create=False, sealing=sealing)
             return _open(key, aad, base64.b64decode(sealed)).decode()
         except (KeyErased, InvalidTag, ValueError):
             return None

@@ -25,9 +25,13 @@ REMAP = "mail_uid_remap"  # per (account, folder): the UID the map's rebuild goe
 _IN_CHUNK = 500  # SQLite's bound parameters per statement stay far below its limit
 _UPSERT_UID = (
     f"INSERT INTO {UIDS} (account_id, folder, uid, uidvalidity, message_id, flags)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (account_id, folder, uid) DO UPDATE SET"
+    " {rows} ON CONFLICT (account_id, folder, uid) DO UPDATE SET"
     " uidvalidity = excluded.uidvalidity, message_id = excluded.message_id,"
     " flags = excluded.flags"
+)
+_SQLITE_ROW = "VALUES (?, ?, ?, ?, ?, ?)"
+_PG_ROWS = (
+    "SELECT * FROM unnest(?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::text[], ?::text[])"
 )
 
 
@@ -119,7 +123,7 @@ class SqlFlagState:
         if not entries:
             return
         with self.db.transaction() as cur:
-            _upsert(cur, entries)
+            _upsert(cur, self.db.dialect, entries)
 
     def known(
         self, account_id: str, folder: str, uidvalidity: int, uids: Iterable[int]
@@ -213,7 +217,7 @@ class SqlFlagState:
                 ),
             )
             if entries:
-                _upsert(cur, entries)
+                _upsert(cur, self.db.dialect, entries)
 
     def forget(self, account_id: str) -> None:
         with self.db.transaction() as cur:
@@ -242,18 +246,24 @@ class SqlFlagState:
             )
 
 
-def _upsert(cur: SqlCursor, entries: Sequence[UidEntry]) -> None:
-    cur.executemany(
-        _UPSERT_UID,
-        [
-            (
-                e.account_id,
-                e.folder,
-                e.uid,
-                e.uidvalidity,
-                str(e.message_id),
-                None if e.flags is None else json.dumps(list(e.flags)),
-            )
-            for e in entries
-        ],
-    )
+def _upsert(cur: SqlCursor, dialect: str, entries: Sequence[UidEntry]) -> None:
+    """The UID map rows of ``entries`` (the last of one UID wins, as written in turn), in
+    key order (one lock order for concurrent writers). On PostgreSQL one statement for
+    them all: executemany built and sent a statement per row, holding the GIL for each,
+    on the watch path's committer (every message of a burst has a row)."""
+    last = {(e.account_id, e.folder, e.uid): e for e in entries}
+    rows = [
+        (
+            e.account_id,
+            e.folder,
+            e.uid,
+            e.uidvalidity,
+            str(e.message_id),
+            None if e.flags is None else json.dumps(list(e.flags)),
+        )
+        for _, e in sorted(last.items(), key=lambda item: item[0])
+    ]
+    if dialect == "postgresql":
+        cur.execute(_UPSERT_UID.format(rows=_PG_ROWS), [list(c) for c in zip(*rows, strict=True)])
+    else:
+        cur.executemany(_UPSERT_UID.format(rows=_SQLITE_ROW), rows)

@@ -18,12 +18,14 @@ import pytest
 
 from application import User
 from application.mail.ports import BlobNotFound, BlobOwner
+from application.privacy import KeyErased
 from domain.message import MessageIngested
 from domain.message_retention import MessageBodyErased
 from infrastructure import bootstrap as wiring
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.crypto.body_keys import BODY_KEYS_TABLE, BodyKeys
 from infrastructure.crypto.keyring import KeyRing
+from infrastructure.crypto.master_key import open_master_key
 from infrastructure.eventstore.jsonl import export_events
 from tests.integration.mail.conftest import MailApp, MakeMailApp
 from tests.integration.mail.helpers import count_events, messages
@@ -220,3 +222,28 @@ def test_a_body_key_opens_only_for_its_own_account(mail: MailApp, tmp_path: Path
     keys.shred_account(tenant, account)
     with pytest.raises(BlobNotFound):
         blobs.open(streamed, owner=owner)
+
+
+def test_a_shred_shows_at_once_to_reading_and_to_a_sealing_reveal_within_the_sealers_time(
+    mail: MailApp,
+) -> None:
+    """Another process's shred: a reveal for reading sees it as soon as its key's cache
+    lapses; a reveal that only steers sealing (``sealing=True``) takes the key as the
+    sealer holds it, so it sees the shred once the sealer's cache lapses, as sealing does."""
+    keys: KeyRing = mail.app.ctx.mail.cipher  # type: ignore[assignment]
+    configured = mail.settings.master_key
+    assert configured is not None
+    master = open_master_key(keys.db, configured.get_secret_value(), mail.settings.blob_dir)
+    tenant, account = "t-" + uuid.uuid4().hex[:8], str(uuid.uuid4())
+    sealing_long = KeyRing(keys.db, master, cache_seconds=0.0, seal_cache_seconds=600.0)
+    sealing_never = KeyRing(keys.db, master, cache_seconds=0.0, seal_cache_seconds=0.0)
+    token = sealing_long.seal(tenant, account, "me@example.org")
+    for ring in (sealing_long, sealing_never):
+        assert ring.reveal(token, tenant, account, sealing=True) == "me@example.org"
+    keys.shred_account(tenant, account)
+    assert sealing_long.reveal(token, tenant, account, sealing=True) == "me@example.org"
+    assert sealing_never.reveal(token, tenant, account, sealing=True) is None
+    assert sealing_long.reveal(token, tenant, account) is None  # read again: shredded
+    assert sealing_long.reveal(token, tenant, account, sealing=True) is None  # known now
+    with pytest.raises(KeyErased):
+        sealing_never.sealer(tenant, account)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from application import User
 from application.app import App
 from application.errors import StoreUnavailable
+from application.ports import EventLog, LogPage, Recorded, Unreadable
 from projections.custom_fields import CustomFieldsProjection
 from projections.custom_fields_reader import CustomFieldsReader
 from projections.runner import ProjectionRunner, UnknownProjection
@@ -327,3 +329,44 @@ def test_rebuild_builds_the_shadow_in_batches_even_after_a_short_read_at_positio
     assert db.transactions == 7
     assert runner.status()[0].lag == 0
     assert projection.positions(db) == list(range(1, 44))
+
+
+@dataclass
+class CountingLog:
+    """The serving log, counting the pages read from it."""
+
+    log: EventLog
+    pages: int = 0
+
+    def read(self, after: int, limit: int) -> Sequence[Recorded]:
+        return self.log.read(after, limit)
+
+    def scan(self, after: int, limit: int) -> Sequence[Recorded | Unreadable]:
+        return self.log.scan(after, limit)
+
+    def page(self, after: int, limit: int, topics: frozenset[str] | None) -> LogPage:
+        self.pages += 1
+        return self.log.page(after, limit, topics)
+
+    def head(self) -> int:
+        return self.log.head()
+
+
+def test_projections_at_one_position_share_one_read_of_a_short_batch(app: App, admin: User) -> None:
+    bulk_values(app, admin.tenant_id, "a", 3, per_append=3)
+    log = CountingLog(serving(app).log)
+    first, second = (
+        CountingProjection("applied_a", "first"),
+        CountingProjection("applied_b", "second"),
+    )
+    runner = ProjectionRunner(serving(app).db, log, [first, second])
+    runner.setup()
+    head = serving(app).log.head()
+    assert runner.catch_up() == 2 * head
+    assert log.pages == 1  # one read for both, though short
+    assert first.positions(runner.db) == second.positions(runner.db) == list(range(1, head + 1))
+    # The next catch-up reads afresh: a short page is not kept past its step.
+    bulk_values(app, admin.tenant_id, "b", 2, per_append=2)
+    assert runner.catch_up() == 4
+    assert log.pages == 2
+    assert first.positions(runner.db) == list(range(1, head + 3))

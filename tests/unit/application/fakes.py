@@ -150,7 +150,13 @@ class FakeCipher:
         return self.sealer(tenant_id, account_id, purpose)
 
     def reveal(
-        self, token: str, tenant_id: str, account_id: str | None, purpose: str = "pii"
+        self,
+        token: str,
+        tenant_id: str,
+        account_id: str | None,
+        purpose: str = "pii",
+        *,
+        sealing: bool = False,
     ) -> str | None:
         if not token.startswith("fake:") or tenant_id in self.shredded:
             return None
