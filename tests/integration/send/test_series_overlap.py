@@ -3,10 +3,15 @@ both backends with the real Postfix: the next message's header and body reach Po
 while its ``sending`` is being written, and its end of data only after the write, so
 Postfix cannot accept it before the claim is durable; when another worker took the
 message meanwhile, the end is never sent, Postfix never accepts that transaction, and
-the other worker's send is the only one."""
+the other worker's send is the only one; a worker killed while the end waits leaves
+nothing accepted, the message still queued, and it is sent later once."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections import deque
 from typing import Any
@@ -15,7 +20,9 @@ import pytest
 
 from application.mail.outbound.series import Claim
 from application.streams import commit
+from tests.integration.mail.conftest import MASTER_KEY
 from tests.integration.send.conftest import MakeSender, Sender
+from tests.integration.send.test_crash import ROOT
 from tests.integration.send.test_kept_connection import PROVIDER_SAVES, _inbox
 from tests.integration.send.test_send import _address, _wait_for
 
@@ -123,6 +130,48 @@ def test_a_message_taken_by_another_worker_during_the_write_never_ends_here(
     assert other.delivery.submit(claim) is not None
     assert other.delivery.record_sent(claim.outbound, None) == (True, None)
     assert other.outbound(ids[1])["state"] == "sent"
+    assert len(_inbox(sender, bob, 2)) == 2
+    _wait_for(lambda: postfix.accepted_ids().count(second) == 1)
+    assert [postfix.accepted_ids().count(m) for m in (first, second)] == [1, 1]
+
+
+def test_a_series_killed_while_the_end_of_data_waits_for_the_write(sender: Sender) -> None:
+    account, bob, ids = _two_queued(sender)
+    postfix, settings = sender.servers.postfix, sender.mail.settings
+    before = len(postfix.message_ids())
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.series_child",
+            settings.database_url,
+            str(settings.blob_dir),
+            MASTER_KEY,
+            str(postfix.ca_file),
+            account,
+            *ids,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "held"
+        # The second message's bytes reached Postfix (cleanup read its header).
+        first, second = _headers_since(sender, before, 2)[:2]
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(10)
+
+    _wait_for(lambda: "lost connection after DATA" in postfix.log())
+    time.sleep(HELD)  # a message accepted would have reached the queue manager by now
+    assert postfix.accepted_ids().count(second) == 0, "no end of data, no message"
+    assert len(_inbox(sender, bob, 1)) == 1
+    assert [sender.outbound(i)["state"] for i in ids] == ["sending", "queued"]
+
+    assert sender.delivery.run(ids[1]) == "sent", "the second is sent, once"
     assert len(_inbox(sender, bob, 2)) == 2
     _wait_for(lambda: postfix.accepted_ids().count(second) == 1)
     assert [postfix.accepted_ids().count(m) for m in (first, second)] == [1, 1]
