@@ -16,7 +16,8 @@ Usage::
             postfix.submission_port  # STARTTLS, AUTH PLAIN/LOGIN after it
             postfix.smtps_port       # implicit TLS
             postfix.ca_file          # trust this to verify the server's certificate
-            postfix.message_ids()    # one per DATA taken (cleanup's log lines)
+            postfix.message_ids()    # one per DATA whose header cleanup read
+            postfix.accepted_ids()   # one per message taken into the queue
 
 ``smtpd_options`` adds ``-o`` options to both submission services (e.g. an
 ``smtpd_end_of_data_restrictions`` policy service that timestamps each accepted DATA).
@@ -366,8 +367,18 @@ class PostfixServer:
             return ""
 
     def message_ids(self) -> list[str]:
-        """The Message-ID of every message cleanup took, in order (one per DATA)."""
+        """The Message-ID of every message whose header cleanup read, in order (one per
+        DATA, also one whose end of data never came)."""
         return re.findall(r"cleanup\[\d+\]: \w+: message-id=(<[^>]*>)", self.log())
+
+    def accepted_ids(self) -> list[str]:
+        """The Message-ID of every message Postfix accepted, in order: the queue manager
+        took its queue file, which exists only after the end of data (qmgr logs it a
+        moment after the ``250``)."""
+        log = self.log()
+        queued = set(re.findall(r"qmgr\[\d+\]: (\w+): from=<", log))
+        read = re.findall(r"cleanup\[\d+\]: (\w+): message-id=(<[^>]*>)", log)
+        return [message_id for queue_id, message_id in read if queue_id in queued]
 
     def connections(self) -> int:
         """How many SMTP connections the submission services accepted (its own readiness

@@ -12,7 +12,11 @@ included). Bytes a server sends after its STARTTLS answer, before the handshake 
 command injection), are refused.
 
 ``data`` records that the whole message went out (``message_sent``): a failure after it
-may follow the server's acceptance, which the caller must not take for a refusal.
+may follow the server's acceptance, which the caller must not take for a refusal. Where
+``before_end`` is set, ``data`` sends the message's bytes, then asks it before sending
+the end of data (the lone dot): no, or an exception, and the connection is closed with
+the end withheld (``EndWithheld``); a server takes no message without its end, so the
+caller may let the bytes travel while it makes sure it may send.
 
 A connection kept for an account's next message (``infrastructure.smtp.kept``) is
 ``disarm``ed while it waits (no timer) and ``rearm``ed with the next attempt's deadline.
@@ -24,7 +28,7 @@ import smtplib
 import socket
 import ssl
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from infrastructure.smtp.watchdog import WATCHDOG
@@ -43,6 +47,10 @@ class DeadlinePassed(TimeoutError):
     pass
 
 
+class EndWithheld(Exception):
+    """``before_end`` said no: the message's end never went out."""
+
+
 class BoundedSMTP(smtplib.SMTP):
     def __init__(
         self,
@@ -59,6 +67,7 @@ class BoundedSMTP(smtplib.SMTP):
         self._buffer = b""
         self._watch: int | None = None
         self.message_sent = False
+        self.before_end: Callable[[], bool] | None = None
         super().__init__(local_hostname=local_hostname, timeout=self._remaining())
         self._host = host
 
@@ -112,6 +121,9 @@ class BoundedSMTP(smtplib.SMTP):
                 last = error
         if sock is None:
             raise last or OSError(f"no address to connect to for {host}")
+        # The end of data may follow the message's bytes as a write of its own: no
+        # waiting for their acknowledgement (Nagle) before it goes.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._arm(sock)
         if self._implicit_tls is not None:
             sock.settimeout(self._remaining())
@@ -187,6 +199,21 @@ class BoundedSMTP(smtplib.SMTP):
         quoted = smtplib._quote_periods(msg)  # type: ignore[attr-defined]
         if quoted[-2:] != CRLF:
             quoted += CRLF
-        self.send(quoted + b"." + CRLF)
+        if self.before_end is None:
+            self.send(quoted + b"." + CRLF)
+        else:
+            self.send(quoted)
+            self._hold_end(self.before_end)
+            self.send(b"." + CRLF)
         self.message_sent = True
         return self.getreply()
+
+    def _hold_end(self, before_end: Callable[[], bool]) -> None:
+        try:
+            go_on = before_end()
+        except BaseException:
+            self.close()
+            raise
+        if not go_on:
+            self.close()
+            raise EndWithheld("the end of data was withheld")

@@ -10,7 +10,9 @@ more after a refused token). Then MAIL, RCPT for each recipient, DATA. The serve
 answers decide: 2xx sent; 4xx, a network failure or the deadline before the message
 went out ``SmtpTransient``; 5xx ``SmtpRejected``; a failure after the whole message went
 out ``SmtpOutcomeUnknown`` (the server may have taken it). Some recipients refused while
-others were taken is a send, with the refusals in the reply.
+others were taken is a send, with the refusals in the reply. A caller's ``confirm`` is
+asked after the message's bytes and before their end (``BoundedSMTP.before_end``): no,
+and the transaction ends there, the connection closed (``SmtpAbandoned``).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ import logging
 import smtplib
 import ssl
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from application.mail.oauth import is_grant
 from application.mail.outbound.ports import (
+    SmtpAbandoned,
     SmtpEndpoint,
     SmtpError,
     SmtpOutcomeUnknown,
@@ -33,7 +37,7 @@ from application.mail.outbound.ports import (
 )
 from application.mail.ports import Credentials, TokenProvider
 from application.mail.providers import normalise_host
-from infrastructure.smtp.client import BoundedSMTP, DeadlinePassed, ReplyTooLarge
+from infrastructure.smtp.client import BoundedSMTP, DeadlinePassed, EndWithheld, ReplyTooLarge
 from infrastructure.smtp.kept import ConnectionKey, KeptConnections, connection_key
 
 log = logging.getLogger("tidings.smtp")
@@ -80,17 +84,19 @@ class SmtpSubmitter:
         *,
         account_id: str,
         deadline: float,
+        confirm: Callable[[], bool] | None = None,
     ) -> SmtpReply:
         key = connection_key(account_id, endpoint, credentials)
         host = normalise_host(endpoint.host)
+        transaction = Transaction(submission, confirm)
         kept = self.connections.take(key)
         if kept is not None:
-            reply = self._over_kept(kept, key, host, submission, deadline)
+            reply = self._over_kept(kept, key, host, transaction, deadline)
             if reply is not None:
                 return reply
         token = self._token(credentials, account_id)
         try:
-            return self._attempt(key, endpoint, credentials, token, submission, deadline)
+            return self._attempt(key, endpoint, credentials, token, transaction, deadline)
         except SmtpRejected as refused:
             if token is None or not is_grant(credentials.secret) or self._tokens is None:
                 raise
@@ -100,7 +106,7 @@ class SmtpSubmitter:
             fresh = self._tokens.get_access_token(account_id, refused=token)
             if fresh == token:
                 raise
-            return self._attempt(key, endpoint, credentials, fresh, submission, deadline)
+            return self._attempt(key, endpoint, credentials, fresh, transaction, deadline)
 
     def close_idle(self) -> int:
         return self.connections.close_idle()
@@ -120,7 +126,7 @@ class SmtpSubmitter:
         client: BoundedSMTP,
         key: ConnectionKey,
         host: str,
-        submission: Submission,
+        transaction: Transaction,
         deadline: float,
     ) -> SmtpReply | None:
         """The next message over a kept connection; None: the connection was dropped
@@ -132,7 +138,7 @@ class SmtpSubmitter:
         as it would at RSET, before DATA; a round trip a message saved."""
         try:
             client.rearm(deadline)
-            reply = self._transaction(client, submission)
+            reply = self._transaction(client, transaction)
         except BaseException as error:
             self.connections.discard(host, client)
             if not client.message_sent and _dropped(error):
@@ -150,7 +156,7 @@ class SmtpSubmitter:
         endpoint: SmtpEndpoint,
         credentials: Credentials,
         token: str | None,
-        submission: Submission,
+        transaction: Transaction,
         deadline: float,
     ) -> SmtpReply:
         host = normalise_host(endpoint.host)
@@ -172,7 +178,7 @@ class SmtpSubmitter:
 
         def opened_and_sent() -> SmtpReply:
             self._open(client, endpoint, credentials, token)
-            return self._transaction(client, submission)
+            return self._transaction(client, transaction)
 
         return self._submitted(client, key, host, opened_and_sent)
 
@@ -216,10 +222,17 @@ class SmtpSubmitter:
         self._login(client, endpoint.username, credentials, token)
 
     @staticmethod
-    def _transaction(client: BoundedSMTP, submission: Submission) -> SmtpReply:
-        refused = client.sendmail(
-            submission.sender, list(submission.recipients), submission.message
-        )
+    def _transaction(client: BoundedSMTP, transaction: Transaction) -> SmtpReply:
+        submission = transaction.submission
+        client.before_end = transaction.confirm
+        try:
+            refused = client.sendmail(
+                submission.sender, list(submission.recipients), submission.message
+            )
+        except EndWithheld:
+            raise SmtpAbandoned("the caller withheld the end of the message") from None
+        finally:
+            client.before_end = None
         text = "250 accepted"
         if refused:
             codes = [str(code) for code, _ in list(refused.values())[:20]]
@@ -237,6 +250,14 @@ class SmtpSubmitter:
             client.auth("XOAUTH2", auth, initial_response_ok=True)
             return
         client.login(username, credentials.secret)
+
+
+@dataclass(frozen=True, slots=True)
+class Transaction:
+    """A submission and the caller's ``confirm`` before its end."""
+
+    submission: Submission
+    confirm: Callable[[], bool] | None
 
 
 def _dropped(error: BaseException) -> bool:

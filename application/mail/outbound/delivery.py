@@ -17,13 +17,13 @@
 
 ``run_series(account_id, take)`` is one sender for one account: its due messages one
 after another (those ``take`` hands over, then the read model's), each claimed under the
-same rules, over the connection the SMTP port keeps for the account. A message's
-``sent`` is recorded in one write with the ``sending`` of the next: the crash semantics
-are those of two writes, since ``sent`` still follows the server's ``250`` and
-``sending`` still precedes the next DATA; a crash between the ``250`` and that write
-leaves the message ``sending``, decided by the Sent folder as above. A series ends
-after a transient failure (the server's trouble is every next message's) and after
-``SERIES_LIMIT`` messages (other accounts' turn).
+same rules, over the connection the SMTP port keeps for the account
+(``application.mail.outbound.series``). A message's ``sent`` is recorded in one write
+with the ``sending`` of the next, on an I/O thread while the next message's transaction
+goes out; the end of its data waits for that write. The crash semantics are those of
+two writes, since ``sent`` still follows the server's ``250`` and ``sending`` still
+precedes the end of the next DATA; a crash between the ``250`` and that write leaves the
+message ``sending``, decided by the Sent folder as above.
 
 The claim outlasts any attempt (twice the attempt deadline plus 30 s, plus the IMAP
 deadline when the previous message's Sent copy is appended first), and the attempt's
@@ -32,12 +32,11 @@ deadline is enforced at the socket, so a live worker never sees its claim lapse.
 
 from __future__ import annotations
 
-import functools
 import logging
+import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, timedelta
 from uuid import UUID
 
@@ -47,6 +46,7 @@ from application.errors import ConcurrencyConflict
 from application.mail.access import reveal
 from application.mail.outbound.compose import without_bcc
 from application.mail.outbound.ports import (
+    SmtpAbandoned,
     SmtpEndpoint,
     SmtpError,
     SmtpOutcomeUnknown,
@@ -61,25 +61,17 @@ from application.mail.outbound.sent_copy import (
     committed,
     kept_message,
 )
+from application.mail.outbound.series import SERIES_LIMIT, AccountSeries, Claim
 from application.mail.ports import Credentials, MailProviderError
 from application.streams import commit, load, replay
 from domain.mail_account import MailAccount
 from domain.outbound import FINAL_STATES, Outbound, OutboundState
 
-__all__ = ["DeliverySettings", "Kept", "OutboundDelivery", "is_final"]
+__all__ = ["SERIES_LIMIT", "DeliverySettings", "Kept", "OutboundDelivery", "is_final"]
 
 log = logging.getLogger("tidings.outbound")
-SERIES_LIMIT = 100  # attempts on one account's messages before others get the thread
 CREDENTIALS_TTL = 5.0  # seconds an account's SMTP credentials are used as read
-SERIES_LOOKS = 1000  # candidates one series looks at (a stale read model offers sent ones)
-
-
-@dataclass
-class Claim:
-    """A message with its attempt opened (``sending``, committed or about to be)."""
-
-    outbound: Outbound
-    account: MailAccount
+IO_THREADS = 8  # series' reads ahead and writes behind, for all series of the worker
 
 
 Step = Claim | OutboundState | None
@@ -92,6 +84,17 @@ class OutboundDelivery:
         self.settings = settings
         self.sent_folder = SentFolder(ctx, settings)
         self._credentials_seen: dict[str, tuple[int, float, Credentials]] = {}
+        self._io: ThreadPoolExecutor | None = None
+        self._io_lock = threading.Lock()
+
+    @property
+    def io(self) -> ThreadPoolExecutor:
+        """The threads a series reads ahead and writes on while its SMTP goes on (made
+        once: starting a thread per message costs about as much as the write)."""
+        with self._io_lock:
+            if self._io is None:
+                self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="outbound-io")
+            return self._io
 
     def due(self, limit: int = 100) -> list[str]:
         return [outbound_id for outbound_id, _ in self.due_by_account(limit)]
@@ -109,17 +112,29 @@ class OutboundDelivery:
 
     def close(self) -> None:
         self.smtp.close()
+        with self._io_lock:
+            io, self._io = self._io, None
+        if io is not None:
+            io.shutdown(wait=True)
 
     def run(self, outbound_id: str) -> OutboundState | None:
         """One step on the message; its state after it (None: nothing done here)."""
-        step = self._prepare(outbound_id)
+        step = self.prepare(outbound_id)
         if not isinstance(step, Claim):
             return step
         try:
             commit(self.ctx.store, step.outbound)
         except ConcurrencyConflict:
             return None  # another worker took this attempt
-        return self._attempt(step, None)[0]
+        outcome = self.submit(step)
+        if not isinstance(outcome, Kept):
+            return outcome
+        recorded, _ = self.record_sent(step.outbound, None)
+        if not recorded:
+            return None
+        if not self.provider_saves(step.account):
+            self.save_copy(step, outcome)
+        return "sent"
 
     def run_series(
         self,
@@ -131,45 +146,9 @@ class OutboundDelivery:
         """The account's due messages one after another (see the module's text); the
         number of attempts made. ``stopping``: the worker is shutting down (no new
         message is started; one whose attempt is recorded is still sent)."""
-        picker = _Picker(self, account_id, take, limit, stopping)
-        claim: Claim | None = None
-        attempts = 0
-        while True:
-            if claim is None:
-                claim = self._next(picker, opened=True)
-                if claim is None:
-                    return attempts
-            following = functools.partial(
-                self._next, picker, with_copy=not self._provider_saves(claim.account)
-            )
-            attempts = picker.attempts = attempts + 1  # before: ``following`` counts it
-            state, claim = self._attempt(claim, following)
-            if state == "retrying":
-                return attempts
+        return AccountSeries(self, account_id, take, limit, stopping).run()
 
-    def _next(
-        self, picker: _Picker, *, opened: bool = False, with_copy: bool = False
-    ) -> Claim | None:
-        """The series' next message with its attempt opened: committed (``opened``) or
-        left for the caller's write. Lapsed, canceled or postponed ones are dealt with
-        on the way, as ``run`` would."""
-        while (outbound_id := picker.next()) is not None:
-            extra = self.settings.imap_timeout if with_copy else 0.0
-            step = self._prepare(
-                outbound_id, account_id=picker.account_id, extra_lease=extra, quiet=not opened
-            )
-            if not isinstance(step, Claim):
-                continue
-            if not opened:
-                return step
-            try:
-                commit(self.ctx.store, step.outbound)
-            except ConcurrencyConflict:
-                continue
-            return step
-        return None
-
-    def _prepare(  # noqa: PLR0911 - one answer per state of the message
+    def prepare(  # noqa: PLR0911 - one answer per state of the message
         self,
         outbound_id: str,
         *,
@@ -229,17 +208,19 @@ class OutboundDelivery:
         account = replay(MailAccount, UUID(account_id), streams[UUID(account_id)])
         return replay(Outbound, stream, streams[stream]), account
 
-    def _provider_saves(self, account: MailAccount) -> bool:
+    def provider_saves(self, account: MailAccount) -> bool:
         return self.ctx.mail.providers.match(account.imap.get("host", "")).saves_sent
 
     # -- an attempt ------------------------------------------------------------------------
 
-    def _attempt(
-        self, claim: Claim, following: Callable[[], Claim | None] | None
-    ) -> tuple[OutboundState | None, Claim | None]:
-        """Submit the claimed message and record the outcome; after a send, with the
-        ``sending`` of the next message ``following`` opens. Answers the message's state
-        and the next message, its attempt recorded."""
+    def submit(
+        self, claim: Claim, confirm: Callable[[], bool] | None = None
+    ) -> Kept | OutboundState | None:
+        """Submit the claimed message. Accepted: its bytes, with ``sent`` applied to the
+        message, not yet recorded. Else what was recorded (None: nothing, the attempt
+        was not ours). ``confirm`` (a series' write of the claim, still in flight) is
+        waited for before the end of the data goes out, and before a failure is
+        recorded: no, and the attempt was not ours."""
         outbound, account = claim.outbound, claim.account
         kept = kept_message(self.ctx, outbound)
         holder = self.settings.holder
@@ -253,48 +234,56 @@ class OutboundDelivery:
                 Submission(kept.sender, kept.recipients, without_bcc(kept.message)),
                 account_id=outbound.account_id,
                 deadline=deadline,
+                confirm=confirm,
             )
+        except SmtpAbandoned:
+            log.info("outbound.claim_lost_before_end outbound_id=%s", outbound.id)
+            return None
         except SmtpOutcomeUnknown:
             log.warning("outbound.outcome_unknown outbound_id=%s", outbound.id)
-            return self.sent_folder.resolve(outbound, reason="no_final_answer", holder=holder), None
+            return self.sent_folder.resolve(outbound, reason="no_final_answer", holder=holder)
         except (SmtpError, MailProviderError) as error:
-            return self._failed_attempt(outbound, error), None
+            if confirm is not None and not confirm():
+                return None  # the claim was another worker's: nothing of ours to record
+            return self._failed_attempt(outbound, error)
         now = self.ctx.clock.now()
         outbound.sent(holder=holder, reply=str(reply), now=now)
-        provider_saves = self._provider_saves(account)
-        if provider_saves:  # recorded with the send: one write
+        if self.provider_saves(account):  # recorded with the send: one write
             outbound.copy_saved(outcome="provider", now=now)
-        recorded, after = self._record_sent(outbound, following() if following else None)
-        if not recorded:
-            return None, None
-        log.info("outbound.sent outbound_id=%s attempt=%d", outbound.id, outbound.attempts)
-        if not provider_saves:
-            try:
-                self.sent_folder.append_copy(outbound, account, kept.message)
-            except Exception as error:  # the store gone, say: the next claim is still sent
-                log.warning(
-                    "outbound.copy_failed outbound_id=%s error=%s",
-                    outbound.id,
-                    type(error).__name__,
-                )
-        return "sent", after
+        return kept
 
-    def _record_sent(self, outbound: Outbound, after: Claim | None) -> tuple[bool, Claim | None]:
+    def save_copy(self, claim: Claim, kept: Kept) -> None:
+        """The Sent copy of a message recorded ``sent`` (where the provider does not)."""
+        try:
+            self.sent_folder.append_copy(claim.outbound, claim.account, kept.message)
+        except Exception as error:  # the store gone, say: the next claim is still sent
+            log.warning(
+                "outbound.copy_failed outbound_id=%s error=%s",
+                claim.outbound.id,
+                type(error).__name__,
+            )
+
+    def record_sent(self, outbound: Outbound, after: Claim | None) -> tuple[bool, Claim | None]:
         """``sent`` (with the next message's ``sending`` where there is one) in one write;
-        when the next was taken meanwhile, ``sent`` alone."""
+        when the next was taken meanwhile, ``sent`` alone. Whether ``sent`` was
+        recorded, and the next claim where it was too."""
         mine = outbound.collect()
+        recorded, claimed = True, None
         if after is not None:
             try:
                 self.ctx.store.append([*mine, *after.outbound.collect()])
-                return True, after
+                claimed = after
             except ConcurrencyConflict:
                 pass  # the next message's claim, or ours: ours alone tells which
-        try:
-            self.ctx.store.append(mine)
-        except ConcurrencyConflict:  # our claim lapsed and another worker resolved it
-            log.warning("outbound.claim_lost outbound_id=%s", outbound.id)
-            return False, None
-        return True, None
+        if claimed is None:
+            try:
+                self.ctx.store.append(mine)
+            except ConcurrencyConflict:  # our claim lapsed and another worker resolved it
+                log.warning("outbound.claim_lost outbound_id=%s", outbound.id)
+                recorded = False
+        if recorded:
+            log.info("outbound.sent outbound_id=%s attempt=%d", outbound.id, outbound.attempts)
+        return recorded, claimed
 
     def _failed_attempt(self, outbound: Outbound, error: Exception) -> OutboundState | None:
         now = self.ctx.clock.now()
@@ -371,53 +360,6 @@ class OutboundDelivery:
         if secret is None:
             raise SmtpRejected("no usable secret for the account")
         return Credentials(account.auth_method, secret)
-
-
-class _Picker:
-    """A series' candidates: what the worker hands over (``take``), then the account's
-    due messages in the read model; each at most once, at most ``limit`` in all."""
-
-    def __init__(
-        self,
-        delivery: OutboundDelivery,
-        account_id: str,
-        take: Callable[[], str | None],
-        limit: int,
-        stopping: Callable[[], bool],
-    ) -> None:
-        self.account_id = account_id
-        self._stopping = stopping
-        self._delivery = delivery
-        self._take = take
-        self._limit = limit
-        self._seen: set[str] = set()
-        self._read: deque[str] = deque()
-        self.attempts = 0
-
-    def next(self) -> str | None:
-        """The next candidate; None after ``limit`` attempts or ``SERIES_LOOKS``
-        candidates, or when none is left."""
-        while self.attempts < self._limit and len(self._seen) < SERIES_LOOKS:
-            if self._stopping():
-                return None
-            outbound_id = self._take() or self._from_read_model()
-            if outbound_id is None:
-                return None
-            if outbound_id not in self._seen:
-                self._seen.add(outbound_id)
-                return outbound_id
-        return None
-
-    def _from_read_model(self) -> str | None:
-        if not self._read:
-            outbox = self._delivery.ctx.mail.outbox
-            if outbox is None:
-                return None
-            now = self._delivery.ctx.clock.now().astimezone(UTC).isoformat()
-            # Rows the read model has not seen change yet come back: ask past them.
-            rows = outbox.due_of_account(self.account_id, now, len(self._seen) + 16)
-            self._read.extend(r for r in rows if r not in self._seen)
-        return self._read.popleft() if self._read else None
 
 
 def is_final(state: str | None) -> bool:

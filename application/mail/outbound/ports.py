@@ -4,7 +4,7 @@ messages (``OutboxReadModel``), the Sent folder as a session offers it
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -72,6 +72,13 @@ class SmtpOutcomeUnknown(SmtpError):
     kind = "outcome_unknown"
 
 
+class SmtpAbandoned(SmtpError):
+    """The caller's ``confirm`` answered no before the end of DATA: the message's end
+    never went out, so the server cannot have taken it."""
+
+    kind = "abandoned"
+
+
 @dataclass(frozen=True, slots=True)
 class Submission:
     sender: str
@@ -88,10 +95,14 @@ class SmtpSubmission(Protocol):
         *,
         account_id: str,
         deadline: float,
+        confirm: Callable[[], bool] | None = None,
     ) -> SmtpReply:
         """Submit before ``deadline`` (``time.monotonic()``) over the account's kept
         connection, else a new one (connect, log in): the server's acceptance, or an
-        ``SmtpError``."""
+        ``SmtpError``. ``confirm``, where given, is called once the message's bytes went
+        out and before its end (the line with the lone dot): False, or an exception, and
+        the end is never sent (``SmtpAbandoned``, or that exception), the connection
+        closed; a server takes no message without its end."""
         ...
 
     def close_idle(self) -> int:
