@@ -531,6 +531,26 @@ def burst_line(burst: Burst, floors: list[float]) -> Line:
     )
 
 
+FULL_POLL = "duplicates="  # only an account's whole poll logs its duplicates (both commits)
+
+
+def start_up_polls_end(worker: Worker, timeout: float = 180.0) -> tuple[int, float]:
+    """Wait until the worker's start-up polls (listing, flags, membership of every
+    account it was told of) have ended, so the burst measures the push path alone: two
+    one-second windows in a row with no whole poll logged and the worker's CPU under a
+    tenth of a core. The polls and the seconds it took."""
+    started = time.monotonic()
+    calm, polls, cpu = 0, len(worker.log_lines(FULL_POLL)), cpu_seconds(worker.pid)
+    while calm < 2:
+        if time.monotonic() - started > timeout:
+            raise RuntimeError(f"the start-up polls did not end in {timeout:.0f}s")
+        time.sleep(1.0)
+        now_polls, now_cpu = len(worker.log_lines(FULL_POLL)), cpu_seconds(worker.pid)
+        calm = calm + 1 if now_polls == polls and now_cpu - cpu < 0.1 else 0
+        polls, cpu = now_polls, now_cpu
+    return polls, time.monotonic() - started
+
+
 def bench_hot(
     server: DovecotServer,
     app: App,
@@ -551,8 +571,9 @@ def bench_hot(
             f"only {idle_count(server, accounts.boxes)}/{n} in IDLE:\n{worker.tail()}"
         ) from None
     to_hot = time.perf_counter() - started
-    say(f"hot: all {n} in IDLE after {to_hot:.1f}s; settling 5 s")
-    time.sleep(5)
+    say(f"hot: all {n} in IDLE after {to_hot:.1f}s; waiting for the start-up polls to end")
+    polls, quiet = start_up_polls_end(worker)
+    say(f"hot: {polls} start-up polls ended {quiet:.1f}s after all IDLE")
     rss_idle, _ = worker.rss_mib()
     fds = len(os.listdir(f"/proc/{worker.pid}/fd"))
     staged = [stage(box, mail(i, f"burst {i}"), i) for i, box in enumerate(accounts.boxes)]
@@ -1000,7 +1021,8 @@ def main(argv: list[str] | None = None) -> int:
             "latency: APPEND over IMAP -> the message in list-messages (polled every 2 ms "
             "from this process); floor: a bare imapclient IDLE on the same mailbox, "
             "APPEND -> EXISTS (Dovecot's built-in ~0.5 s push delay).",
-            "hot: RSS = VmRSS of the worker with every account in IDLE (settled 5 s); "
+            "hot: RSS = VmRSS of the worker with every account in IDLE and its start-up "
+            "polls ended; "
             "burst = one file per mailbox renamed from tmp/ to new/ at once, timed from the "
             "first rename until every MessageIngested is stored (then: in the read model).",
             "failover: two workers share the accounts; SIGKILL of one; time until Dovecot's "

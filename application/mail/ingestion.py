@@ -339,6 +339,8 @@ def placement(ctx: Context, page: Page) -> Callable[[IncomingMessage], IncomingM
             a.address.strip().lower() == own_address for a in message.sender
         )
         direction: Direction = "outbound" if page.sent_folder or mine else "inbound"
+        if message.folder == page.folder and message.direction == direction:
+            return message  # an INBOX page's inbound mail, most of a burst: no copy
         return replace(message, folder=page.folder, direction=direction)
 
     return placed

@@ -63,6 +63,18 @@ _PARTIAL = b"BODY[]<0>"
 PUSH_BODIES = 8
 PUSH_BODY_BYTES = 128 * 1024
 _NEW_MAIL = (b"EXISTS", b"RECENT")
+# The accounts of one server mostly have their folders pushed under the same names: one
+# frozenset of them for all its watches, not one per watch (a worker holds thousands).
+# Names are the server's data: past this many distinct sets the table starts again.
+SHARED_NAME_SETS = 1024
+_name_sets: dict[frozenset[str], frozenset[str]] = {}
+
+
+def shared_names(names: frozenset[str]) -> frozenset[str]:
+    """``names``, or an equal set another watch already holds."""
+    if len(_name_sets) >= SHARED_NAME_SETS:
+        _name_sets.clear()
+    return _name_sets.setdefault(names, names)
 
 
 def news(lines: list[bytes], watched: frozenset[str] | None = None) -> IdleNews:
@@ -151,7 +163,7 @@ class IdleChannel:
         if "NOTIFY" not in self._caps:
             return False
         command = notify_command(folders)
-        names = frozenset(f for f in folders if f.upper() != "INBOX")
+        names = shared_names(frozenset(f for f in folders if f.upper() != "INBOX"))
         if command == b"NOTIFY NONE" and self.watched is None:
             return False
         if names == self.watched:  # asked for already: no round trip, IDLE goes on

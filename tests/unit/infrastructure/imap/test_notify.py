@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from infrastructure.imap.idle import news
+from infrastructure.imap import idle
+from infrastructure.imap.idle import SHARED_NAME_SETS, news, shared_names
 from infrastructure.imap.notify import (
     MAX_NAMED,
     notify_command,
@@ -117,3 +118,17 @@ def test_a_flood_of_hostile_lines_is_one_answer_and_never_raises() -> None:
 def test_status_data_kept_by_the_reader() -> None:
     assert status_news([b"Archive (MESSAGES 1)"], WATCHED)
     assert not status_news([b"Junk (MESSAGES 1)", (b"{3}", b"odd"), None], WATCHED)
+
+
+def test_watches_of_equal_folder_names_share_one_set() -> None:
+    first = shared_names(frozenset({"Sent", "Archive"}))
+    again = shared_names(frozenset(["Archive", "Sent"]))
+    assert again is first
+    assert shared_names(frozenset({"Sent"})) == {"Sent"}
+
+
+def test_a_server_naming_ever_new_folders_does_not_grow_the_shared_sets() -> None:
+    for i in range(SHARED_NAME_SETS * 3):
+        names = frozenset({f"hostile-{i}", "Sent"})
+        assert shared_names(names) == names
+        assert len(idle._name_sets) <= SHARED_NAME_SETS
