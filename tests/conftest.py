@@ -37,8 +37,21 @@ def pytest_configure(config: pytest.Config) -> None:
         sys.dont_write_bytecode = False
 
 
+_FAILED_ON_WORKERS: list[str] = []
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Under pytest-xdist: a worker's failed background teardowns, for the run's end."""
+    _FAILED_ON_WORKERS.extend(getattr(node, "workeroutput", {}).get("teardown_failed", []))
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    failed = finish()  # the background teardowns (tests/support/later.py)
+    failed = finish() + _FAILED_ON_WORKERS  # the background teardowns (tests/support/later.py)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its controller reports them
+        workeroutput["teardown_failed"] = failed
+        return
     if failed:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         for line in failed:

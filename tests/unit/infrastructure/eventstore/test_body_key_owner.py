@@ -12,7 +12,12 @@ import pytest
 from domain.message import MessageIngested
 from infrastructure.eventstore.validation import InvalidEvent, check_owner
 
-TENANT, ACCOUNT, OTHER = "t1", str(uuid.uuid4()), str(uuid.uuid4())
+# Fixed ids: the parametrized cases are named after them (the same in every test process).
+TENANT, ACCOUNT, OTHER = (
+    "t1",
+    "e2a60419-08fd-4323-a1e7-f84dc8bbd590",
+    "d11849af-d65c-4cc1-be0b-fb55ba67b774",
+)
 NAME = "0123456789abcdef0123456789abcdef"
 PACK = "fedcba9876543210fedcba9876543210"
 
