@@ -180,7 +180,11 @@ class RecorderEventStore(RecorderEventLog):
                 table=Identifier(recorder.events_table_name),
             )
             with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
-                curs.execute(query, (list(after), list(after.values())), prepare=True)
+                # Planned on every call, never prepared: a prepared join keeps the generic
+                # plan of the log's size when it was prepared, and one made on a nearly
+                # empty log hashes the whole table on every later load
+                # (docs/decisions/no-plan-from-an-empty-log.md).
+                curs.execute(query, (list(after), list(after.values())), prepare=False)
                 return [
                     (
                         UUID(str(r["originator_id"])),
