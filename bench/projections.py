@@ -284,7 +284,7 @@ def bench_throughput(
 def _check_read_models(scratch: Scratch, mix: str) -> None:
     """The last run filled the read models as the raw loop filled its tables."""
     pairs = (
-        [("cf_entity_values", "raw_values", "")]
+        [("cf_entity_values", "raw_values", ""), ("cf_value_clock", "raw_value_clock", "")]
         if mix == "cf"
         else [("mail_messages", "raw_messages", ""), ("mail_threads", "raw_threads", "")]
     )
@@ -292,7 +292,10 @@ def _check_read_models(scratch: Scratch, mix: str) -> None:
     public += " 'message.received')"
     for ours, theirs, where in [*pairs, ("feed_items", "raw_feed", public)]:
         if _count(scratch, ours, where) != _count(scratch, theirs):
-            raise RuntimeError(f"{ours} and {theirs} differ in their row counts")
+            raise RuntimeError(
+                f"{ours} and {theirs} differ in their row counts:"
+                f" {_count(scratch, ours, where)} and {_count(scratch, theirs)}"
+            )
 
 
 def _count(scratch: Scratch, table: str, where: str = "") -> int:
