@@ -43,6 +43,21 @@ class EventStore(Protocol):
         ...
 
 
+@runtime_checkable
+class CommitCount(Protocol):
+    """What an inline catch-up needs to know of a store's group commit: a catch-up that
+    starts after ``committed()`` read n covers every batch up to n, and a writer's own
+    events are in a batch no later than ``committed_by_this_thread()``."""
+
+    def committed(self) -> int:
+        """Batches this process's store has written so far."""
+        ...
+
+    def committed_by_this_thread(self) -> int:
+        """``committed()`` as it was when this thread's last append returned (0: none)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Recorded:
     """An event with its position in the global log (1-based, gap-free in commit order)."""

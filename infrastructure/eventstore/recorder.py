@@ -125,6 +125,10 @@ class RecorderEventStore(RecorderEventLog):
         self._group: GroupCommit[PendingAppend] = GroupCommit(
             self._write_batch, outages=(StoreUnavailable,)
         )
+        # Batches written, counted by the leading thread before it answers the batch's
+        # callers (one batch at a time); each thread keeps the count its last append saw.
+        self._batches = 0
+        self._seen = threading.local()
 
     def load(self, stream_id: UUID) -> list[DomainEvent]:
         known = self._cache.get(stream_id)
@@ -263,6 +267,14 @@ class RecorderEventStore(RecorderEventLog):
         stored = [self.codec.encode(e) for e in events]
         if stored:
             self._group.submit(PendingAppend(stored, expected or {}), len(stored))
+            self._seen.batches = self._batches
+
+    def committed(self) -> int:
+        return self._batches
+
+    def committed_by_this_thread(self) -> int:
+        batches: int = getattr(self._seen, "batches", 0)
+        return batches
 
     def _insert(self, appends: Sequence[PendingAppend]) -> list[bool]:
         """Insert the appends in one transaction; which were stale (see
@@ -276,6 +288,12 @@ class RecorderEventStore(RecorderEventLog):
 
     def _write_batch(self, batch: Sequence[Entry[PendingAppend]]) -> None:
         """Insert every caller's events in one transaction; see the module docstring."""
+        try:
+            self._write_entries(batch)
+        finally:  # counted written even when it failed: a count only orders catch-ups
+            self._batches += 1
+
+    def _write_entries(self, batch: Sequence[Entry[PendingAppend]]) -> None:
         accepted = _unclaimed(batch)
         if len(accepted) > 1:
             try:
