@@ -9,10 +9,10 @@ catch-up applies (or quarantines) its events anyway.
 Inline catch-ups are shared: a write waits for one catch-up that started after its
 commit. Writers that finish while a catch-up runs wait for it, then one of them runs the
 next for all of them, so concurrent writes (committed together by the event store's
-group commit) cost one catch-up, not one each. Where the store counts its group
-commit's batches (``CommitCount``), "after its commit" is exact: a writer whose batch
-was committed before the running catch-up started is covered by it, so the callers of
-one batch share one catch-up instead of waiting for a second.
+group commit) cost one catch-up, not one each. Where the store's group commit numbers
+its batches (``GroupCommitted``), the thread that wrote a batch runs its catch-up before
+the batch's callers are answered: each finds its batch covered and returns at once, no
+caller waits on another thread's catch-up, and a batch costs one.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from application.context import Context
 from application.errors import EventNotStorable, StoreUnavailable, UnreadableEvent
 from application.handlers import QUERIES, WRITES, UseCase
 from application.payloads import boundary_errors, parse
-from application.ports import CommitCount, Projections
+from application.ports import CommitCount, GroupCommitted, Projections
 from application.privacy import KeyErased
 from application.result import Result
 from application.users import User
@@ -48,13 +48,20 @@ class App:
         self.projections = projections
         self._on_close = on_close
         self._project_inline = project_inline
-        counts = ctx.store if isinstance(ctx.store, CommitCount) else None
-        self._catch_ups = SharedCatchUp(projections.catch_up, counts)
+        batches = ctx.store if isinstance(ctx.store, GroupCommitted) else None
+        self._batches = batches if project_inline else None
+        self._catch_ups = SharedCatchUp(projections.catch_up, self._batches)
+        if self._batches is not None:
+            self._batches.catch_up_after_batches(self._catch_ups.run_covering)
         self.feed = Feed(self)
 
     def write(self, name: str, payload: Any, user: User) -> Result:
-        result = self._dispatch(WRITES, "write handler", name, payload, user)
         use_case = WRITES.get(name)
+        if self._batches is not None and use_case is not None and use_case.appends:
+            with self._batches.inline():
+                result = self._dispatch(WRITES, "write handler", name, payload, user)
+        else:
+            result = self._dispatch(WRITES, "write handler", name, payload, user)
         if result.is_success and self._project_inline and use_case and use_case.appends:
             try:
                 self._catch_ups.run()
@@ -173,6 +180,27 @@ class SharedCatchUp:
                 self._running = False
                 self._finished += 1
                 self._covered = max(self._covered, covers)
+                self._changed.notify_all()
+
+    def run_covering(self, batch: int) -> None:
+        """In the thread that wrote batch ``batch``, before its callers are answered: a
+        catch-up that covers it (none when one that started later has finished)."""
+        with self._changed:
+            while self._running and self._covered < batch:
+                self._changed.wait()
+            if self._covered >= batch:
+                return
+            self._running = True
+            self._started += 1
+        try:
+            self._catch_up()
+        except Exception as error:  # the batch is committed: see the module docstring
+            log.warning("inline projection deferred error=%s", type(error).__name__)
+        finally:
+            with self._changed:
+                self._running = False
+                self._finished += 1
+                self._covered = max(self._covered, batch)
                 self._changed.notify_all()
 
 
