@@ -3,7 +3,8 @@
 claimed by one lane and sent once (Postfix's queue manager takes each Message-ID once),
 also while two workers run three lanes each on the same account; a worker killed (kill
 -9) while both lanes hold an end of data leaves nothing of those accepted, and a later
-worker sends the rest once, never the ones whose fate it cannot know."""
+worker sends the rest once, never the ones whose fate it cannot know; the daily limit
+still refuses the message past it while lanes send."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import deque
 from typing import Any
 from uuid import UUID
 
 from tests.integration.mail.conftest import MASTER_KEY
-from tests.integration.send.conftest import MakeSender, Sender
+from tests.integration.send.conftest import ADMIN, MakeSender, Sender
 from tests.integration.send.test_crash import ROOT
 from tests.integration.send.test_kept_connection import _inbox, _new_connections, _pool
 from tests.integration.send.test_send import _address, _wait_for
+from tests.support.postfix import DOMAIN
+from tests.support.results import failed
 from tests.support.series_child import LEASE
 
 
@@ -44,6 +48,17 @@ def _accepted(sender: Sender, outbound_id: str) -> int:
     """How many times Postfix accepted the message (our Message-ID names the record)."""
     mark = f"<tidings.{UUID(outbound_id).hex}."
     return sum(m.startswith(mark) for m in sender.servers.postfix.accepted_ids())
+
+
+def _one_more(sender: Sender, account: str) -> Any:
+    payload = {
+        "accountId": account,
+        "to": [f"nobody@{DOMAIN}"],
+        "subject": "one too many",
+        "text": "over the limit",
+        "idempotencyKey": uuid.uuid4().hex,
+    }
+    return sender.app.write("send-message", payload, ADMIN)
 
 
 def _taker(ids: list[str]) -> Any:
@@ -169,3 +184,25 @@ def test_a_worker_killed_while_two_lanes_hold_their_end_of_data(sender: Sender) 
         assert (final[i]["state"], final[i]["attempts"]) == (expected, 1)
     assert len(_inbox(sender, bob, 6)) == 6
     _wait_for(lambda: all(_accepted(sender, i) == 1 for i in ids))
+
+
+def test_the_daily_limit_counts_exactly_while_lanes_send(make_sender: MakeSender) -> None:
+    limits = {"127.0.0.1": {**_lanes(3)["127.0.0.1"], "daily_send_limit": 6}}
+    sender = make_sender(provider_limits=limits)
+    account, bob, ids = _queued(sender, 6)
+    made: list[int] = []
+    sending = threading.Thread(
+        target=lambda: made.append(sender.delivery.run_series(account, _taker(ids)))
+    )
+    sending.start()
+    try:
+        refused = [_one_more(sender, account) for _ in range(3)]  # while the lanes send
+    finally:
+        sending.join(60)
+    sender.app.projections.catch_up()
+    refused.append(_one_more(sender, account))  # and once every state moved
+
+    assert made == [6]
+    assert [failed(r, "send_limit", 429)["limit"] for r in refused] == [6] * 4
+    assert [sender.outbound(i)["state"] for i in ids] == ["sent"] * 6
+    assert len(_inbox(sender, bob, 6)) == 6
