@@ -81,7 +81,7 @@ class Settings(BaseSettings):
     send_idle_seconds: Annotated[float, Field(ge=0)] = 5.0
     # SMTP sessions a worker runs at once for one account (the lanes of its series),
     # unless its provider entry says ``send_connections``; per-host slots still bound all.
-    send_connections_per_account: Annotated[int, Field(ge=1, le=64)] = 2
+    send_connections_per_account: Annotated[int, Field(ge=1, le=64)] = 3
     smtp_ca_file: Path | None = None  # trust this CA (PEM) for SMTP servers (tests, private CAs)
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
     watch_lease_ttl: Annotated[float, Field(ge=3)] = worker.WATCH_LEASE_TTL

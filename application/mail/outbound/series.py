@@ -17,6 +17,14 @@ A message whose Sent copy this worker appends is recorded before the next starts
 copy needs its ``sent``). A series ends after a transient failure (the server's trouble
 is every next message's; a message read ahead is left to the scan) and after
 ``SERIES_LIMIT`` attempts (other accounts' turn).
+
+*Lanes.* Once the account has a second message waiting, the series runs as many lanes
+as its provider allows SMTP sessions (``OutboundDelivery.lanes``): each lane is the loop
+above over a connection of its own, so one lane's store write overlaps another's round
+trips and concurrent writes share a group commit. The lanes share one picker: a message
+goes to one lane (another worker's lanes are kept off by the store's version check, as
+ever), the attempts count for all, and a transient failure or an error stops every lane
+taking more. A lane's claims and crash outcomes are those of a single series.
 """
 
 from __future__ import annotations
