@@ -8,12 +8,15 @@ server's ``250``. That instant is "accepted" for both sides.
 
 - *throughput*: N messages queued with ``send-message`` (untimed), then one worker's
   outbox thread (``run_outbound``, its first scan at once) sends them: one series for the
-  account (``OutboundDelivery.run_series``), each message claimed, sent over the kept
-  connection (STARTTLS + AUTH once), its ``sent`` recorded with the next
+  account (``OutboundDelivery.run_series``) in as many lanes as the worker's
+  ``send_connections_per_account`` (``--lanes`` sets the provider entry's instead), each
+  message claimed, sent over its lane's kept connection (STARTTLS + AUTH once a lane,
+  the transaction pipelined), its ``sent`` recorded with the next
   one's ``sending`` while that one goes out (its end of data waits for the write);
   the next message read during the current one's transaction; the Sent copy's
   APPEND skipped (the provider entry for 127.0.0.1 says it saves sent mail, as Gmail
-  does): messages/s, to the last one recorded.
+  does): messages/s, to the last one recorded, and this process's CPU a message
+  meanwhile (printed: the machine is shared).
   Baseline: ``smtplib`` sending the same N messages in a loop over one
   connection. ``--rounds`` (3) alternate the two; the row gives their medians (goal:
   ratio >= 0.7);
