@@ -61,6 +61,7 @@ from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.group_commit import Entry, GroupCommit
 from infrastructure.eventstore.log import RecorderEventLog
 from infrastructure.eventstore.typed_array import TypedArrayPostgresRecorder
+from infrastructure.sql.array_literal import plain
 from infrastructure.sql.database import DatabaseUrl
 
 EVENTS_TABLE = "stored_events"
@@ -187,7 +188,7 @@ class RecorderEventStore(RecorderEventLog):
                 # plan of the log's size when it was prepared, and one made on a nearly
                 # empty log hashes the whole table on every later load
                 # (docs/decisions/no-plan-from-an-empty-log.md).
-                curs.execute(query, (list(after), list(after.values())), prepare=False)
+                curs.execute(query, (plain(after), plain(after.values())), prepare=False)
                 return [
                     (
                         UUID(str(r["originator_id"])),

@@ -13,6 +13,8 @@ from psycopg import Cursor
 from psycopg.rows import DictRow
 from psycopg.sql import SQL, Identifier, Literal
 
+from infrastructure.sql.array_literal import plain, quoted
+
 CHECKED_INSERT_FUNCTION = "tidings_checked_insert_v1"
 
 # Every part of the insert's statement sees the snapshot taken after the table lock
@@ -117,13 +119,13 @@ class TypedArrayPostgresRecorder(PostgresApplicationRecorder):
             curs.execute(
                 self._call_checked_insert,
                 (
-                    [caller for caller, _, _ in expected],
-                    [stream for _, stream, _ in expected],
-                    [version for _, _, version in expected],
-                    [caller for caller, _ in events],
-                    [e.originator_id for _, e in events],
-                    [e.originator_version for _, e in events],
-                    [e.topic for _, e in events],
+                    plain(caller for caller, _, _ in expected),
+                    plain(stream for _, stream, _ in expected),
+                    plain(version for _, _, version in expected),
+                    plain(caller for caller, _ in events),
+                    plain(e.originator_id for _, e in events),
+                    plain(e.originator_version for _, e in events),
+                    quoted(e.topic for _, e in events),
                     [e.state for _, e in events],
                 ),
                 prepare=True,
@@ -142,9 +144,9 @@ class TypedArrayPostgresRecorder(PostgresApplicationRecorder):
         curs.execute(
             self._insert_arrays,
             (
-                [e.originator_id for e in stored_events],
-                [e.originator_version for e in stored_events],
-                [e.topic for e in stored_events],
+                plain(e.originator_id for e in stored_events),
+                plain(e.originator_version for e in stored_events),
+                quoted(e.topic for e in stored_events),
                 [e.state for e in stored_events],
             ),
             prepare=True,
