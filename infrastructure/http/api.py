@@ -36,6 +36,7 @@ from application.mail.get_attachment import Download, open_attachment, open_raw
 from application.result import Result
 from application.users import User
 from infrastructure.http import openapi, problems
+from infrastructure.http.console import mount_console
 from infrastructure.http.door import ApiSettings, Door, Refused
 from infrastructure.http.feed_routes import feed_routes
 from infrastructure.http.rate_limit import Limiter
@@ -96,6 +97,7 @@ def create_api(
     feed_routes(api, app, door)
     _download_routes(api, app, door)
     upload_routes(api, app, door)
+    mount_console(api, app, door)
     _operational_routes(api, registry, ready or (lambda: True))
     _problem_handlers(api)
     return api

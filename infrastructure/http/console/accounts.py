@@ -1,0 +1,165 @@
+"""The accounts page (filter, search, pages), one account's page, and their actions.
+
+The list is ``list-mail-accounts`` as the signed-in user; filtering and paging happen
+on its answer, so a key sees here exactly the accounts it sees through the API. The
+actions are ``reconnect-mail-account``, ``sync-account-now`` and
+``disconnect-mail-account``, with their own checks (another tenant's account: 404).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import FastAPI, Request
+from starlette.responses import RedirectResponse, Response
+
+from infrastructure.http.console.chart import bars
+from infrastructure.http.console.gate import FormRefused, Signed
+from infrastructure.http.console.pages import Console, Redirect, back_to, paged
+from infrastructure.http.console.text import cleaned
+
+ACTIONS = {
+    "reconnect": ("reconnect-mail-account", "Reconnect", "Reconnect requested."),
+    "sync": ("sync-account-now", "Sync now", "Sync requested."),
+    "disconnect": ("disconnect-mail-account", "Disconnect", "Disconnected."),
+}
+BUTTONS = [(action, label) for action, (_, label, _) in ACTIONS.items()]
+STATUSES = ["active", "reauth_required", "disconnected"]
+MAX_SEARCH = 200
+
+
+def live_fields(account: dict[str, Any]) -> dict[str, str]:
+    """The values of one account that the page updates live, by ``data-live`` key."""
+    health = account["health"]
+    key = account["accountId"]
+    return {
+        f"{key}.status": str(account["status"]),
+        f"{key}.watchState": str(account["watchState"]),
+        f"{key}.tier": str(account["tier"]),
+        f"{key}.lastSyncAt": _when(health["lastSyncAt"]),
+        f"{key}.lastErrorKind": str(health["lastErrorKind"] or "-"),
+        f"{key}.consecutiveFailures": str(health["consecutiveFailures"]),
+    }
+
+
+def summary(accounts: list[dict[str, Any]]) -> dict[str, int]:
+    counts = Counter(str(a["status"]) for a in accounts)
+    return {status: counts.get(status, 0) for status in STATUSES} | dict(counts)
+
+
+def matches(account: dict[str, Any], needle: str, status: str) -> bool:
+    if status and account["status"] != status:
+        return False
+    if not needle:
+        return True
+    return any(
+        needle in str(account[field] or "").casefold()
+        for field in ("displayName", "address", "accountId")
+    )
+
+
+def account_routes(api: FastAPI, console: Console) -> None:
+    @api.get("/console/accounts", include_in_schema=False)
+    async def accounts(request: Request) -> Response:
+        signed = await console.require(request)
+        result = await console.query(signed, "list-mail-accounts", {})
+        if result.error is not None:
+            return console.failed(signed, result.error)
+        assert result.data is not None
+        items: list[dict[str, Any]] = result.data["items"]
+        q = cleaned(request.query_params.get("q", ""), MAX_SEARCH)
+        status = request.query_params.get("status", "")
+        status = status if status in STATUSES else ""
+        needle = q.strip().casefold()
+        chosen = [a for a in items if matches(a, needle, status)]
+        page = paged(
+            chosen,
+            request.query_params.get("page"),
+            "/console/accounts",
+            {"q": q, "status": status},
+        )
+        ids = ",".join(a["accountId"] for a in page.items)
+        return console.show(
+            signed,
+            "accounts.html",
+            "accounts",
+            page=page,
+            q=q,
+            status=status,
+            statuses=STATUSES,
+            summary=sorted(summary(items).items()),
+            actions=BUTTONS,
+            back=page.link(page.number),
+            live_src=f"/console/events?view=accounts&ids={ids}",
+        )
+
+    @api.get("/console/accounts/{account_id}", include_in_schema=False)
+    async def account(request: Request, account_id: str) -> Response:
+        signed = await console.require(request)
+        found = await _one(console, signed, account_id)
+        if isinstance(found, Response):
+            return found
+        now = datetime.now(UTC)
+        folders = found["health"]["folders"]
+        ages = [(f["name"], _age(f["lastSyncAt"], now)) for f in folders]
+        failures = [(f["name"], float(f["consecutiveFailures"])) for f in folders]
+        chart = bars("Minutes since each folder's last sync", ages, "min")
+        chart += bars("Consecutive failures per folder", failures, "")
+        return console.show(
+            signed,
+            "account.html",
+            "accounts",
+            a=found,
+            actions=BUTTONS,
+            back=f"/console/accounts/{found['accountId']}",
+            chart=chart,
+            live_src=f"/console/events?view=accounts&ids={found['accountId']}",
+        )
+
+    @api.post("/console/accounts/{account_id}/{action}", include_in_schema=False)
+    async def act(request: Request, account_id: str, action: str) -> Response:
+        signed = await console.require(request)
+        try:
+            form = await console.gate.form(request, signed.session)
+        except FormRefused as refused:
+            return console.refused(signed, refused.status, refused.reason)
+        if action not in ACTIONS:
+            return console.refused(signed, 404, "No such action.")
+        name, _, done = ACTIONS[action]
+        result = await console.write(signed, name, {"accountId": account_id})
+        if result.error is not None:
+            return console.failed(signed, result.error)
+        signed.session.flash = done
+        return RedirectResponse(back_to(form.get("back"), "/console/accounts"), 303)
+
+
+async def _one(console: Console, signed: Signed, account_id: str) -> dict[str, Any] | Response:
+    """The account as ``list-mail-accounts`` shows it to this user; 404 when it does not."""
+    result = await console.query(signed, "list-mail-accounts", {})
+    if result.error is not None:
+        return console.failed(signed, result.error)
+    assert result.data is not None
+    for item in result.data["items"]:
+        if item["accountId"] == account_id:
+            return dict(item)
+    return console.refused(signed, 404, "No such mail account.")
+
+
+def _when(value: str | None) -> str:
+    if not value:
+        return "-"
+    return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _age(value: str | None, now: datetime) -> float:
+    if not value:
+        return 0.0
+    at = datetime.fromisoformat(value)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return max(0.0, (now - at).total_seconds() / 60)
+
+
+__all__ = ["Redirect", "account_routes", "live_fields", "summary"]
