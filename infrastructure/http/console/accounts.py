@@ -8,7 +8,6 @@ actions are ``reconnect-mail-account``, ``sync-account-now`` and
 
 from __future__ import annotations
 
-from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +16,14 @@ from starlette.responses import RedirectResponse, Response
 
 from infrastructure.http.console.chart import bars
 from infrastructure.http.console.gate import FormRefused, Signed
-from infrastructure.http.console.pages import Console, Redirect, back_to, paged
+from infrastructure.http.console.pages import (
+    PAGE_SIZE,
+    Console,
+    Page,
+    Redirect,
+    back_to,
+    page_number,
+)
 from infrastructure.http.console.text import cleaned
 
 ACTIONS = {
@@ -26,7 +32,7 @@ ACTIONS = {
     "disconnect": ("disconnect-mail-account", "Disconnect", "Disconnected."),
 }
 BUTTONS = [(action, label) for action, (_, label, _) in ACTIONS.items()]
-STATUSES = ["active", "reauth_required", "disconnected"]
+STATUSES = ["active", "auth_error", "reauth_required", "disconnected"]
 MAX_SEARCH = 200
 
 
@@ -44,56 +50,27 @@ def live_fields(account: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def summary(accounts: list[dict[str, Any]]) -> dict[str, int]:
-    counts = Counter(str(a["status"]) for a in accounts)
-    return {status: counts.get(status, 0) for status in STATUSES} | dict(counts)
+def summary(counts: dict[str, int]) -> dict[str, int]:
+    """Accounts by status: the usual three always, any other that has accounts."""
+    return {status: 0 for status in STATUSES} | counts
 
 
-def matches(account: dict[str, Any], needle: str, status: str) -> bool:
-    if status and account["status"] != status:
-        return False
-    if not needle:
-        return True
-    return any(
-        needle in str(account[field] or "").casefold()
-        for field in ("displayName", "address", "accountId")
-    )
+async def _page(
+    console: Console, signed: Signed, q: str, status: str, number: int
+) -> dict[str, Any] | Response:
+    payload: dict[str, Any] = {"limit": PAGE_SIZE, "cursor": str(number * PAGE_SIZE)}
+    payload |= ({"search": q} if q.strip() else {}) | ({"status": status} if status else {})
+    result = await console.query(signed, "list-mail-accounts", payload)
+    if result.error is not None:
+        return console.failed(signed, result.error)
+    assert result.data is not None
+    return dict(result.data)
 
 
 def account_routes(api: FastAPI, console: Console) -> None:
     @api.get("/console/accounts", include_in_schema=False)
     async def accounts(request: Request) -> Response:
-        signed = await console.require(request)
-        result = await console.query(signed, "list-mail-accounts", {})
-        if result.error is not None:
-            return console.failed(signed, result.error)
-        assert result.data is not None
-        items: list[dict[str, Any]] = result.data["items"]
-        q = cleaned(request.query_params.get("q", ""), MAX_SEARCH)
-        status = request.query_params.get("status", "")
-        status = status if status in STATUSES else ""
-        needle = q.strip().casefold()
-        chosen = [a for a in items if matches(a, needle, status)]
-        page = paged(
-            chosen,
-            request.query_params.get("page"),
-            "/console/accounts",
-            {"q": q, "status": status},
-        )
-        ids = ",".join(a["accountId"] for a in page.items)
-        return console.show(
-            signed,
-            "accounts.html",
-            "accounts",
-            page=page,
-            q=q,
-            status=status,
-            statuses=STATUSES,
-            summary=sorted(summary(items).items()),
-            actions=BUTTONS,
-            back=page.link(page.number),
-            live_src=f"/console/events?view=accounts&ids={ids}",
-        )
+        return await _accounts_page(console, request)
 
     @api.get("/console/accounts/{account_id}", include_in_schema=False)
     async def account(request: Request, account_id: str) -> Response:
@@ -135,16 +112,57 @@ def account_routes(api: FastAPI, console: Console) -> None:
         return RedirectResponse(back_to(form.get("back"), "/console/accounts"), 303)
 
 
+async def _accounts_page(console: Console, request: Request) -> Response:
+    signed = await console.require(request)
+    q = cleaned(request.query_params.get("q", ""), MAX_SEARCH)
+    status = request.query_params.get("status", "")
+    status = status if status in STATUSES else ""
+    number = page_number(request.query_params.get("page"))
+    answer = await _page(console, signed, q, status, number)
+    if isinstance(answer, Response):
+        return answer
+    last = max(0, (answer["total"] - 1) // PAGE_SIZE)
+    if number > last:  # past the end (the list shrank, or a made-up link): the last
+        number = last
+        answer = await _page(console, signed, q, status, number)
+        if isinstance(answer, Response):
+            return answer
+    page = Page(
+        answer["items"],
+        number,
+        answer["total"],
+        PAGE_SIZE,
+        "/console/accounts",
+        {"q": q, "status": status},
+    )
+    ids = ",".join(a["accountId"] for a in page.items)
+    return console.show(
+        signed,
+        "accounts.html",
+        "accounts",
+        page=page,
+        q=q,
+        status=status,
+        statuses=STATUSES,
+        summary=sorted(summary(answer["statusCounts"]).items()),
+        actions=BUTTONS,
+        back=page.link(page.number),
+        live_src=f"/console/events?view=accounts&ids={ids}",
+    )
+
+
 async def _one(console: Console, signed: Signed, account_id: str) -> dict[str, Any] | Response:
     """The account as ``list-mail-accounts`` shows it to this user; 404 when it does not."""
-    result = await console.query(signed, "list-mail-accounts", {})
+    if not 0 < len(account_id) <= 64:
+        return console.refused(signed, 404, "No such mail account.")
+    payload = {"accountIds": [account_id], "limit": 1}
+    result = await console.query(signed, "list-mail-accounts", payload)
     if result.error is not None:
         return console.failed(signed, result.error)
     assert result.data is not None
-    for item in result.data["items"]:
-        if item["accountId"] == account_id:
-            return dict(item)
-    return console.refused(signed, 404, "No such mail account.")
+    if not result.data["items"]:
+        return console.refused(signed, 404, "No such mail account.")
+    return dict(result.data["items"][0])
 
 
 def _when(value: str | None) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 from fastapi import FastAPI, Request
@@ -42,14 +41,13 @@ def may_see_read_models(signed: Signed) -> bool:
 
 async def values(console: Console, signed: Signed, view: str, ids: set[str]) -> dict[str, str]:
     if view == "accounts":
-        result = await console.query(signed, "list-mail-accounts", {})
+        payload = {"accountIds": sorted(ids), "limit": MAX_IDS}
+        result = await console.query(signed, "list-mail-accounts", payload)
         if result.data is None:
             return {}
-        items: list[dict[str, Any]] = result.data["items"]
-        found = {f"summary.{k}": str(v) for k, v in summary(items).items()}
-        for account in items:
-            if account["accountId"] in ids:
-                found |= live_fields(account)
+        found = {f"summary.{k}": str(v) for k, v in summary(result.data["statusCounts"]).items()}
+        for account in result.data["items"]:
+            found |= live_fields(account)
         return found
     if view == "projections" and may_see_read_models(signed):
         rows = await console.call(console.app.projections.status)

@@ -65,10 +65,14 @@ class Page:
         return f"{self.base}?{urllib.parse.urlencode({**kept, 'page': number})}"
 
 
+def page_number(raw: str | None) -> int:
+    number = int(raw) if raw and raw.isdigit() and len(raw) < 7 else 0
+    return min(number, MAX_PAGE)
+
+
 def paged(rows: Sequence[Any], raw_page: str | None, base: str, query: dict[str, str]) -> Page:
-    number = int(raw_page) if raw_page and raw_page.isdigit() and len(raw_page) < 7 else 0
     last_page = max(0, (len(rows) - 1) // PAGE_SIZE)
-    number = min(number, last_page, MAX_PAGE)
+    number = min(page_number(raw_page), last_page)
     chunk = rows[number * PAGE_SIZE : (number + 1) * PAGE_SIZE]
     return Page(chunk, number, len(rows), PAGE_SIZE, base, query)
 

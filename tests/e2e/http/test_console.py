@@ -18,6 +18,7 @@ from application.app import App
 from infrastructure.bootstrap import bootstrap
 from infrastructure.http.console.headers import CSP
 from tests.e2e.http.conftest import Server, create_key
+from tests.support.accounts import connect
 
 HOSTILE = '<script>alert("x")</script>\'"&\x1b[31m\u202e\x07'
 PAGES = ["/console/accounts", "/console/webhooks", "/console/outbox"]
@@ -37,23 +38,6 @@ def _tenant() -> str:
 
 def admin_of(tenant: str) -> User:
     return User(id="admin-" + tenant, tenant_id=tenant, roles=frozenset({"TenantAdmin"}))
-
-
-def connect(app: App, user: User, name: str = "Box") -> str:
-    payload = {
-        "provider": "imap",
-        "displayName": name,
-        "address": f"box-{uuid.uuid4().hex[:6]}@mail.example",
-        "scope": "shared",
-        "authMethod": "password",
-        "imap": {"host": "127.0.0.1", "port": 1, "security": "none", "username": "u"},
-        "secret": "pw",
-    }
-    result = app.write("connect-mail-account", payload, user)
-    assert result.is_success, result.error
-    assert result.data is not None
-    app.projections.catch_up()
-    return str(result.data["accountId"])
 
 
 def status_of(app: App, user: User, account_id: str) -> str:

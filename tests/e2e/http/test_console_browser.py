@@ -2,6 +2,9 @@
 screenshot under docs/console/), an action, a live update without a reload, a hostile
 value left inert, and keyboard use. The module's ``tidings serve``, both backends."""
 
+# The fixtures are imported by name, so each test's ``page`` parameter names one (F811).
+# ruff: noqa: F811
+
 from __future__ import annotations
 
 import time
@@ -15,7 +18,8 @@ from application import SYSTEM_TENANT_ID, User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
 from tests.e2e.http.conftest import Server, create_key
-from tests.e2e.http.test_console import HOSTILE, admin_of, connect, status_of
+from tests.e2e.http.test_console import HOSTILE, admin_of, status_of
+from tests.support.accounts import connect
 from tests.support.browser import browser, page, screenshot  # noqa: F401
 
 
