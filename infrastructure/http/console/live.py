@@ -20,7 +20,7 @@ import orjson
 from fastapi import FastAPI, Request
 from starlette.responses import Response, StreamingResponse
 
-from application.users import SYSTEM_ADMIN
+from application import read_models
 from infrastructure.http.console.accounts import live_fields, summary
 from infrastructure.http.console.gate import Signed
 from infrastructure.http.console.pages import Console
@@ -35,10 +35,6 @@ class LiveSettings:
     recheck: float = 5.0
 
 
-def may_see_read_models(signed: Signed) -> bool:
-    return signed.user.in_system_tenant and SYSTEM_ADMIN in signed.user.roles
-
-
 async def values(console: Console, signed: Signed, view: str, ids: set[str]) -> dict[str, str]:
     if view == "accounts":
         payload = {"accountIds": sorted(ids), "limit": MAX_IDS}
@@ -49,11 +45,15 @@ async def values(console: Console, signed: Signed, view: str, ids: set[str]) -> 
         for account in result.data["items"]:
             found |= live_fields(account)
         return found
-    if view == "projections" and may_see_read_models(signed):
-        rows = await console.call(console.app.projections.status)
+    if view == "projections":
+        result = await console.call(
+            lambda: read_models.status(console.app.projections, signed.user)
+        )
+        if result.data is None:
+            return {}
         return {
-            f"{row.name}.{field}": f"{getattr(row, field):,}"
-            for row in rows
+            f"{row['name']}.{field}": f"{row[field]:,}"
+            for row in result.data["readModels"]
             for field in ("position", "head", "lag", "quarantined")
         }
     return {}

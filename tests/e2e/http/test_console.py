@@ -18,9 +18,11 @@ from application.app import App
 from infrastructure.bootstrap import bootstrap
 from infrastructure.http.console.headers import CSP
 from tests.e2e.http.conftest import Server, create_key
+from tests.integration.projections.test_quarantine import poison_value
 from tests.support.accounts import connect
 
 HOSTILE = '<script>alert("x")</script>\'"&\x1b[31m\u202e\x07'
+FIELD = {"entityName": "contact", "fieldKey": "n", "field": {"type": "number"}}
 PAGES = ["/console/accounts", "/console/webhooks", "/console/outbox"]
 
 
@@ -295,13 +297,32 @@ def test_the_stream_ends_with_its_session(server: Server, tenant_key: tuple[str,
         assert kinds[-1] == "end"
 
 
-def test_the_system_admin_sees_the_read_models(server: Server, local_app: App) -> None:
+def test_the_system_admin_sees_the_read_models_and_retries_a_quarantined_event(
+    server: Server, local_app: App, tenant_key: tuple[str, User]
+) -> None:
+    tenant_admin_key, admin = tenant_key
+    assert local_app.write("define-tenant-field", FIELD, admin).is_success
+    position = poison_value(local_app, admin.tenant_id, "h1", "1" + "0" * 400)
+    local_app.projections.catch_up()
     system = User(id="ops", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
     key = create_key(local_app, system, "SystemAdmin")
     with browser(server) as http:
         sign_in(http, key)
         page = http.get("/console/projections")
-    assert page.status_code == 200
-    assert "Lag per read model" in page.text and "<svg" in page.text
-    names: list[Any] = [s.name for s in local_app.projections.status()]
-    assert all(name in page.text for name in names)
+        assert page.status_code == 200
+        assert "Lag per read model" in page.text and "<svg" in page.text
+        names: list[Any] = [s.name for s in local_app.projections.status()]
+        assert all(name in page.text for name in names)
+        retry = f"/console/projections/custom_fields/{position}/retry"
+        assert f'action="{retry}"' in page.text and "UnreadableEvent" in page.text
+        assert http.post(retry, data={}).status_code == 403  # no CSRF token
+        done = http.post(retry, data={"csrf": csrf_of(page)})
+        assert done.status_code == 303
+        assert "failed again" in http.get("/console/projections").text  # still unreadable
+        missing = f"/console/projections/custom_fields/{10**12}/retry"
+        assert http.post(missing, data={"csrf": csrf_of(page)}).status_code == 404
+    with browser(server) as tenant:
+        sign_in(tenant, tenant_admin_key)
+        csrf = csrf_of(tenant.get("/console/accounts"))
+        assert tenant.post(retry, data={"csrf": csrf}).status_code == 403
+    assert {q.position for q in local_app.projections.quarantined("custom_fields")} == {position}
