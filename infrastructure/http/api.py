@@ -32,6 +32,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from application.app import App
 from application.handlers import DIALS_OUT, QUERIES, WRITES, UseCase
+from application.leases import FleetView
 from application.mail.get_attachment import Download, open_attachment, open_raw
 from application.result import Result
 from application.users import User
@@ -56,9 +57,11 @@ def create_api(
     clock: Callable[[], float] = time.monotonic,
     ready: Callable[[], bool] | None = None,
     limiter: Limiter | None = None,
+    fleet: FleetView | None = None,
 ) -> FastAPI:
     """The API over ``app``; ``limiter`` keeps the per-key budgets (default: this
-    process's own buckets, from ``settings``)."""
+    process's own buckets, from ``settings``); ``fleet`` shows the workers on the
+    console (None: no fleet registry, one process runs everything)."""
     registry = CollectorRegistry()
     requests = Counter(
         "tidings_http_requests",
@@ -97,7 +100,7 @@ def create_api(
     feed_routes(api, app, door)
     _download_routes(api, app, door)
     upload_routes(api, app, door)
-    mount_console(api, app, door)
+    mount_console(api, app, door, fleet=fleet)
     _operational_routes(api, registry, ready or (lambda: True))
     _problem_handlers(api)
     return api

@@ -9,8 +9,10 @@ from collections.abc import Callable
 from fastapi import FastAPI
 
 from application.app import App
+from application.leases import FleetView
 from infrastructure.http.console.accounts import account_routes
 from infrastructure.http.console.entry import entry_routes
+from infrastructure.http.console.fleet import fleet_routes
 from infrastructure.http.console.gate import Gate
 from infrastructure.http.console.headers import ConsoleHeaders
 from infrastructure.http.console.live import LiveSettings, live_routes
@@ -29,6 +31,7 @@ def mount_console(
     *,
     sessions: SessionSettings | None = None,
     live: LiveSettings | None = None,
+    fleet: FleetView | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> Console:
     session_settings = sessions or SessionSettings()
@@ -38,6 +41,7 @@ def mount_console(
     account_routes(api, console)
     webhook_routes(api, console)
     read_model_routes(api, console)
+    fleet_routes(api, console, fleet)
     live_routes(api, console, live or LiveSettings())
     api.add_middleware(ConsoleHeaders)
     return console

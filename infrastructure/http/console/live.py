@@ -22,6 +22,7 @@ from starlette.responses import Response, StreamingResponse
 
 from application import read_models
 from infrastructure.http.console.accounts import live_fields, summary
+from infrastructure.http.console.fleet import fleet_of, live_fleet
 from infrastructure.http.console.gate import Signed
 from infrastructure.http.console.pages import Console
 
@@ -45,6 +46,9 @@ async def values(console: Console, signed: Signed, view: str, ids: set[str]) -> 
         for account in result.data["items"]:
             found |= live_fields(account)
         return found
+    if view == "fleet":
+        fleet = await fleet_of(console, signed, console.fleet)
+        return live_fleet(fleet.data) if fleet.data is not None else {}
     if view == "projections":
         result = await console.call(
             lambda: read_models.status(console.app.projections, signed.user)

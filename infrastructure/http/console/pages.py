@@ -19,6 +19,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import RedirectResponse, Response
 
 from application.app import App
+from application.leases import FleetView
 from application.result import Error, Result
 from infrastructure.http.console.gate import Gate, Signed
 from infrastructure.http.console.render import Renderer
@@ -82,6 +83,7 @@ class Console:
         self.app = app
         self.gate = gate
         self.renderer = renderer
+        self.fleet: FleetView | None = None  # the workers' heartbeats (None: no Redis)
 
     async def require(self, request: Request) -> Signed:
         signed = await self.gate.signed_in(request)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -17,8 +17,10 @@ from application import SYSTEM_TENANT_ID, User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
 from infrastructure.http.console.headers import CSP
+from infrastructure.redis.registry import RedisFleet
 from tests.e2e.http.conftest import Server, create_key
 from tests.integration.projections.test_quarantine import poison_value
+from tests.integration.redis.conftest import REDIS_URL
 from tests.support.accounts import connect
 
 HOSTILE = '<script>alert("x")</script>\'"&\x1b[31m\u202e\x07'
@@ -167,6 +169,7 @@ def test_a_tenant_admin_neither_sees_nor_acts_on_another_tenants_account(
             acted = http.post(f"/console/accounts/{theirs}/{action}", data={"csrf": csrf_of(page)})
             assert acted.status_code == 404, acted.text
         assert http.get("/console/projections").status_code == 403
+        assert http.get("/console/fleet").status_code == 403
     assert status_of(local_app, other, theirs) == "active"
 
 
@@ -326,3 +329,33 @@ def test_the_system_admin_sees_the_read_models_and_retries_a_quarantined_event(
         csrf = csrf_of(tenant.get("/console/accounts"))
         assert tenant.post(retry, data={"csrf": csrf}).status_code == 403
     assert {q.position for q in local_app.projections.quarantined("custom_fields")} == {position}
+
+
+def test_the_fleet_page_shows_the_workers_heartbeats_live(
+    start_server: Callable[..., Server], server: Server, local_app: App
+) -> None:
+    system = User(id="ops", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
+    key = create_key(local_app, system, "SystemAdmin")
+    with browser(server) as http:  # no Redis: no fleet registry, and no made-up fleet
+        sign_in(http, key)
+        alone = http.get("/console/fleet")
+    assert alone.status_code == 200 and "No fleet registry" in alone.text
+    with_redis = start_server(redis_url=REDIS_URL)
+    worker = "w-" + uuid.uuid4().hex[:8]
+    heartbeats = RedisFleet.from_url(REDIS_URL, worker, ttl_seconds=30.0)
+    try:
+        heartbeats.heartbeat(7, login_rate=3.25)
+        with browser(with_redis) as http:
+            sign_in(http, key)
+            page = http.get("/console/fleet")
+            assert page.status_code == 200
+            assert worker in page.text and "Accounts per worker" in page.text
+            assert f'data-live="{worker}.accounts">7<' in page.text
+            with http.stream("GET", "/console/events?view=fleet") as stream:
+                events = read_events(stream, time.monotonic() + 10)
+                assert f'"{worker}.accounts":"7"' in next(events)[1]
+                heartbeats.heartbeat(9, login_rate=4.0)
+                assert any(f'"{worker}.accounts":"9"' in data for _, data in events)
+    finally:
+        heartbeats.leave()
+        heartbeats.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from playwright.sync_api import Dialog, Page, expect
@@ -17,8 +17,10 @@ from playwright.sync_api import Dialog, Page, expect
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
 from infrastructure.bootstrap import bootstrap
+from infrastructure.redis.registry import RedisFleet
 from tests.e2e.http.conftest import Server, create_key
 from tests.e2e.http.test_console import HOSTILE, admin_of, status_of
+from tests.integration.redis.conftest import REDIS_URL
 from tests.support.accounts import connect
 from tests.support.browser import browser, page, screenshot  # noqa: F401
 
@@ -88,6 +90,29 @@ def test_projections_for_the_system_admin(page: Page, server: Server, local_app:
     page.click("nav >> text=Projections")
     expect(page.locator("h1")).to_have_text("Read models")
     screenshot(page, "projections")
+
+
+def test_the_fleet_page(page: Page, start_server: Callable[..., Server], local_app: App) -> None:
+    system = User(id="ops", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
+    server = start_server(redis_url=REDIS_URL)
+    workers = [
+        RedisFleet.from_url(REDIS_URL, f"worker-{n}-{uuid.uuid4().hex[:4]}", 30.0) for n in range(3)
+    ]
+    try:
+        for n, worker in enumerate(workers):
+            worker.heartbeat(120 + 40 * n, login_rate=2.0 + n)
+        signed_in(page, server, create_key(local_app, system, "SystemAdmin"))
+        page.click("nav >> text=Fleet")
+        expect(page.locator("h1")).to_have_text("Worker fleet")
+        cell = page.locator(f'[data-live="{workers[0].worker_id}.accounts"]')
+        expect(cell).to_have_text("120")
+        screenshot(page, "fleet")
+        workers[0].heartbeat(121, login_rate=2.0)
+        expect(cell).to_have_text("121", timeout=5000)  # live, no reload
+    finally:
+        for worker in workers:
+            worker.leave()
+            worker.close()
 
 
 def test_an_action_and_a_live_update_without_a_reload(
