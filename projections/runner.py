@@ -61,6 +61,7 @@ from projections.base import (
     identifier,
 )
 from projections.quarantine import QuarantineCollector, Quarantined
+from projections.retry import retry_quarantined
 
 log = logging.getLogger("tidings.projections")
 
@@ -358,41 +359,11 @@ class ProjectionRunner:
             return quarantine.listing(cur, name, limit)
 
     def retry(self, name: str, position: int) -> RetryOutcome:
-        """Apply one quarantined event again, alone, in a transaction that holds the
-        projection's tracking row (no batch of it runs meanwhile). Applied: it leaves
-        the quarantine, in the same commit. Failed again: it stays, with the new error.
-
-        The event is applied after the events that followed it, as a rebuild would
-        not: an operator retries once the cause is fixed (the projection's code, or the
-        row it needed), the bet a rebuild makes for every event, at the cost of one."""
+        """Apply one quarantined event again (``projections.retry``)."""
         projection = self.projections.get(name)
         if projection is None:
             raise UnknownProjection(name)
-        with self.db.transaction() as cur:
-            self._locked_position(cur, name)
-            if position < 1 or not quarantine.held(cur, name, position):
-                return "absent"
-            found = [e for e in self.log.scan(position - 1, 1) if e.position == position]
-            if not found:
-                return "absent"
-            (entry,) = found
-            if isinstance(entry, Unreadable):
-                self._apply(cur, projection, [entry])  # quarantined again, error renewed
-                return "failed"
-            error = self._attempt(cur, projection, [entry])
-            if error is None:
-                quarantine.release(cur, name, position)
-                return "applied"
-            tenant = getattr(entry.event, "tenant_id", None)
-            self._quarantine(
-                cur,
-                projection,
-                position=position,
-                tenant_id=tenant if isinstance(tenant, str) else None,
-                topic=entry.event.TOPIC,
-                error=error,
-            )
-            return "failed"
+        return retry_quarantined(self, projection, position)
 
     def quarantine_counts(self) -> dict[str, int]:
         with self.db.reading() as cur:
