@@ -21,8 +21,16 @@ from infrastructure.redis.registry import RedisFleet
 from tests.e2e.http.conftest import Server, create_key
 from tests.e2e.http.test_console import HOSTILE, admin_of, status_of
 from tests.integration.redis.conftest import REDIS_URL
+from tests.integration.webhooks.helpers import (
+    create_webhook,
+    define_fields,
+    deliveries,
+    delivering,
+    eventually,
+)
 from tests.support.accounts import connect
 from tests.support.browser import browser, page, screenshot  # noqa: F401
+from tests.support.webhook_receiver import Answer, Receiver
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +82,6 @@ def test_sign_in_each_page_and_sign_out(page: Page, server: Server, local_app: A
     screenshot(page, "webhooks")
     page.click("text=dead")
     expect(page.locator("h1")).to_have_text("Deliveries: dead")
-    screenshot(page, "deliveries")
     page.click("nav >> text=Outbox")
     expect(page.locator("h1")).to_have_text("Outbox")
     screenshot(page, "outbox")
@@ -137,6 +144,32 @@ def test_an_action_and_a_live_update_without_a_reload(
     delay = time.monotonic() - changed
     assert page.evaluate("window.notReloaded") is True
     assert delay <= 2.0, delay
+
+
+def test_a_dead_delivery_is_redelivered_from_the_console(
+    page: Page, server: Server, local_app: App
+) -> None:
+    admin = admin_of("t-" + uuid.uuid4().hex[:8])
+    failing = Receiver(lambda _: Answer(status=500))
+    hook = create_webhook(local_app, admin, failing.url)
+    dialogs = no_dialogs(page)
+    with delivering(local_app):
+        define_fields(local_app, admin, 1)
+        eventually(lambda: len(deliveries(local_app, admin, hook["webhookId"], "dead")) == 1)
+        signed_in(page, server, create_key(local_app, admin, "TenantAdmin"))
+        page.click("nav >> text=Webhooks")
+        page.click("text=dead")
+        expect(page.locator("table.deliveries tbody tr")).to_have_count(1)
+        expect(page.locator("table.deliveries")).to_contain_text("500")
+        screenshot(page, "deliveries")
+        failing.behaviour = lambda _: Answer(status=204)
+        page.click("button[data-action=redeliver]")
+        expect(page.locator(".flash")).to_have_text("Redelivery queued.")
+        expect(page.locator("table.deliveries")).to_contain_text("No dead delivery.")
+        eventually(lambda: len(deliveries(local_app, admin, hook["webhookId"], "delivered")) == 1)
+        page.goto(f"{server.url}/console/webhooks/{hook['webhookId']}?state=delivered")
+        expect(page.locator("svg.chart")).to_be_visible()  # the latency chart
+    assert dialogs == []
 
 
 def test_a_hostile_display_name_stays_text(page: Page, server: Server, local_app: App) -> None:
