@@ -25,6 +25,7 @@ from infrastructure.http.console.pages import (
     page_number,
 )
 from infrastructure.http.console.text import cleaned
+from infrastructure.http.console.timeline import timeline_chart
 
 ACTIONS = {
     "reconnect": ("reconnect-mail-account", "Reconnect", "Reconnect requested."),
@@ -84,6 +85,11 @@ def account_routes(api: FastAPI, console: Console) -> None:
         failures = [(f["name"], float(f["consecutiveFailures"])) for f in folders]
         chart = bars("Minutes since each folder's last sync", ages, "min")
         chart += bars("Consecutive failures per folder", failures, "")
+        history = await console.query(
+            signed, "get-mail-account-timeline", {"accountId": found["accountId"]}
+        )
+        if history.error is not None:
+            return console.failed(signed, history.error)
         return console.show(
             signed,
             "account.html",
@@ -92,6 +98,7 @@ def account_routes(api: FastAPI, console: Console) -> None:
             actions=BUTTONS,
             back=f"/console/accounts/{found['accountId']}",
             chart=chart,
+            timeline=timeline_chart(history.data or {}, now),
             live_src=f"/console/events?view=accounts&ids={found['accountId']}",
         )
 

@@ -8,6 +8,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -15,6 +16,7 @@ import pytest
 
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
+from application.mail.state import ErrorKind
 from infrastructure.bootstrap import bootstrap
 from infrastructure.http.console.headers import CSP
 from infrastructure.redis.registry import RedisFleet
@@ -189,6 +191,24 @@ def test_every_console_response_carries_the_security_headers(
             assert "style=" not in response.text
         script = http.get("/console/static/console.js")
         assert script.headers["content-type"].startswith("text/javascript")
+
+
+def test_an_accounts_page_draws_its_timeline(
+    server: Server, local_app: App, tenant_key: tuple[str, User]
+) -> None:
+    key, admin = tenant_key
+    account = connect(local_app, admin, "Timeline")
+    now = datetime.now(UTC)
+    state = local_app.ctx.mail.state
+    state.record_synced({account: None}, now - timedelta(hours=3))
+    state.record_synced({account: None}, now - timedelta(hours=1))
+    state.record_failure(account, ErrorKind.THROTTLED, now - timedelta(hours=1))
+    with browser(server) as http:
+        sign_in(http, key)
+        page = http.get(f"/console/accounts/{account}")
+    assert page.status_code == 200
+    assert '<svg class="chart timeline"' in page.text
+    assert "2 syncs · 1 failures" in page.text and "failed: throttled: 1" in page.text
 
 
 def test_hostile_values_are_rendered_escaped(

@@ -10,12 +10,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from playwright.sync_api import Dialog, Page, expect
 
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
+from application.mail.state import ErrorKind
 from infrastructure.bootstrap import bootstrap
 from infrastructure.redis.registry import RedisFleet
 from tests.e2e.http.conftest import Server, create_key
@@ -38,6 +40,19 @@ def local_app(settings: dict[str, str]) -> Iterator[App]:
     app = bootstrap(None, allow_private_hosts=True, **settings)
     yield app
     app.close()
+
+
+def history(app: App, account: str) -> None:
+    """A day of syncs (busier in the afternoon), a few failures, tiers reported."""
+    state = app.ctx.mail.state
+    now = datetime.now(UTC)
+    for minutes in range(24 * 60 - 5, -1, -5):  # oldest first: the last sync is now
+        at = now - timedelta(minutes=minutes)
+        for _ in range(1 + (minutes // 60) % 5):
+            state.record_synced({account: None}, at)
+        if minutes % 170 == 0:
+            state.record_failure(account, ErrorKind.TRANSIENT, at)
+    state.record_watches("w-demo", {account: ("idle", "hot")})
 
 
 def signed_in(page: Page, server: Server, key: str) -> None:
@@ -68,6 +83,7 @@ def test_sign_in_each_page_and_sign_out(page: Page, server: Server, local_app: A
         {"url": "https://hooks.example/in", "events": ["*"], "description": "CRM"},
         admin,
     )
+    history(local_app, account)
     page.goto(f"{server.url}/console/sign-in")
     screenshot(page, "sign-in")
     signed_in(page, server, key)
@@ -75,7 +91,7 @@ def test_sign_in_each_page_and_sign_out(page: Page, server: Server, local_app: A
     screenshot(page, "accounts")
     page.click("text=Sales inbox")
     expect(page.locator("h1")).to_have_text("Sales inbox")
-    expect(page.locator("svg.chart").first).to_be_visible()
+    expect(page.locator("svg.timeline")).to_contain_text("failures")
     screenshot(page, "account")
     page.click("nav >> text=Webhooks")
     expect(page.get_by_text("https://hooks.example/in")).to_be_visible()
