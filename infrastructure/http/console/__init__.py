@@ -20,6 +20,7 @@ from infrastructure.http.console.pages import Console
 from infrastructure.http.console.read_models import read_model_routes
 from infrastructure.http.console.render import Renderer
 from infrastructure.http.console.sessions import Sessions, SessionSettings
+from infrastructure.http.console.tenants import tenant_routes
 from infrastructure.http.console.webhooks import webhook_routes
 from infrastructure.http.door import Door
 
@@ -42,6 +43,7 @@ def mount_console(
     webhook_routes(api, console)
     read_model_routes(api, console)
     fleet_routes(api, console, fleet)
+    tenant_routes(api, console)
     live_routes(api, console, live or LiveSettings())
     api.add_middleware(ConsoleHeaders)
     return console

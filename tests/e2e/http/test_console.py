@@ -172,6 +172,8 @@ def test_a_tenant_admin_neither_sees_nor_acts_on_another_tenants_account(
             assert acted.status_code == 404, acted.text
         assert http.get("/console/projections").status_code == 403
         assert http.get("/console/fleet").status_code == 403
+        assert http.get("/console/tenants").status_code == 403
+        assert "/console/fleet" not in page.text  # no link to what it may not see
     assert status_of(local_app, other, theirs) == "active"
 
 
@@ -349,6 +351,19 @@ def test_the_system_admin_sees_the_read_models_and_retries_a_quarantined_event(
         csrf = csrf_of(tenant.get("/console/accounts"))
         assert tenant.post(retry, data={"csrf": csrf}).status_code == 403
     assert {q.position for q in local_app.projections.quarantined("custom_fields")} == {position}
+
+
+def test_the_system_admin_sees_every_tenants_health_without_names(
+    server: Server, local_app: App, tenant_key: tuple[str, User]
+) -> None:
+    _, admin = tenant_key
+    connect(local_app, admin, "Very private name")
+    system = User(id="ops", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
+    with browser(server) as http:
+        sign_in(http, create_key(local_app, system, "SystemAdmin"))
+        page = http.get("/console/tenants")
+    assert page.status_code == 200
+    assert admin.tenant_id in page.text and "Very private name" not in page.text
 
 
 def test_the_fleet_page_shows_the_workers_heartbeats_live(

@@ -113,6 +113,9 @@ def test_projections_for_the_system_admin(page: Page, server: Server, local_app:
     page.click("nav >> text=Projections")
     expect(page.locator("h1")).to_have_text("Read models")
     screenshot(page, "projections")
+    page.click("nav >> text=Tenants")
+    expect(page.locator("h1")).to_have_text("Tenants' mail health")
+    screenshot(page, "tenants")
 
 
 def test_the_fleet_page(page: Page, start_server: Callable[..., Server], local_app: App) -> None:
