@@ -134,7 +134,7 @@ def test_the_fleet_page(page: Page, start_server: Callable[..., Server], local_a
         expect(cell).to_have_text("120")
         screenshot(page, "fleet")
         workers[0].heartbeat(121, login_rate=2.0)
-        expect(cell).to_have_text("121", timeout=5000)  # live, no reload
+        expect(cell).to_have_text("121", timeout=10_000)  # live, no reload
     finally:
         for worker in workers:
             worker.leave()
