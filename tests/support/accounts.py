@@ -9,7 +9,7 @@ from application import User
 from application.app import App
 
 
-def connect(app: App, user: User, name: str = "Box") -> str:
+def connect(app: App, user: User, name: str = "Box", *, smtp: bool = False) -> str:
     payload = {
         "provider": "imap",
         "displayName": name,
@@ -19,6 +19,8 @@ def connect(app: App, user: User, name: str = "Box") -> str:
         "imap": {"host": "127.0.0.1", "port": 1, "security": "none", "username": "u"},
         "secret": "pw",
     }
+    if smtp:  # to queue mail (never sent: no worker runs)
+        payload["smtp"] = {"host": "127.0.0.1", "port": 1, "security": "tls", "username": "u"}
     result = app.write("connect-mail-account", payload, user)
     assert result.is_success, result.error
     assert result.data is not None

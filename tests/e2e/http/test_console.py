@@ -16,6 +16,7 @@ import pytest
 
 from application import SYSTEM_TENANT_ID, User
 from application.app import App
+from application.mail.folder_state import FolderRow, folder_key
 from application.mail.state import ErrorKind
 from infrastructure.bootstrap import bootstrap
 from infrastructure.http.console.headers import CSP
@@ -216,13 +217,36 @@ def test_an_accounts_page_draws_its_timeline(
 def test_hostile_values_are_rendered_escaped(
     server: Server, local_app: App, tenant_key: tuple[str, User]
 ) -> None:
+    """A display name, a folder name, a subject, a webhook's description and a
+    quarantined event's tenant and error, each hostile, some 10 KB long."""
     key, admin = tenant_key
-    account = connect(local_app, admin, HOSTILE)
-    hook = local_app.write(
-        "create-webhook",
-        {"url": "https://hooks.example/x", "events": ["*"], "description": HOSTILE * 20},
+    account = connect(local_app, admin, HOSTILE, smtp=True)
+    now = datetime.now(UTC)
+    folders = local_app.ctx.mail.folders
+    assert folders is not None
+    folder = FolderRow(account, folder_key(account, None, "x"), HOSTILE * 500, role=HOSTILE)
+    folders.save_listing(account, [folder], [], now)
+    folders.record_failure(account, folder.folder_key, ErrorKind.ERROR, now)
+    subject = HOSTILE.replace("\x07", "") * 27  # one line of 972 characters
+    queued = local_app.write(
+        "send-message",
+        {
+            "accountId": account,
+            "to": ["to@mail.example"],
+            "subject": subject,
+            "text": "hi",
+            "idempotencyKey": uuid.uuid4().hex,
+        },
         admin,
     )
+    assert queued.is_success, queued.error
+    hook = local_app.write(
+        "create-webhook",
+        {"url": "https://hooks.example/x", "events": ["*"], "description": HOSTILE * 13},
+        admin,
+    )
+    assert hook.is_success, hook.error
+    local_app.projections.catch_up()
     with browser(server) as http:
         sign_in(http, key)
         pages = [
@@ -230,13 +254,30 @@ def test_hostile_values_are_rendered_escaped(
             http.get(f"/console/accounts/{account}"),
             http.get("/console/accounts", params={"q": HOSTILE * 300}),
             http.get("/console/webhooks"),
+            http.get("/console/outbox"),
         ]
     for page in pages:
         assert page.status_code == 200
         assert "<script>alert" not in page.text
         assert "\x00" not in page.text and "\x1b" not in page.text and "\u202e" not in page.text
-    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&#39;&#34;&amp;" in pages[0].text
-    assert hook.is_success or hook.error is not None  # a webhook page is shown either way
+    escaped = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&#39;&#34;&amp;"
+    assert escaped in pages[0].text  # the display name
+    assert pages[1].text.count(escaped) >= 3  # the name, the folder (table and chart)
+    assert escaped in pages[3].text and escaped in pages[4].text  # description, subject
+    assert "\u2026" in pages[4].text and pages[1].text.count("\u2026") >= 2  # cut to 200
+
+
+def test_a_hostile_quarantined_event_is_shown_escaped(server: Server, local_app: App) -> None:
+    tenant = "t-" + uuid.uuid4().hex[:6] + HOSTILE.replace("\x07", "")
+    position = poison_value(local_app, tenant, "h1", "1" + "0" * 400)
+    local_app.projections.catch_up()
+    system = User(id="ops", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
+    with browser(server) as http:
+        sign_in(http, create_key(local_app, system, "SystemAdmin"))
+        page = http.get("/console/projections")
+    assert page.status_code == 200 and f"/{position}/retry" in page.text
+    assert "<script>alert" not in page.text and "\u202e" not in page.text
+    assert "&lt;script&gt;alert(&#34;x&#34;)" in page.text
 
 
 def test_sessions_are_bounded_per_key_and_end_when_the_key_is_revoked(

@@ -76,8 +76,22 @@ def no_dialogs(page: Page) -> list[str]:
 def test_sign_in_each_page_and_sign_out(page: Page, server: Server, local_app: App) -> None:
     admin = admin_of("t-" + uuid.uuid4().hex[:8])
     key = create_key(local_app, admin, "TenantAdmin")
-    account = connect(local_app, admin, "Sales inbox")
+    account = connect(local_app, admin, "Sales inbox", smtp=True)
     connect(local_app, admin, "Support inbox")
+    for subject in ("Quarterly numbers", "Re: your order 1042"):
+        queued = local_app.write(
+            "send-message",
+            {
+                "accountId": account,
+                "to": ["buyer@mail.example"],
+                "subject": subject,
+                "text": "hello",
+                "idempotencyKey": uuid.uuid4().hex,
+            },
+            admin,
+        )
+        assert queued.is_success, queued.error
+    local_app.projections.catch_up()
     local_app.write(
         "create-webhook",
         {"url": "https://hooks.example/in", "events": ["*"], "description": "CRM"},
@@ -100,6 +114,7 @@ def test_sign_in_each_page_and_sign_out(page: Page, server: Server, local_app: A
     expect(page.locator("h1")).to_have_text("Deliveries: dead")
     page.click("nav >> text=Outbox")
     expect(page.locator("h1")).to_have_text("Outbox")
+    expect(page.get_by_text("Quarterly numbers")).to_be_visible()
     screenshot(page, "outbox")
     page.click("text=Sign out")
     expect(page.locator("h1")).to_have_text("Sign in")
