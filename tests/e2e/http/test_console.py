@@ -391,7 +391,7 @@ def test_the_system_admin_sees_the_read_models_and_retries_a_quarantined_event(
         sign_in(tenant, tenant_admin_key)
         csrf = csrf_of(tenant.get("/console/accounts"))
         assert tenant.post(retry, data={"csrf": csrf}).status_code == 403
-    assert {q.position for q in local_app.projections.quarantined("custom_fields")} == {position}
+    assert position in {q.position for q in local_app.projections.quarantined("custom_fields")}
 
 
 def test_the_system_admin_sees_every_tenants_health_without_names(
