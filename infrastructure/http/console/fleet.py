@@ -14,7 +14,7 @@ from application.leases import FleetView
 from application.result import Result
 from infrastructure.http.console.chart import bars
 from infrastructure.http.console.gate import Signed
-from infrastructure.http.console.pages import Console
+from infrastructure.http.console.pages import Console, paged
 
 
 async def fleet_of(console: Console, signed: Signed, fleet: FleetView | None) -> Result:
@@ -54,11 +54,15 @@ def fleet_routes(api: FastAPI, console: Console, fleet: FleetView | None) -> Non
             [(w["workerId"], float(w["accounts"])) for w in data["workers"]],
             "accounts",
         )
+        page = paged(
+            data.get("workers", []), request.query_params.get("page"), "/console/fleet", {}
+        )
         return console.show(
             signed,
             "fleet.html",
             "fleet",
             fleet=data,
+            page=page,
             rate=rate,
             chart=chart,
             live_src="/console/events?view=fleet",

@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 
 from infrastructure.http.console.chart import bars
 from infrastructure.http.console.gate import FormRefused
-from infrastructure.http.console.pages import Console, back_to
+from infrastructure.http.console.pages import Console, back_to, paged
 
 STATES = ["pending", "delivered", "dead"]
 PAGE = 50
@@ -39,7 +39,10 @@ def webhook_routes(api: FastAPI, console: Console) -> None:
         if result.error is not None:
             return console.failed(signed, result.error)
         assert result.data is not None
-        return console.show(signed, "webhooks.html", "webhooks", hooks=result.data["webhooks"])
+        page = paged(
+            result.data["webhooks"], request.query_params.get("page"), "/console/webhooks", {}
+        )
+        return console.show(signed, "webhooks.html", "webhooks", page=page)
 
     @api.get("/console/webhooks/{webhook_id}", include_in_schema=False)
     async def deliveries(request: Request, webhook_id: str) -> Response:

@@ -435,3 +435,30 @@ def test_the_fleet_page_shows_the_workers_heartbeats_live(
     finally:
         heartbeats.leave()
         heartbeats.close()
+
+
+def test_lists_come_in_pages_with_filters_kept(
+    server: Server, local_app: App, tenant_key: tuple[str, User]
+) -> None:
+    key, admin = tenant_key
+    ids = [connect(local_app, admin, f"Paged {n:02}") for n in range(53)]
+    assert local_app.write("disconnect-mail-account", {"accountId": ids[7]}, admin).is_success
+    local_app.projections.catch_up()
+    rows = re.compile(r'data-live="[^"]+\.status"')
+    with browser(server) as http:
+        sign_in(http, key)
+        first = http.get("/console/accounts")
+        assert len(rows.findall(first.text)) == 50 and "1\u201350 of 53" in first.text
+        assert 'href="/console/accounts?page=1" rel="next"' in first.text
+        second = http.get("/console/accounts?page=1")
+        assert len(rows.findall(second.text)) == 3 and "51\u201353 of 53" in second.text
+        beyond = http.get("/console/accounts?page=999999")  # the last page, not an empty one
+        assert len(rows.findall(beyond.text)) == 3
+        for junk in ("-1", "x", "9" * 40):
+            assert http.get(f"/console/accounts?page={junk}").status_code == 200
+        found = http.get("/console/accounts", params={"q": "paged 0", "status": "active"})
+        assert len(rows.findall(found.text)) == 9  # Paged 00..09 but 07, disconnected
+        # The counts by status are the tenant's, not the page's.
+        assert 'data-live="summary.disconnected">1<' in found.text
+        kept = http.get("/console/accounts", params={"q": "paged", "status": "active"})
+        assert "/console/accounts?q=paged&amp;status=active&amp;page=1" in kept.text
