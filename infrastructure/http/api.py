@@ -37,6 +37,7 @@ from application.mail.get_attachment import Download, open_attachment, open_raw
 from application.result import Result
 from application.users import User
 from infrastructure.http import openapi, problems
+from infrastructure.http.console import headers as console_headers
 from infrastructure.http.console import mount_console
 from infrastructure.http.door import ApiSettings, Door, Refused
 from infrastructure.http.feed_routes import feed_routes
@@ -193,7 +194,12 @@ def _problem_handlers(api: FastAPI) -> None:
     @api.exception_handler(Exception)
     async def crash(request: Request, error: Exception) -> Response:
         log.exception("http.crash path=%s error=%s", request.url.path, type(error).__name__)
-        return problems.fail("internal", 500, "internal error")
+        response = problems.fail("internal", 500, "internal error")
+        # A crash is answered outside every middleware: the console's headers go on here.
+        if console_headers.applies(request.url.path):
+            for name, value in console_headers.HEADERS:
+                response.headers[name.decode()] = value.decode()
+        return response
 
 
 def media_type(declared: str) -> str:

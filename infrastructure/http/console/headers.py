@@ -26,13 +26,16 @@ HEADERS = [
 _NAMES = {name for name, _ in HEADERS}
 
 
+def applies(path: str) -> bool:
+    return path == PREFIX or path.startswith(PREFIX + "/")
+
+
 class ConsoleHeaders:
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "") if scope["type"] == "http" else ""
-        if path != PREFIX and not path.startswith(PREFIX + "/"):
+        if scope["type"] != "http" or not applies(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
 
