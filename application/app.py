@@ -9,7 +9,10 @@ catch-up applies (or quarantines) its events anyway.
 Inline catch-ups are shared: a write waits for one catch-up that started after its
 commit. Writers that finish while a catch-up runs wait for it, then one of them runs the
 next for all of them, so concurrent writes (committed together by the event store's
-group commit) cost one catch-up, not one each.
+group commit) cost one catch-up, not one each. Where the store's group commit numbers
+its batches (``GroupCommitted``), the thread that wrote a batch runs its catch-up before
+the batch's callers are answered: each finds its batch covered and returns at once, no
+caller waits on another thread's catch-up, and a batch costs one.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from application.context import Context
 from application.errors import EventNotStorable, StoreUnavailable, UnreadableEvent
 from application.handlers import QUERIES, WRITES, UseCase
 from application.payloads import boundary_errors, parse
-from application.ports import Projections
+from application.ports import CommitCount, GroupCommitted, Projections
 from application.privacy import KeyErased
 from application.result import Result
 from application.users import User
@@ -45,12 +48,20 @@ class App:
         self.projections = projections
         self._on_close = on_close
         self._project_inline = project_inline
-        self._catch_ups = SharedCatchUp(projections.catch_up)
+        batches = ctx.store if isinstance(ctx.store, GroupCommitted) else None
+        self._batches = batches if project_inline else None
+        self._catch_ups = SharedCatchUp(projections.catch_up, self._batches)
+        if self._batches is not None:
+            self._batches.catch_up_after_batches(self._catch_ups.run_covering)
         self.feed = Feed(self)
 
     def write(self, name: str, payload: Any, user: User) -> Result:
-        result = self._dispatch(WRITES, "write handler", name, payload, user)
         use_case = WRITES.get(name)
+        if self._batches is not None and use_case is not None and use_case.appends:
+            with self._batches.inline():
+                result = self._dispatch(WRITES, "write handler", name, payload, user)
+        else:
+            result = self._dispatch(WRITES, "write handler", name, payload, user)
         if result.is_success and self._project_inline and use_case and use_case.appends:
             try:
                 self._catch_ups.run()
@@ -131,33 +142,65 @@ def _user_errors(user_id: Any, tenant_id: Any, roles: frozenset[Any]) -> list[di
 
 
 class SharedCatchUp:
-    """``run`` returns once a catch-up that started after the call has finished; one
-    catch-up at a time, shared by every caller that waited for it. A failed catch-up
-    raises in the thread that ran it only; its waiters count it as done (the next write's
-    catch-up, or the projections process, applies the events)."""
+    """``run`` returns once a catch-up that started after the caller's commit has
+    finished; one catch-up at a time, shared by every caller it covers. Without a
+    ``CommitCount`` the caller's call stands for its commit (a catch-up that started
+    after the call). A failed catch-up raises in the thread that ran it only; its
+    waiters count it as done (the next write's catch-up, or the projections process,
+    applies the events)."""
 
-    def __init__(self, catch_up: Callable[[], int]) -> None:
+    def __init__(self, catch_up: Callable[[], int], counts: CommitCount | None = None) -> None:
         self._catch_up = catch_up
+        self._counts = counts
         self._changed = threading.Condition()
         self._started = 0
         self._finished = 0
+        self._covered = 0  # batches committed before the last finished catch-up started
         self._running = False
 
     def run(self) -> None:
+        mine = self._counts.committed_by_this_thread() if self._counts is not None else None
         with self._changed:
-            wanted = self._started + 1  # the next one to start covers this caller
-            while self._finished < wanted and self._running:
+            wanted = self._started + 1  # without counts: the next one to start covers this
+
+            def covered() -> bool:
+                return self._covered >= mine if mine is not None else self._finished >= wanted
+
+            while not covered() and self._running:
                 self._changed.wait()
-            if self._finished >= wanted:
+            if covered():
                 return
             self._running = True
             self._started += 1
+            covers = self._counts.committed() if self._counts is not None else 0
         try:
             self._catch_up()
         finally:
             with self._changed:
                 self._running = False
                 self._finished += 1
+                self._covered = max(self._covered, covers)
+                self._changed.notify_all()
+
+    def run_covering(self, batch: int) -> None:
+        """In the thread that wrote batch ``batch``, before its callers are answered: a
+        catch-up that covers it (none when one that started later has finished)."""
+        with self._changed:
+            while self._running and self._covered < batch:
+                self._changed.wait()
+            if self._covered >= batch:
+                return
+            self._running = True
+            self._started += 1
+        try:
+            self._catch_up()
+        except Exception as error:  # the batch is committed: see the module docstring
+            log.warning("inline projection deferred error=%s", type(error).__name__)
+        finally:
+            with self._changed:
+                self._running = False
+                self._finished += 1
+                self._covered = max(self._covered, batch)
                 self._changed.notify_all()
 
 

@@ -6,7 +6,7 @@ only the composition root knows which implementation is used.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -40,6 +40,34 @@ class EventStore(Protocol):
         when any (stream, version) is taken already. ``expected``: streams the caller
         decided on without writing to them, each with the version it read (0: none);
         raise ``StaleRead`` when any has another version inside the write's transaction."""
+        ...
+
+
+class CommitCount(Protocol):
+    """A store's group commit, counted: a catch-up that starts after ``committed()``
+    read n covers every batch up to n."""
+
+    def committed(self) -> int:
+        """Batches written so far."""
+        ...
+
+    def committed_by_this_thread(self) -> int:
+        """The number of the batch that wrote this thread's last append (0: none)."""
+        ...
+
+
+@runtime_checkable
+class GroupCommitted(CommitCount, Protocol):
+    """A store whose group commit can run the inline catch-up of a batch in the thread
+    that wrote it, before the batch's callers are answered: one catch-up per batch, and
+    no caller waits on another thread's."""
+
+    def catch_up_after_batches(self, catch_up: Callable[[int], None]) -> None:
+        """Call ``catch_up(batch number)`` after each batch that holds an inline append."""
+        ...
+
+    def inline(self) -> AbstractContextManager[None]:
+        """Appends of this thread inside the block wait for the read models."""
         ...
 
 

@@ -5,10 +5,10 @@ The raw loop is what a hand-written projector of the same read models costs: pag
 ``PAGE`` stored events read with plain SQL, orjson-decoded, then per page one set-based
 statement per table (``INSERT … SELECT FROM unnest(...)`` on PostgreSQL, one
 ``executemany`` on SQLite) and one tracking update, in one transaction. It keeps the
-read models tidings keeps — custom-field values (or messages, threads and account
-counts) and the change feed (one row per public event, numbered per tenant) — but none
-of tidings' guarantees: no definition check, no quarantine, no savepoints, state in
-memory.
+read models tidings keeps — custom-field values with the clock of when each was last set
+(or messages, threads and account counts) and the change feed (one row per public
+event, numbered per tenant) — but none of tidings' guarantees: no definition check, no
+quarantine, no savepoints, state in memory.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from eventsourcing.utils import register_topic
 from bench._common import Scratch, raw_connection
 from domain.custom_field_values import CustomFieldValueCleared, CustomFieldValueSet
 from domain.events import DomainEvent
+from domain.field_definition import FieldDefinitionDeleted, definition_id
 from domain.mail_account import MailAccountConnected
 from domain.message import MessageIngested, message_id
 from infrastructure.eventstore.recorder import EVENTS_TABLE
@@ -41,6 +42,7 @@ PAGE = 5000
 SET_TOPIC = CustomFieldValueSet.TOPIC
 CLEAR_TOPIC = CustomFieldValueCleared.TOPIC
 MESSAGE_TOPIC = MessageIngested.TOPIC
+DELETED_TOPIC = FieldDefinitionDeleted.TOPIC
 _ITEM_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "urn:tidings:feed-item").bytes
 
 
@@ -167,6 +169,15 @@ def item_id(originator_id: str, version: int) -> str:
     return str(uuid.UUID(bytes=bytes(digest)))
 
 
+def _micros(timestamp: str) -> int:
+    """An event's ISO time as microseconds since the epoch (the clock's ``set_at``)."""
+    at = datetime.fromisoformat(timestamp)
+    return (at - _EPOCH) // timedelta(microseconds=1)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 @contextlib.contextmanager
 def _transaction(conn: Any, pg: bool) -> Iterator[Any]:
     if pg:
@@ -192,6 +203,7 @@ class _RawTables:
         jsonb = "JSONB" if pg else "TEXT"
         self.create = [
             "DROP TABLE IF EXISTS raw_values",
+            "DROP TABLE IF EXISTS raw_value_clock",
             "DROP TABLE IF EXISTS raw_feed",
             "DROP TABLE IF EXISTS raw_messages",
             "DROP TABLE IF EXISTS raw_threads",
@@ -200,6 +212,12 @@ class _RawTables:
             "CREATE TABLE raw_values (tenant_id TEXT NOT NULL, entity_name TEXT NOT NULL,"
             f" entity_id TEXT NOT NULL, fields {jsonb} NOT NULL,"
             " PRIMARY KEY (tenant_id, entity_name, entity_id))",
+            # The retention clock, laid out as tidings' (one B-tree, keyed by definition).
+            "CREATE TABLE raw_value_clock (definition_id TEXT NOT NULL,"
+            " generation INTEGER NOT NULL, tenant_id TEXT NOT NULL, entity_name TEXT NOT NULL,"
+            " entity_id TEXT NOT NULL, field_key TEXT NOT NULL, set_at BIGINT NOT NULL,"
+            " PRIMARY KEY (definition_id, generation, tenant_id, entity_name, entity_id,"
+            f" field_key)){'' if pg else ' WITHOUT ROWID'}",
             "CREATE TABLE raw_feed (tenant_id TEXT NOT NULL, sequence BIGINT NOT NULL,"
             " item_id TEXT NOT NULL, type TEXT NOT NULL, occurred_at TEXT NOT NULL,"
             " account_id TEXT, data TEXT NOT NULL, position BIGINT NOT NULL,"
@@ -226,6 +244,30 @@ class _RawTables:
             f" FROM {EVENTS_TABLE} WHERE {position} > {p} ORDER BY {position} LIMIT {PAGE}"
         )
         self.track = f"UPDATE raw_tracking SET position = {p} WHERE name = 'raw'"
+        self.clock_forget = f"DELETE FROM raw_value_clock WHERE definition_id = {p}"
+        clock_conflict = (
+            " ON CONFLICT (definition_id, generation, tenant_id, entity_name, entity_id,"
+            " field_key) DO UPDATE SET set_at = excluded.set_at"
+        )
+        if pg:
+            self.clock_stop = (
+                "DELETE FROM raw_value_clock AS c USING unnest(%b::text[], %b::int[],"
+                " %b::text[], %b::text[], %b::text[], %b::text[]) AS u(d, g, t, e, i, k)"
+                " WHERE c.definition_id = u.d AND c.generation = u.g AND c.tenant_id = u.t"
+                " AND c.entity_name = u.e AND c.entity_id = u.i AND c.field_key = u.k"
+            )
+            self.clock_start = (
+                "INSERT INTO raw_value_clock SELECT * FROM unnest(%b::text[], %b::int[],"
+                " %b::text[], %b::text[], %b::text[], %b::text[], %b::bigint[])" + clock_conflict
+            )
+        else:
+            self.clock_stop = (
+                "DELETE FROM raw_value_clock WHERE definition_id = ? AND generation = ?"
+                " AND tenant_id = ? AND entity_name = ? AND entity_id = ? AND field_key = ?"
+            )
+            self.clock_start = (
+                "INSERT INTO raw_value_clock VALUES (?, ?, ?, ?, ?, ?, ?)" + clock_conflict
+            )
         if pg:
             self.values = (
                 "INSERT INTO raw_values (tenant_id, entity_name, entity_id, fields)"
@@ -314,16 +356,35 @@ class RawLoop:
 
     def _page(self, cur: Any, rows: Sequence[Any], heads: dict[str, int]) -> None:
         values: list[tuple[Any, ...]] = []
+        clock: dict[tuple[Any, ...], int | None] = {}  # the last op of the page wins
+        forgotten: list[tuple[str]] = []  # deleted definitions: their clock rows go
         feed: list[tuple[Any, ...]] = []
         messages: list[tuple[Any, ...]] = []
         threads: dict[tuple[str, str], list[Any]] = {}
         accounts: dict[str, int] = {}
         for order, (position, originator, version, topic, state) in enumerate(rows):
+            if topic == DELETED_TOPIC:  # the page's earlier ops of it go too
+                data = orjson.loads(state)
+                gone = str(definition_id(data["tenant_id"], data["entity_name"], data["field_key"]))
+                forgotten.append((gone,))
+                clock = {k: at for k, at in clock.items() if k[0] != gone}
+                continue
             if topic not in (SET_TOPIC, CLEAR_TOPIC, MESSAGE_TOPIC):
                 continue
             data = orjson.loads(state)
             tenant = data["tenant_id"]
             heads[tenant] = sequence = heads.get(tenant, 0) + 1
+            if topic != MESSAGE_TOPIC:
+                clock[
+                    (
+                        data["definition_id"],
+                        data["generation"],
+                        tenant,
+                        data["entity_name"],
+                        data["entity_id"],
+                        data["field_key"],
+                    )
+                ] = _micros(data["timestamp"]) if topic == SET_TOPIC else None
             if topic == SET_TOPIC:
                 cell = orjson.dumps({"s": data["sealed"], "d": data["digest"]}).decode()
                 key = data["field_key"]
@@ -376,6 +437,12 @@ class RawLoop:
                 )
             )
         self._write(cur, self.sql.values, values)
+        for forget in forgotten:  # rare: one statement each
+            cur.execute(self.sql.clock_forget, forget)
+        self._write(cur, self.sql.clock_stop, [key for key, at in clock.items() if at is None])
+        self._write(
+            cur, self.sql.clock_start, [(*key, at) for key, at in clock.items() if at is not None]
+        )
         self._write(cur, self.sql.messages, messages)
         self._write(cur, self.sql.threads, [(*key, *row) for key, row in threads.items()])
         self._write(cur, self.sql.accounts, list(accounts.items()))

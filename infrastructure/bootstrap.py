@@ -168,6 +168,7 @@ def provider_table(settings: Settings) -> ProviderTable:
             if entry.daily_budget_mb is None
             else max(1, int(entry.daily_budget_mb * MB)),
             daily_send_limit=entry.daily_send_limit,
+            send_connections=entry.send_connections,
             saves_sent=entry.saves_sent,
         )
         for host, entry in settings.provider_limits.items()

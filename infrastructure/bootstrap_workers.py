@@ -290,6 +290,7 @@ def build_outbound_delivery(app: App, settings: Settings, holder: str) -> Outbou
             retry_longest=settings.send_retry_longest,
             retry_budget=settings.send_retry_budget,
             imap_timeout=settings.imap_read_timeout,
+            connections_per_account=settings.send_connections_per_account,
         ),
     )
 

@@ -8,6 +8,9 @@ A provider's limits are what its documentation states a client must stay under:
   2,500 MB a day); ``None`` = the provider documents no figure, so there is no budget;
 - ``daily_send_limit``: messages one account may send per UTC day (Gmail: 2,000);
   ``None``: no limit of ours (the server still answers for its own);
+- ``send_connections``: SMTP sessions one worker runs at once for one account (the
+  lanes of its series; Gmail takes 10 to 15 concurrent sessions per account: 3 stays
+  well inside, and so for Outlook); ``None``: the worker's default;
 - ``saves_sent``: the provider keeps a copy of what was sent by SMTP in the Sent folder
   itself (Gmail, Outlook), so the sender appends none.
 
@@ -37,6 +40,8 @@ class ProviderLimits:
     """Download budget per account per UTC day; ``None``: no budget."""
     daily_send_limit: int | None = None
     """Messages sent per account per UTC day; ``None``: no limit."""
+    send_connections: int | None = None
+    """SMTP sessions per account per worker at once; ``None``: the worker's default."""
     saves_sent: bool = False
     """The provider files a copy of every message sent by SMTP in Sent itself."""
 
@@ -47,6 +52,8 @@ class ProviderLimits:
             raise ValueError("a provider's daily budget is at least 1 byte")
         if self.daily_send_limit is not None and self.daily_send_limit < 1:
             raise ValueError("a provider's daily send limit is at least 1 message")
+        if self.send_connections is not None and self.send_connections < 1:
+            raise ValueError("a provider's SMTP sessions per account are at least 1")
 
 
 UNKNOWN = ProviderLimits("unknown", ())
@@ -58,12 +65,14 @@ KNOWN_PROVIDERS: tuple[ProviderLimits, ...] = (
         conn_cap=15,
         daily_budget_bytes=2500 * MB,
         daily_send_limit=2000,
+        send_connections=3,
         saves_sent=True,
     ),
     ProviderLimits(
         "outlook",
         ("outlook.office365.com", "imap-mail.outlook.com", "*.outlook.com"),
         conn_cap=15,
+        send_connections=3,
         saves_sent=True,
     ),
     ProviderLimits("yahoo", ("imap.mail.yahoo.com", "*.mail.yahoo.com"), conn_cap=10),
@@ -106,6 +115,10 @@ class ProviderTable:
     def conn_cap(self, host: str, default: int) -> int:
         cap = self.match(host).conn_cap
         return default if cap is None else cap
+
+    def send_connections(self, host: str, default: int) -> int:
+        connections = self.match(host).send_connections
+        return default if connections is None else connections
 
     def daily_budget(self, host: str) -> int | None:
         return self.match(host).daily_budget_bytes

@@ -37,6 +37,7 @@ from infrastructure.cli.output import (
     print_data,
 )
 from infrastructure.cli.runtime import EXIT_USAGE, UNAVAILABLE, CliError, opened_app
+from infrastructure.runtime.gc_policy import kept_heap
 from infrastructure.runtime.metrics_http import serve_metrics
 from projections.runner import ProjectionRunner
 
@@ -179,7 +180,7 @@ def run(
     """
     configure_logging(logging.INFO)
     stop = threading.Event()
-    with opened_app() as tidings, stop_on_signals(stop):
+    with opened_app() as tidings, stop_on_signals(stop), kept_heap():
         runner = projection_runner(tidings)
         server = None
         if metrics_port is not None:
@@ -277,7 +278,7 @@ def rebuild(
 ) -> None:
     """Rebuild read models from position 0 into fresh tables while the old ones keep
     serving, then swap them in. Shows a progress bar with events/s and the ETA."""
-    with opened_app() as tidings:
+    with opened_app() as tidings, kept_heap():
         known = [s.name for s in tidings.projections.status()]
         if name is not None and name not in known:
             raise CliError(f"unknown projection {name!r}; known: {', '.join(known)}", EXIT_USAGE)

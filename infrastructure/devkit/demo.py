@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -30,7 +30,9 @@ from infrastructure.cli.runtime import CliError, load_settings, location, opened
 from infrastructure.devkit.demo_mail import MailDemo
 from infrastructure.devkit.demo_mailbox import MailboxDemo
 from infrastructure.devkit.demo_retention import expire_by_retention
-from infrastructure.devkit.demo_webhooks import WebhookDemo
+
+if TYPE_CHECKING:
+    from infrastructure.devkit.demo_webhooks import WebhookDemo
 
 ENTITY = "contact"
 
@@ -366,7 +368,13 @@ def demo(
     with opened_app(**overrides) as app:
         run = Demo(app=app, console=console)
         mail_demo = MailDemo(run, load_settings(**overrides)) if mail else None
-        hooks = WebhookDemo(run, load_settings(**overrides)) if mail else None
+        hooks = None
+        if mail:
+            # The demo's webhook receiver serves the HTTP API: imported here, so the rest of
+            # the command line (a worker above all) does not carry the web stack.
+            from infrastructure.devkit.demo_webhooks import WebhookDemo  # noqa: PLC0415
+
+            hooks = WebhookDemo(run, load_settings(**overrides))
         steps = _with_mail(mail_demo, hooks) if mail_demo is not None else STEPS
         console.print(
             f"[bold]tidings demo[/] · {'mail and ' if mail else ''}custom fields · "

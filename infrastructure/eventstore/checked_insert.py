@@ -44,6 +44,7 @@ class PendingAppend:
 
     events: Sequence[StoredEvent]
     expected: Mapping[UUID, int] = field(default_factory=dict)
+    inline: bool = False  # its caller waits for the read models to catch up
 
 
 def stale_appends(appends: Sequence[PendingAppend], heads: Mapping[UUID, int] | None) -> list[bool]:

@@ -24,6 +24,7 @@ out and, if it had been chosen to lead, hands the lead on.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -31,16 +32,19 @@ from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
+log = logging.getLogger("tidings.group_commit")
+
 
 class Entry(Generic[T]):
     """One caller's work and, once written, its own outcome (``error`` None: stored)."""
 
-    __slots__ = ("_wake", "answered", "error", "item", "promoted", "size")
+    __slots__ = ("_wake", "answered", "batch", "error", "item", "promoted", "size")
 
     def __init__(self, item: T, size: int) -> None:
         self.item = item
         self.size = size
         self.error: BaseException | None = None
+        self.batch = 0  # the number of the batch that wrote it
         self.answered = False
         self.promoted = False  # chosen to lead the next batch
         self._wake = threading.Lock()
@@ -56,16 +60,20 @@ class GroupCommit(Generic[T]):
         write: Callable[[Sequence[Entry[T]]], None],
         max_size: int = 2000,
         outages: tuple[type[Exception], ...] = (),
+        after: Callable[[Sequence[Entry[T]]], None] | None = None,
     ) -> None:
         self._write = write
+        self._after = after  # runs in the leading thread before the batch is answered
+        self.batches = 0  # batches written (each entry learns its batch's number)
         self._max_size = max_size  # a batch's total size; one entry may exceed it alone
         self._outages = outages
         self._mutex = threading.Lock()
         self._queue: deque[Entry[T]] = deque()
         self._leading = False
 
-    def submit(self, item: T, size: int = 1) -> None:
-        """Store ``item`` with whatever else is queued; raise its own failure."""
+    def submit(self, item: T, size: int = 1) -> int:
+        """Store ``item`` with whatever else is queued; raise its own failure. Answers
+        the number of the batch that wrote it."""
         entry = Entry(item, size)
         with self._mutex:
             self._queue.append(entry)
@@ -81,6 +89,7 @@ class GroupCommit(Generic[T]):
             self._lead()
         if entry.error is not None:
             raise entry.error
+        return entry.batch
 
     def _abandon(self, entry: Entry[T]) -> None:
         """Take a caller that stopped waiting out of the queue; should it have been chosen
@@ -108,6 +117,18 @@ class GroupCommit(Generic[T]):
                 batch.append(entry)
             return batch
 
+    def _written(self, batch: list[Entry[T]]) -> None:
+        """Number the batch (one at a time: only the leading thread counts), then run
+        ``after`` before its callers are answered."""
+        self.batches += 1
+        for entry in batch:
+            entry.batch = self.batches
+        if self._after is not None:
+            try:
+                self._after(batch)
+            except Exception:  # the batch is written: its callers get their outcomes
+                log.exception("group_commit.after_failed")
+
     def _lead(self) -> None:
         batch = self._take()
         try:
@@ -115,6 +136,7 @@ class GroupCommit(Generic[T]):
         except BaseException as error:  # a bug in write: this batch fails, the lead moves on
             for entry in batch:
                 entry.error = entry.error or error
+        self._written(batch)
         outage = next((e.error for e in batch if isinstance(e.error, self._outages)), None)
         drained: list[Entry[T]] = []
         with self._mutex:

@@ -34,7 +34,8 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -123,8 +124,10 @@ class RecorderEventStore(RecorderEventLog):
         super().__init__(recorder, codec)
         self._cache = _StreamCache()
         self._group: GroupCommit[PendingAppend] = GroupCommit(
-            self._write_batch, outages=(StoreUnavailable,)
+            self._write_batch, outages=(StoreUnavailable,), after=self._after_batch
         )
+        self._seen = threading.local()  # this thread's last batch, and its inline mark
+        self._catch_up: Callable[[int], None] | None = None
 
     def load(self, stream_id: UUID) -> list[DomainEvent]:
         known = self._cache.get(stream_id)
@@ -180,7 +183,11 @@ class RecorderEventStore(RecorderEventLog):
                 table=Identifier(recorder.events_table_name),
             )
             with recorder.datastore.get_connection() as conn, conn.cursor() as curs:
-                curs.execute(query, (list(after), list(after.values())), prepare=True)
+                # Planned on every call, never prepared: a prepared join keeps the generic
+                # plan of the log's size when it was prepared, and one made on a nearly
+                # empty log hashes the whole table on every later load
+                # (docs/decisions/no-plan-from-an-empty-log.md).
+                curs.execute(query, (list(after), list(after.values())), prepare=False)
                 return [
                     (
                         UUID(str(r["originator_id"])),
@@ -258,7 +265,35 @@ class RecorderEventStore(RecorderEventLog):
     ) -> None:
         stored = [self.codec.encode(e) for e in events]
         if stored:
-            self._group.submit(PendingAppend(stored, expected or {}), len(stored))
+            inline = getattr(self._seen, "inline", False)
+            pending = PendingAppend(stored, expected or {}, inline)
+            self._seen.batch = self._group.submit(pending, len(stored))
+
+    def committed(self) -> int:
+        return self._group.batches
+
+    def committed_by_this_thread(self) -> int:
+        batch: int = getattr(self._seen, "batch", 0)
+        return batch
+
+    def catch_up_after_batches(self, catch_up: Callable[[int], None]) -> None:
+        self._catch_up = catch_up
+
+    @contextmanager
+    def inline(self) -> Iterator[None]:
+        self._seen.inline = True
+        try:
+            yield
+        finally:
+            self._seen.inline = False
+
+    def _after_batch(self, batch: Sequence[Entry[PendingAppend]]) -> None:
+        """In the leading thread, before the batch's callers are answered: the inline
+        catch-up that covers it, once for all of them."""
+        if self._catch_up is not None and any(
+            entry.item.inline and entry.error is None for entry in batch
+        ):
+            self._catch_up(batch[0].batch)
 
     def _insert(self, appends: Sequence[PendingAppend]) -> list[bool]:
         """Insert the appends in one transaction; which were stale (see

@@ -30,6 +30,7 @@ class ProviderLimitSetting(BaseModel):
     conn_cap: Annotated[int, Field(ge=1)] | None = None
     daily_budget_mb: Annotated[float, Field(gt=0)] | None = None
     daily_send_limit: Annotated[int, Field(ge=1)] | None = None
+    send_connections: Annotated[int, Field(ge=1, le=64)] | None = None
     saves_sent: bool = False
 
 
@@ -74,10 +75,14 @@ class Settings(BaseSettings):
     send_retry_longest: Annotated[float, Field(gt=0)] = 3600.0
     send_retry_budget: Annotated[float, Field(gt=0)] = 172800.0
     send_concurrency: Annotated[int, Field(ge=1, le=256)] = 4
-    # SMTP connections a worker keeps logged in for an account's next message, and how
-    # long one waits unused before it is closed.
-    send_kept_connections: Annotated[int, Field(ge=0, le=1024)] = 8
+    # SMTP connections a worker keeps logged in for an account's next message (at least
+    # send_concurrency x send_connections_per_account, else busy lanes evict each
+    # other's between two messages), and how long one waits unused before it is closed.
+    send_kept_connections: Annotated[int, Field(ge=0, le=1024)] = 16
     send_idle_seconds: Annotated[float, Field(ge=0)] = 5.0
+    # SMTP sessions a worker runs at once for one account (the lanes of its series),
+    # unless its provider entry says ``send_connections``; per-host slots still bound all.
+    send_connections_per_account: Annotated[int, Field(ge=1, le=64)] = 3
     smtp_ca_file: Path | None = None  # trust this CA (PEM) for SMTP servers (tests, private CAs)
     imap_read_timeout: Annotated[float, Field(gt=0)] = 120.0
     watch_lease_ttl: Annotated[float, Field(ge=3)] = worker.WATCH_LEASE_TTL

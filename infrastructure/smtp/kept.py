@@ -6,7 +6,9 @@ under its key (the account, the endpoint and a digest of the credentials: never 
 between accounts, nor across a changed password or server), for the account's next
 message. It waits at most ``idle_seconds`` (``close_idle``, which the outbox thread
 calls on every turn, and ``take`` close older ones), at most ``max_kept`` wait at once
-(the oldest goes first), and ``close_all`` ends them on shutdown.
+(the oldest goes first), and ``close_all`` ends them on shutdown. An account whose series
+runs several lanes keeps a connection per lane under the same key (``take`` gives the
+one kept last).
 
 Every connection, busy or kept, holds a slot of its host (the provider's cap): a new
 connection waits for one within its attempt's deadline, and takes one from a kept
@@ -67,7 +69,9 @@ class KeptConnections:
         self._max_kept = max_kept
         self._idle = idle_seconds
         self._clock = clock
-        self._kept: OrderedDict[ConnectionKey, _Kept] = OrderedDict()
+        # Oldest first; a key may hold several (one per lane of the account's series).
+        self._kept: OrderedDict[tuple[ConnectionKey, int], _Kept] = OrderedDict()
+        self._serial = 0
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
 
@@ -102,7 +106,8 @@ class KeptConnections:
         """The key's kept connection (its slot stays held), else None."""
         self.close_idle()
         with self._lock:
-            kept = self._kept.pop(key, None)
+            mine = [entry for entry in reversed(self._kept) if entry[0] == key]
+            kept = self._kept.pop(mine[0]) if mine else None
         return kept.client if kept is not None else None
 
     def keep(self, key: ConnectionKey, host: str, client: BoundedSMTP) -> None:
@@ -112,12 +117,12 @@ class KeptConnections:
             self._close([_Kept(client, host, 0.0)])
             return
         with self._lock:
-            replaced = self._kept.pop(key, None)
-            self._kept[key] = _Kept(client, host, self._clock())
+            self._serial += 1
+            self._kept[key, self._serial] = _Kept(client, host, self._clock())
             over = []
             while len(self._kept) > self._max_kept:
                 over.append(self._kept.popitem(last=False)[1])
-        self._close([*([replaced] if replaced else []), *over])
+        self._close(over)
 
     def discard(self, host: str, client: BoundedSMTP) -> None:
         """A connection that is not kept: closed, its slot given back."""

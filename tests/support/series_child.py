@@ -5,11 +5,13 @@ starts, so the test can kill -9 it while the second message's bytes are out and 
 end of data is held.
 
 Run as ``python -m tests.support.series_child DATABASE_URL BLOB_DIR MASTER_KEY CA_FILE
-ACCOUNT_ID OUTBOUND_ID...``; the attempts' claims last ``LEASE`` seconds.
+ACCOUNT_ID OUTBOUND_ID...``; the attempts' claims last ``LEASE`` seconds; ``SERIES_LANES`` (1
+unless set) SMTP sessions at once, each lane holding its own write.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections import deque
@@ -35,7 +37,13 @@ def main(
         allow_private_hosts=True,
         project_inline=False,
         smtp_ca_file=ca_file,
-        provider_limits={"127.0.0.1": {"name": "local", "saves_sent": True}},
+        provider_limits={
+            "127.0.0.1": {
+                "name": "local",
+                "saves_sent": True,
+                "send_connections": int(os.environ.get("SERIES_LANES", "1")),
+            }
+        },
     )
     app = bootstrap(settings)
     delivery = build_outbound_delivery(app, settings, "doomed-series")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, timedelta
@@ -71,7 +72,8 @@ __all__ = ["SERIES_LIMIT", "DeliverySettings", "Kept", "OutboundDelivery", "is_f
 
 log = logging.getLogger("tidings.outbound")
 CREDENTIALS_TTL = 5.0  # seconds an account's SMTP credentials are used as read
-IO_THREADS = 8  # series' reads ahead and writes behind, for all series of the worker
+SETTLED_KEPT = 10_000  # ids of messages this worker settled, remembered (the newest)
+IO_THREADS = 16  # series' reads ahead and writes behind, for all series of the worker
 
 
 Step = Claim | OutboundState | None
@@ -86,6 +88,23 @@ class OutboundDelivery:
         self._credentials_seen: dict[str, tuple[int, float, Credentials]] = {}
         self._io: ThreadPoolExecutor | None = None
         self._io_lock = threading.Lock()
+        self._settled: OrderedDict[str, None] = OrderedDict()
+        self._settled_lock = threading.Lock()
+
+    def settled(self, outbound_id: str) -> bool:
+        """This worker recorded the message's last step (final, its Sent copy done too):
+        nothing to load when a lagging read model still offers it."""
+        with self._settled_lock:
+            return outbound_id in self._settled
+
+    def _settle(self, outbound: Outbound) -> None:
+        copy_pending = outbound.state == "sent" and outbound.copy in (None, "retrying")
+        if outbound.state not in FINAL_STATES or copy_pending:
+            return
+        with self._settled_lock:
+            self._settled[str(outbound.id)] = None
+            if len(self._settled) > SETTLED_KEPT:
+                self._settled.popitem(last=False)
 
     @property
     def io(self) -> ThreadPoolExecutor:
@@ -211,6 +230,12 @@ class OutboundDelivery:
     def provider_saves(self, account: MailAccount) -> bool:
         return self.ctx.mail.providers.match(account.imap.get("host", "")).saves_sent
 
+    def lanes(self, account: MailAccount) -> int:
+        """SMTP sessions the account's series runs at once (its provider's figure)."""
+        return self.ctx.mail.providers.send_connections(
+            account.imap.get("host", ""), self.settings.connections_per_account
+        )
+
     # -- an attempt ------------------------------------------------------------------------
 
     def submit(
@@ -255,7 +280,8 @@ class OutboundDelivery:
     def save_copy(self, claim: Claim, kept: Kept) -> None:
         """The Sent copy of a message recorded ``sent`` (where the provider does not)."""
         try:
-            self.sent_folder.append_copy(claim.outbound, claim.account, kept.message)
+            if self.sent_folder.append_copy(claim.outbound, claim.account, kept.message):
+                self._settle(claim.outbound)
         except Exception as error:  # the store gone, say: the next claim is still sent
             log.warning(
                 "outbound.copy_failed outbound_id=%s error=%s",
@@ -283,6 +309,7 @@ class OutboundDelivery:
                 recorded = False
         if recorded:
             log.info("outbound.sent outbound_id=%s attempt=%d", outbound.id, outbound.attempts)
+            self._settle(outbound)
         return recorded, claimed
 
     def _failed_attempt(self, outbound: Outbound, error: Exception) -> OutboundState | None:

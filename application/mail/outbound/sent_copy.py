@@ -47,6 +47,7 @@ class DeliverySettings:
     retry_budget: float = 2 * 86400.0  # after this long since queued: failed
     imap_timeout: float = 60.0  # searching or appending to Sent
     lease_margin: float = 30.0  # the claim: twice the attempt's deadline plus this
+    connections_per_account: int = 1  # a series' lanes where the provider says none
 
     @property
     def lease_seconds(self) -> float:
@@ -161,8 +162,9 @@ class SentFolder:
 
     # -- the copy --------------------------------------------------------------------------
 
-    def append_copy(self, outbound: Outbound, account: MailAccount, message: bytes) -> None:
-        """The copy in Sent, with its Bcc header (the provider does not file one)."""
+    def append_copy(self, outbound: Outbound, account: MailAccount, message: bytes) -> bool:
+        """The copy in Sent, with its Bcc header (the provider does not file one);
+        whether its outcome was recorded."""
         try:
             outcome = self._append(account, message)
         except MailProviderError as error:
@@ -170,7 +172,7 @@ class SentFolder:
             self._copy_failed(outbound, str(error) or type(error).__name__)
         else:
             outbound.copy_saved(outcome=outcome, now=self.ctx.clock.now())
-        committed(self.ctx, outbound)
+        return committed(self.ctx, outbound)
 
     def _append(self, account: MailAccount, message: bytes) -> str:
         session = self._session(account)

@@ -17,11 +17,20 @@ A message whose Sent copy this worker appends is recorded before the next starts
 copy needs its ``sent``). A series ends after a transient failure (the server's trouble
 is every next message's; a message read ahead is left to the scan) and after
 ``SERIES_LIMIT`` attempts (other accounts' turn).
+
+*Lanes.* Once the account has a second message waiting, the series runs as many lanes
+as its provider allows SMTP sessions (``OutboundDelivery.lanes``): each lane is the loop
+above over a connection of its own, so one lane's store write overlaps another's round
+trips and concurrent writes share a group commit. The lanes share one picker: a message
+goes to one lane (another worker's lanes are kept off by the store's version check, as
+ever), the attempts count for all, and a transient failure or an error stops every lane
+taking more. A lane's claims and crash outcomes are those of a single series.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -64,28 +73,71 @@ class AccountSeries:
     ) -> None:
         self._delivery = delivery
         self._picker = _Picker(delivery, account_id, take, limit, stopping)
+        self._lanes: list[threading.Thread] | None = None  # the extra ones, once widened
+        self._lanes_lock = threading.Lock()
 
     def run(self) -> int:
-        """The number of attempts made."""
+        """The number of attempts made, by every lane."""
+        try:
+            self._lane(first=True)
+        except BaseException:
+            self._picker.end()  # the other lanes take nothing more
+            raise
+        finally:
+            with self._lanes_lock:
+                lanes, self._lanes = self._lanes or [], []  # none started after this
+            for lane in lanes:
+                lane.join()
+        return self._picker.attempts
+
+    def _widen(self, account: MailAccount) -> None:
+        """The account has more than one message to send: the other lanes its provider
+        allows start (once), each over a connection of its own."""
+        with self._lanes_lock:
+            if self._lanes is not None:
+                return
+            self._lanes = []
+            for n in range(1, self._delivery.lanes(account)):
+                lane = threading.Thread(
+                    target=self._extra_lane, name=f"outbound-lane-{n}", daemon=True
+                )
+                self._lanes.append(lane)
+                lane.start()
+
+    def _extra_lane(self) -> None:
+        try:
+            self._lane(first=False)
+        except Exception as error:  # the database gone, say: the scan takes the rest
+            self._picker.end()
+            log.warning(
+                "outbound.lane_failed account_id=%s error=%s",
+                self._picker.account_id,
+                type(error).__name__,
+            )
+
+    def _lane(self, *, first: bool) -> None:
+        """Messages one after another over one connection until none is left."""
         delivery, picker = self._delivery, self._picker
         claim: Claim | None = None
         recording: Recording | None = None  # the write of ``claim``'s ``sending``
-        attempts = 0
         while True:
             if claim is None:
                 claim, recording = self._next(opened=True), None
                 if claim is None:
-                    return attempts
-            attempts = picker.attempts = attempts + 1  # before the read ahead counts it
+                    return
+            picker.count_attempt()  # before the read ahead counts it
             saves = delivery.provider_saves(claim.account)
             ahead = delivery.io.submit(self._next, with_copy=not saves)
             outcome = delivery.submit(claim, _confirm(recording))
             if recording is not None:
                 recording.exception()  # over (the end of data waited for it) before reuse
             following = ahead.result()
+            if first and following is not None:
+                self._widen(claim.account)
             if not isinstance(outcome, Kept):
                 if outcome == "retrying":
-                    return attempts
+                    picker.end()  # the server's trouble is every lane's next message's
+                    return
                 claim, recording = self._opened(following), None
                 continue
             if saves and following is not None:  # recorded while the next one goes out
@@ -144,7 +196,8 @@ def _confirm(recording: Recording | None) -> Callable[[], bool] | None:
 
 class _Picker:
     """A series' candidates: what the worker hands over (``take``), then the account's
-    due messages in the read model; each at most once, at most ``limit`` in all."""
+    due messages in the read model; each at most once, to one lane, at most ``limit``
+    attempts in all (the lanes share it, under its lock)."""
 
     def __init__(
         self,
@@ -161,13 +214,28 @@ class _Picker:
         self._limit = limit
         self._seen: set[str] = set()
         self._read: deque[str] = deque()
+        self._lock = threading.Lock()
+        self._ended = False
         self.attempts = 0
+
+    def count_attempt(self) -> None:
+        with self._lock:
+            self.attempts += 1
+
+    def end(self) -> None:
+        """No lane takes another message (a transient failure, an error)."""
+        with self._lock:
+            self._ended = True
 
     def next(self) -> str | None:
         """The next candidate; None after ``limit`` attempts or ``SERIES_LOOKS``
-        candidates, or when none is left."""
+        candidates, once ended, or when none is left."""
+        with self._lock:
+            return self._next()
+
+    def _next(self) -> str | None:
         while self.attempts < self._limit and len(self._seen) < SERIES_LOOKS:
-            if self._stopping():
+            if self._ended or self._stopping():
                 return None
             outbound_id = self._take() or self._from_read_model()
             if outbound_id is None:
@@ -178,12 +246,19 @@ class _Picker:
         return None
 
     def _from_read_model(self) -> str | None:
-        if not self._read:
-            outbox = self._delivery.ctx.mail.outbox
-            if outbox is None:
-                return None
+        outbox = self._delivery.ctx.mail.outbox
+        if outbox is None:
+            return None
+        while not self._read and len(self._seen) < SERIES_LOOKS:
             now = self._delivery.ctx.clock.now().astimezone(UTC).isoformat()
             # Rows the read model has not seen change yet come back: ask past them.
             rows = outbox.due_of_account(self.account_id, now, len(self._seen) + 16)
-            self._read.extend(r for r in rows if r not in self._seen)
+            fresh = [r for r in rows if r not in self._seen]
+            # Those this worker settled need no load to tell (a lagging read model
+            # offers them to every new series of the account).
+            settled = {r for r in fresh if self._delivery.settled(r)}
+            self._seen.update(settled)
+            self._read.extend(r for r in fresh if r not in settled)
+            if not settled:
+                break
         return self._read.popleft() if self._read else None

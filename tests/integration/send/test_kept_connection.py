@@ -24,7 +24,9 @@ from tests.support.dovecot import DovecotServer
 from tests.support.postfix import PostfixServer, dovecot_config
 from tests.support.tcp_proxy import TcpProxy
 
-PROVIDER_SAVES = {"127.0.0.1": {"name": "local", "saves_sent": True}}
+# One SMTP session per account: what these tests count is one connection's series
+# (test_lanes.py sends over several).
+PROVIDER_SAVES = {"127.0.0.1": {"name": "local", "saves_sent": True, "send_connections": 1}}
 
 
 def _new_connections(sender: Sender, before: int, expected: int) -> int:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 
 import pytest
 
-from infrastructure.runtime.gc_policy import YOUNG_THRESHOLD, HeapKeeper
+from infrastructure.runtime.gc_policy import YOUNG_THRESHOLD, HeapKeeper, kept_heap
 
 
 class FakeCollector:
@@ -158,3 +159,14 @@ def test_a_frozen_cycle_is_left_alone_until_the_thaw() -> None:
     heap.step()
     assert garbage() is None, "the thaw did not collect the frozen cycle"
     assert gc.get_freeze_count() > 0  # and froze the survivors again
+
+
+def test_a_batch_command_keeps_the_heap_as_a_worker_does_then_restores_the_collector() -> None:
+    before = gc.get_threshold()
+    with kept_heap():
+        deadline = time.monotonic() + 5
+        while gc.get_threshold()[0] != YOUNG_THRESHOLD and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
