@@ -25,6 +25,7 @@ many leases it holds; ``live_workers`` lists the workers whose heartbeat has not
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Protocol
 
 from application.errors import ApplicationError
@@ -70,10 +71,31 @@ class WorkerRegistry(Protocol):
         """How often to heartbeat (a third of the heartbeat ttl)."""
         ...
 
-    def heartbeat(self, held: int) -> None: ...
+    def heartbeat(self, held: int, login_rate: float | None = None) -> None:
+        """This worker is alive, holding ``held`` leases, logging in ``login_rate`` a
+        second as it measured (None: not measured yet)."""
+        ...
 
     def live_workers(self) -> dict[str, int]:
         """Live worker id -> how many leases it reported holding."""
         ...
 
     def leave(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class WorkerSeen:
+    """A live worker as its last heartbeat described it."""
+
+    worker_id: str
+    held: int  # leases held: the accounts it watches
+    seen_at: float  # unix seconds of the heartbeat
+    login_rate: float | None  # logins a second as it measured them
+
+
+class FleetView(Protocol):
+    """The live workers, read by those who look at the fleet (the console)."""
+
+    def workers(self) -> list[WorkerSeen]:
+        """Raises ``LeaseBackendUnavailable`` when the registry cannot be read."""
+        ...

@@ -174,6 +174,22 @@ class ProjectionStatus:
         return max(self.head - self.position, 0)
 
 
+@dataclass(frozen=True)
+class Quarantined:
+    """An event a projection could not apply, set aside with its error."""
+
+    projection: str
+    position: int
+    tenant_id: str | None
+    topic: str
+    error_class: str
+    error_message: str
+    quarantined_at: str
+
+
+RetryOutcome = Literal["applied", "failed", "absent"]
+
+
 class Progress(Protocol):
     def __call__(self, done: int, total: int) -> None: ...
 
@@ -188,3 +204,10 @@ class Projections(Protocol):
     def status(self) -> list[ProjectionStatus]: ...
 
     def follow(self, stop: Any, interval: float = 0.5) -> Iterator[int]: ...
+
+    def quarantined(self, name: str | None = None, limit: int = 1000) -> list[Quarantined]: ...
+
+    def retry(self, name: str, position: int) -> RetryOutcome:
+        """Apply one quarantined event again: ``applied`` (it left the quarantine),
+        ``failed`` (still there, with the new error) or ``absent`` (no such event)."""
+        ...

@@ -10,27 +10,18 @@ shadow's name during the rebuild, renamed at the swap).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from application.ports import SqlCursor
+from application.ports import Quarantined, SqlCursor
 
 QUARANTINE_TABLE = "projection_quarantine"
 MAX_MESSAGE_CHARS = 2000
 
 
-@dataclass(frozen=True)
-class Quarantined:
-    projection: str
-    position: int
-    tenant_id: str | None
-    topic: str
-    error_class: str
-    error_message: str
-    quarantined_at: str
+__all__ = ["Quarantined"]
 
 
 def storable(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
@@ -80,6 +71,22 @@ def add(
             datetime.now(UTC).isoformat(),
         ),
     )
+
+
+def release(cur: SqlCursor, projection: str, position: int) -> None:
+    """The event was applied at last: it leaves the quarantine."""
+    cur.execute(
+        f"DELETE FROM {QUARANTINE_TABLE} WHERE projection = ? AND position = ?",
+        (projection, position),
+    )
+
+
+def held(cur: SqlCursor, projection: str, position: int) -> bool:
+    cur.execute(
+        f"SELECT 1 FROM {QUARANTINE_TABLE} WHERE projection = ? AND position = ?",
+        (projection, position),
+    )
+    return cur.fetchone() is not None
 
 
 def forget(cur: SqlCursor, projection: str) -> None:

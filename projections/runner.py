@@ -45,6 +45,7 @@ from application.ports import (
     Progress,
     ProjectionStatus,
     Recorded,
+    RetryOutcome,
     SqlCursor,
     SqlDatabase,
     Unreadable,
@@ -60,6 +61,7 @@ from projections.base import (
     identifier,
 )
 from projections.quarantine import QuarantineCollector, Quarantined
+from projections.retry import retry_quarantined
 
 log = logging.getLogger("tidings.projections")
 
@@ -355,6 +357,13 @@ class ProjectionRunner:
             raise UnknownProjection(name)
         with self.db.reading() as cur:
             return quarantine.listing(cur, name, limit)
+
+    def retry(self, name: str, position: int) -> RetryOutcome:
+        """Apply one quarantined event again (``projections.retry``)."""
+        projection = self.projections.get(name)
+        if projection is None:
+            raise UnknownProjection(name)
+        return retry_quarantined(self, projection, position)
 
     def quarantine_counts(self) -> dict[str, int]:
         with self.db.reading() as cur:

@@ -303,7 +303,7 @@ class Supervisor:
             self.reader.refresh()  # the answer comes back as news (``DirectoryFetched``)
         try:
             if self._directory_known:
-                self.registry.heartbeat(len(self.owner))
+                self.registry.heartbeat(len(self.owner), self.owner.login_rate())
             self._live = self.registry.live_workers()
         except LeaseBackendUnavailable:
             self._live = None
@@ -363,7 +363,7 @@ class Supervisor:
             # worker's room to others (in a failover, parked sessions were closed as
             # unclaimed and their accounts watched a tick and a login later).
             with contextlib.suppress(LeaseBackendUnavailable):
-                self.registry.heartbeat(len(self.owner))
+                self.registry.heartbeat(len(self.owner), self.owner.login_rate())
         logins_due = self.owner.park(now, live, hot, taken)
         if logins_due is not None:  # a dead worker's accounts: their logins start then
             self._next_fleet = min(self._next_fleet, logins_due)

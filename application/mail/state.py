@@ -41,6 +41,13 @@ class MailboxHealth:
     tier: str = "warm"
 
 
+@dataclass(frozen=True)
+class TimelineBucket:
+    start: int  # unix seconds the bucket begins at
+    kind: str  # "synced", "failed:<error kind>" or "tier:<tier>"
+    count: int
+
+
 class MailboxStateStore(Protocol):
     def cursor(self, account_id: str) -> MailboxCursor | None: ...
 
@@ -59,5 +66,10 @@ class MailboxStateStore(Protocol):
         ...
 
     def health(self, account_ids: Iterable[str]) -> dict[str, MailboxHealth]: ...
+
+    def timeline(self, account_id: str, since: datetime) -> list[TimelineBucket]:
+        """The account's syncs, failures (``failed:<kind>``) and reported tiers
+        (``tier:<tier>``) counted per bucket since ``since``, oldest first."""
+        ...
 
     def forget(self, account_id: str) -> None: ...

@@ -17,6 +17,7 @@ from infrastructure.http import server as bounded_server
 from infrastructure.http.api import create_api
 from infrastructure.http.door import ApiSettings
 from infrastructure.redis.rate_limit import RedisRateLimiter
+from infrastructure.redis.registry import RedisWorkers
 
 log = logging.getLogger("tidings.serve")
 
@@ -32,9 +33,13 @@ def serve(
     limiter = (
         RedisRateLimiter.from_url(settings.redis_url, rate, burst) if settings.redis_url else None
     )
+    # The workers' heartbeats, for the console's fleet page (none without Redis).
+    fleet = RedisWorkers.from_url(settings.redis_url) if settings.redis_url else None
     with opened_app() as app, contextlib.ExitStack() as closing:
         if limiter is not None:
             closing.callback(limiter.close)
+        if fleet is not None:
+            closing.callback(fleet.close)
         configure_logging(logging.INFO)
         # Keys from before the per-tenant catalogs are listed, revocable and counted.
         fill_catalogs(app.ctx.store, event_store(app), app.ctx.clock.now())
@@ -57,6 +62,7 @@ def serve(
             ),
             ready=lambda: bool(app.projections.status() is not None),
             limiter=limiter,
+            fleet=fleet,
         )
         config = bounded_server.config(
             api,

@@ -385,6 +385,8 @@ def demo(
         try:
             for step in steps:
                 step(run)
+            # A key for the console, in the demo's tenant, so its accounts are there to see.
+            console_key = run.write("create-api-key", {"name": "console", "roles": ["TenantAdmin"]})
         except DemoFailed as failed:
             raise CliError(f"demo step {run.number} failed: {failed}") from None
         finally:
@@ -399,6 +401,12 @@ def demo(
     payload = json.dumps({"entityName": ENTITY, "entityId": "bob"})
     console.print(
         f"  {env}tidings query get-entity --as '{user}' --payload '{payload}'",
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        f"  {env}tidings serve, then open the console: http://127.0.0.1:8080/console\n"
+        f"  and sign in with the key {console_key['key']}",
         highlight=False,
         soft_wrap=True,
     )

@@ -32,10 +32,13 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from application.app import App
 from application.handlers import DIALS_OUT, QUERIES, WRITES, UseCase
+from application.leases import FleetView
 from application.mail.get_attachment import Download, open_attachment, open_raw
 from application.result import Result
 from application.users import User
 from infrastructure.http import openapi, problems
+from infrastructure.http.console import headers as console_headers
+from infrastructure.http.console import mount_console
 from infrastructure.http.door import ApiSettings, Door, Refused
 from infrastructure.http.feed_routes import feed_routes
 from infrastructure.http.rate_limit import Limiter
@@ -55,9 +58,11 @@ def create_api(
     clock: Callable[[], float] = time.monotonic,
     ready: Callable[[], bool] | None = None,
     limiter: Limiter | None = None,
+    fleet: FleetView | None = None,
 ) -> FastAPI:
     """The API over ``app``; ``limiter`` keeps the per-key budgets (default: this
-    process's own buckets, from ``settings``)."""
+    process's own buckets, from ``settings``); ``fleet`` shows the workers on the
+    console (None: no fleet registry, one process runs everything)."""
     registry = CollectorRegistry()
     requests = Counter(
         "tidings_http_requests",
@@ -96,6 +101,7 @@ def create_api(
     feed_routes(api, app, door)
     _download_routes(api, app, door)
     upload_routes(api, app, door)
+    mount_console(api, app, door, fleet=fleet)
     _operational_routes(api, registry, ready or (lambda: True))
     _problem_handlers(api)
     return api
@@ -188,7 +194,12 @@ def _problem_handlers(api: FastAPI) -> None:
     @api.exception_handler(Exception)
     async def crash(request: Request, error: Exception) -> Response:
         log.exception("http.crash path=%s error=%s", request.url.path, type(error).__name__)
-        return problems.fail("internal", 500, "internal error")
+        response = problems.fail("internal", 500, "internal error")
+        # A crash is answered outside every middleware: the console's headers go on here.
+        if console_headers.applies(request.url.path):
+            for name, value in console_headers.HEADERS:
+                response.headers[name.decode()] = value.decode()
+        return response
 
 
 def media_type(declared: str) -> str:

@@ -108,14 +108,14 @@ class Door:
         parts = keys.split(presented) if scheme.lower() == "bearer" else None
         if parts is None:
             raise Refused(unauthorized())
-        wait, user = await run_in_threadpool(self._admit, parts[0].hex, presented)
+        wait, user = await run_in_threadpool(self.admit, parts[0].hex, presented)
         if wait:
             raise Refused(rate_limited(wait))
         if user is None:
             raise Refused(unauthorized())
         return Caller(user, presented)
 
-    def _admit(self, key_id: str, presented: str) -> tuple[float, User | None]:
+    def admit(self, key_id: str, presented: str) -> tuple[float, User | None]:
         """The key's budget first (a shared one is a Redis round trip), then who it is:
         guessing keys costs the same budget as using one."""
         wait = self.limiter.take(key_id, self.clock())

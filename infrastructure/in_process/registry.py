@@ -17,7 +17,7 @@ class LocalRegistry:
     def interval(self) -> float:
         return self._interval
 
-    def heartbeat(self, held: int) -> None:
+    def heartbeat(self, held: int, login_rate: float | None = None) -> None:
         self._held = held
 
     def live_workers(self) -> dict[str, int]:

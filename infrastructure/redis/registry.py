@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import redis
 from redis.exceptions import RedisError
 
-from application.leases import LeaseBackendUnavailable
+from application.leases import LeaseBackendUnavailable, WorkerSeen
 from infrastructure.redis.client import redis_client
 
 DEFAULT_PREFIX = "tidings:worker:"
@@ -87,11 +87,14 @@ class RedisFleet:
     def interval(self) -> float:
         return self._interval
 
-    def heartbeat(self, held: int) -> None:
+    def heartbeat(self, held: int, login_rate: float | None = None) -> None:
+        # An empty rate (not measured yet) replaces an older one: never a stale figure.
+        logins = "" if login_rate is None else f"{login_rate:.3f}"
+
         def run() -> list[Any]:
             pipe = self._client.pipeline(transaction=True)
             key = self._prefix + self._worker_id
-            pipe.hset(key, mapping={"held": held, "at": f"{time.time():.3f}"})
+            pipe.hset(key, mapping={"held": held, "at": f"{time.time():.3f}", "logins": logins})
             pipe.pexpire(key, self._ttl_ms)
             pipe.sadd(self._index, self._worker_id)
             return pipe.execute()
@@ -128,3 +131,52 @@ class RedisFleet:
             return action()
         except RedisError as error:
             raise LeaseBackendUnavailable(type(error).__name__) from None
+
+
+class RedisWorkers:
+    """The ``FleetView`` over the heartbeats ``RedisFleet`` writes: every live worker's
+    leases held, last heartbeat and login rate, in one script call (one round trip).
+    Values that are not numbers are skipped (a stray key is not a heartbeat)."""
+
+    def __init__(self, client: redis.Redis, prefix: str = DEFAULT_PREFIX) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._index = prefix.rstrip(":") + "-index"
+        self._read = client.register_script(_WORKERS)
+
+    @classmethod
+    def from_url(cls, url: str, prefix: str = DEFAULT_PREFIX, timeout: float = 2.0) -> RedisWorkers:
+        return cls(redis_client(url, timeout=timeout), prefix)
+
+    def workers(self) -> list[WorkerSeen]:
+        try:
+            found = self._read(keys=[self._index], args=[self._prefix])
+        except RedisError as error:
+            raise LeaseBackendUnavailable(type(error).__name__) from None
+        seen = []
+        for worker, held, at, logins in zip(*[iter(found)] * 4, strict=True):
+            try:
+                rate = float(_text(logins)) if _text(logins) else None
+                seen.append(WorkerSeen(_text(worker), int(_text(held)), float(_text(at)), rate))
+            except ValueError:
+                continue  # not a heartbeat
+        return sorted(seen, key=lambda w: w.worker_id)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+# Each indexed worker whose heartbeat hash is there: id, held, at, logins ("" if absent).
+_WORKERS = """
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  local got = redis.pcall('HMGET', ARGV[1] .. id, 'held', 'at', 'logins')
+  if type(got) == 'table' and got[1] and got[2] then
+    out[#out + 1] = id
+    out[#out + 1] = got[1]
+    out[#out + 1] = got[2]
+    out[#out + 1] = got[3] or ''
+  end
+end
+return out
+"""

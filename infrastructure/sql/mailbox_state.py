@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 
 from application.mail.ports import MailboxCursor
-from application.mail.state import ErrorKind, MailboxHealth
+from application.mail.state import ErrorKind, MailboxHealth, TimelineBucket
 from application.ports import SqlCursor, SqlDatabase
+from infrastructure.sql import mailbox_history
 
 TABLE = "mailbox_state"
 _RECORD_SYNCED = (
@@ -38,6 +39,7 @@ _PG_ROWS = (
 class SqlMailboxState:
     def __init__(self, db: SqlDatabase) -> None:
         self.db = db
+        self.history = mailbox_history.History(db.dialect)
 
     def setup(self) -> None:
         with self.db.transaction() as cur:
@@ -50,6 +52,7 @@ class SqlMailboxState:
                 " backfill_until BIGINT, watch_worker TEXT)"
             )
             self._add_columns(cur, {"backfill_until": "BIGINT", "watch_worker": "TEXT"})
+            mailbox_history.create(cur)
 
     def _add_columns(self, cur: SqlCursor, columns: dict[str, str]) -> None:
         """Tables created before a column was kept gain it."""
@@ -114,13 +117,20 @@ class SqlMailboxState:
                 )
             else:
                 cur.executemany(_RECORD_SYNCED.format(rows=_SQLITE_ROW), rows)
+            self.history.record(cur, [(account_id, at, "synced") for account_id in cursors])
 
     def record_failure(self, account_id: str, error_kind: ErrorKind, at: datetime) -> None:
-        self._upsert(
-            account_id,
-            "last_error_kind = ?, consecutive_failures = consecutive_failures + 1",
-            (error_kind,),
-        )
+        with self.db.transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {TABLE} (account_id) VALUES (?) ON CONFLICT (account_id) DO NOTHING",
+                (account_id,),
+            )
+            cur.execute(
+                f"UPDATE {TABLE} SET last_error_kind = ?,"
+                " consecutive_failures = consecutive_failures + 1 WHERE account_id = ?",
+                (error_kind, account_id),
+            )
+            self.history.record(cur, [(account_id, at, f"failed:{error_kind}")])
 
     def record_watches(self, worker_id: str, changes: Mapping[str, tuple[str, str] | None]) -> None:
         sets: list[tuple[str, str, str, str]] = []
@@ -131,9 +141,12 @@ class SqlMailboxState:
                 clears.append((account_id, worker_id))
             else:
                 sets.append((account_id, *status, worker_id))
+        # The port passes no time for watch reports: they are this moment's.
+        now = datetime.now(UTC)
         with self.db.transaction() as cur:
             if sets:
                 cur.executemany(_SET_WATCH, sets)
+                self.history.record(cur, [(s[0], now, f"tier:{s[2]}") for s in sets])
             if clears:
                 cur.executemany(_CLEAR_WATCH, clears)
 
@@ -161,9 +174,14 @@ class SqlMailboxState:
             for row in rows
         }
 
+    def timeline(self, account_id: str, since: datetime) -> list[TimelineBucket]:
+        with self.db.reading() as cur:
+            return mailbox_history.timeline(cur, account_id, since)
+
     def forget(self, account_id: str) -> None:
         with self.db.transaction() as cur:
             cur.execute(f"DELETE FROM {TABLE} WHERE account_id = ?", (account_id,))
+            mailbox_history.forget(cur, [account_id])
 
 
 def _cursor_values(cursor: MailboxCursor | None) -> tuple[int | None, ...]:

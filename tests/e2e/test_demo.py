@@ -38,6 +38,8 @@ def test_demo_runs_on_the_embedded_default(tmp_path: Path) -> None:
         "arrived in support@example.test's INBOX: Re: Quarterly numbers",
         "1 outbound message in the sender's thread",
         "Projection status",
+        "open the console: http://127.0.0.1:8080/console",
+        "sign in with the key tdk_",
     ):
         assert milestone in done.stdout
     assert "Traceback" not in done.stderr

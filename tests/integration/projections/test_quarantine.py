@@ -210,3 +210,32 @@ def test_the_worker_exports_the_quarantine_metric(
     supervisor = build_supervisor(app, settings, "w-metrics")
     text = generate_latest(supervisor.metrics.registry).decode()
     assert 'tidings_projection_quarantined{projection="custom_fields"} 1.0' in text
+
+
+def test_retry_applies_one_quarantined_event_once_its_cause_is_fixed(
+    app: App, admin: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from application import SYSTEM_TENANT_ID, read_models  # noqa: PLC0415
+
+    ok(define(app, admin, "n", "number"))
+    position = poison_value(app, admin.tenant_id, "h1", "1" + "0" * 400)
+    app.projections.catch_up()
+    system = User(id="ops", tenant_id=SYSTEM_TENANT_ID, roles=frozenset({"SystemAdmin"}))
+    # Only the system's SystemAdmin retries (a tenant's admin is refused before a read).
+    refused = read_models.retry(app.projections, admin, "custom_fields", position)
+    assert refused.error is not None and refused.error.status == 403
+    # Still unreadable: it fails again and stays, the others untouched.
+    again = ok(read_models.retry(app.projections, system, "custom_fields", position))
+    assert again["outcome"] == "failed"
+    assert quarantined_of(app) == {"custom_fields": 1, "mail": 1, "feed": 1, "mail_outbound": 1}
+    monkeypatch.setattr(codec_module, "loads", json.loads)  # the fix
+    applied = ok(read_models.retry(app.projections, system, "custom_fields", position))
+    assert applied["outcome"] == "applied"
+    assert quarantined_of(app) == {"custom_fields": 0, "mail": 1, "feed": 1, "mail_outbound": 1}
+    assert fields_of(app, admin, "h1") == {"n": int("1" + "0" * 400)}
+    # Once applied it is gone: a second retry finds nothing, as does a made-up one.
+    for name, at in (("custom_fields", position), ("custom_fields", 10**9), ("nope", 1)):
+        gone = read_models.retry(app.projections, system, name, at)
+        assert gone.error is not None and gone.error.status == 404
+    listed = ok(read_models.quarantined(app.projections, system))["events"]
+    assert sorted(q["projection"] for q in listed) == ["feed", "mail", "mail_outbound"]

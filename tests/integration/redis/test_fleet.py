@@ -130,3 +130,35 @@ def test_a_lapsed_worker_leaves_the_index(client: redis.Redis, prefix: str) -> N
     assert alive.live_workers() == {"alive": 1, "gone": 3}
     alive.leave()
     assert gone.live_workers() == {"gone": 3}
+
+
+def test_the_fleet_view_reads_each_workers_accounts_and_login_rate(
+    client: redis.Redis, prefix: str
+) -> None:
+    from infrastructure.redis.registry import RedisWorkers  # noqa: PLC0415
+
+    view = RedisWorkers(client, prefix=prefix + "worker:")
+    assert view.workers() == []
+    w1, w2 = fleet(client, prefix, "w1", ttl=0.4), fleet(client, prefix, "w2")
+    before = time.time()
+    w1.heartbeat(held=3, login_rate=12.5)
+    w2.heartbeat(held=0)
+    seen = view.workers()
+    assert [(w.worker_id, w.held, w.login_rate) for w in seen] == [("w1", 3, 12.5), ("w2", 0, None)]
+    assert all(before - 1 <= w.seen_at <= time.time() + 1 for w in seen)
+    w1.heartbeat(held=4)  # the rate is not measured any more: no stale figure stays
+    assert view.workers()[0].login_rate is None
+    # A stray value under the prefix is not a heartbeat; a lapsed worker drops out.
+    client.hset(prefix + "worker:w3", mapping={"held": "many", "at": "x"})
+    client.sadd(prefix + "worker-index", "w3")
+    time.sleep(0.5)
+    assert [w.worker_id for w in view.workers()] == ["w2"]
+
+
+def test_the_fleet_view_reports_an_unreachable_registry(closed_port: int) -> None:
+    from infrastructure.redis.registry import RedisWorkers  # noqa: PLC0415
+
+    view = RedisWorkers.from_url(f"redis://127.0.0.1:{closed_port}/0", timeout=0.5)
+    with pytest.raises(LeaseBackendUnavailable):
+        view.workers()
+    view.close()

@@ -204,3 +204,9 @@ class FakeProjections:
 
     def follow(self, stop: Any, interval: float = 0.5) -> Any:
         return iter(())
+
+    def quarantined(self, name: str | None = None, limit: int = 1000) -> list[Any]:
+        return []
+
+    def retry(self, name: str, position: int) -> Any:
+        return "absent"

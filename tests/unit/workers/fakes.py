@@ -64,8 +64,9 @@ class Registry:
         self.held = 0
         self.heartbeats = 0  # one per fleet tick
 
-    def heartbeat(self, held: int) -> None:
+    def heartbeat(self, held: int, login_rate: float | None = None) -> None:
         self.held = held
+        self.login_rate = login_rate
         self.heartbeats += 1
 
     def live_workers(self) -> dict[str, int]:
