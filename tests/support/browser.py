@@ -6,13 +6,16 @@ nothing is downloaded at run time. A test module takes the fixtures by importing
     from tests.support.browser import browser, page  # noqa: F401
 
 ``browser`` is one chromium per test process; ``page`` is a fresh context (no cookies,
-no storage) per test. ``screenshot`` keeps a page's picture under ``docs/console/``,
-where the README shows it.
+no storage) per test. ``screenshot`` keeps a page's picture as a test artefact: under
+``$TIDINGS_SCREENSHOTS`` when set, else in the system's temporary directory, so a test
+run leaves the source tree as it was. The README's pictures are refreshed with
+``TIDINGS_SCREENSHOTS=docs/console python -m pytest -n 0 tests/e2e/http/test_console_browser.py``.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,7 +23,10 @@ import pytest
 from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
 CHROMIUM = os.environ.get("TIDINGS_TEST_CHROMIUM", "/usr/bin/chromium")
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "docs" / "console"
+SCREENSHOTS = Path(
+    os.environ.get("TIDINGS_SCREENSHOTS")
+    or Path(tempfile.gettempdir()) / "tidings-console-screenshots"
+)
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 
 
@@ -53,8 +59,7 @@ def page(browser: Browser) -> Iterator[Page]:
 
 
 def screenshot(page: Page, name: str) -> Path:
-    """Keep the page's picture as ``docs/console/<name>.png`` (a test artefact the README
-    shows)."""
+    """Keep the page's picture as ``<SCREENSHOTS>/<name>.png`` (a test artefact)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     path = SCREENSHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)

@@ -1,6 +1,7 @@
 """The console in Debian's chromium (Playwright): sign-in and out, each page (with a
-screenshot under docs/console/), an action, a live update without a reload, a hostile
-value left inert, and keyboard use. The module's ``tidings serve``, both backends."""
+screenshot as a test artefact; tests/support/browser.py says where), an action, a live
+update without a reload, a hostile value left inert, and keyboard use. The module's
+``tidings serve``, both backends."""
 
 # The fixtures are imported by name, so each test's ``page`` parameter names one (F811).
 # ruff: noqa: F811
