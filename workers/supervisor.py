@@ -89,7 +89,7 @@ class SupervisorSettings:
     probe_after: float = defaults.WATCH_PROBE_AFTER
     probe_timeout: float = defaults.WATCH_PROBE_TIMEOUT
     reidle_after: float = defaults.WATCH_REIDLE_AFTER
-    # Other folders pushed on the watches (NOTIFY); off, a listing asks nothing of them.
+    # Other folders pushed on the watches (NOTIFY).
     folder_notify: bool = defaults.FOLDER_NOTIFY
 
 
@@ -285,7 +285,7 @@ class Supervisor:
 
     def _polled(self, outcome: SyncOutcome) -> None:
         self.folder_news.finished(outcome.account_id, time.time())
-        if outcome.listed and self.settings.folder_notify:  # its pushed folders may differ
+        if outcome.listed and self.settings.folder_notify:  # pushed folders may differ
             self.owner.refresh_folders(outcome.account_id)
         if outcome.ingested:
             self.metrics.ingested.labels("poll").inc(outcome.ingested)
