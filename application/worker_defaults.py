@@ -16,6 +16,7 @@ HOT_BUDGET_PER_WORKER = 2000
 PER_HOST_CONN_CAP = 2000
 BACKFILL_WINDOW_DAYS = 30
 FOLDER_LIST_INTERVAL = 900.0  # seconds between two LISTs of an account's folders
+FOLDER_NOTIFY = False  # other folders pushed with NOTIFY (else: at the poll)
 MAX_MESSAGES_PER_POLL = 200
 PARSE_CONCURRENCY = 4
 USER_ACTIVE_WINDOW = 1800.0  # a user-active keeps the user's accounts hot this long

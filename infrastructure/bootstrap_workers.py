@@ -152,6 +152,7 @@ def build_supervisor(
         hot_budget_per_worker=settings.hot_budget_per_worker,
         probe_after=settings.watch_probe_after,
         probe_timeout=settings.watch_probe_timeout,
+        folder_notify=settings.folder_notify,
     )
     supervisor = _supervisor(
         app,
@@ -179,11 +180,13 @@ def _supervisor(
     on_ingested: Callable[[], None],
 ) -> Supervisor:
     """The supervisor and every collaborator it is given (the news inbox first: the
-    threads that tell it things are built with its ``tell``)."""
+    threads that tell it things are built with its ``tell``). Without ``folder_notify``
+    the watches are given no folder state: they ask for no folders to be pushed."""
     inbox = Inbox()
     directory = AccountDirectory(app.ctx.mail.read_model, app.ctx.store)
     committer = watch_committer(syncer)
-    ingest = WatchIngest(syncer, committer, metrics, inbox.tell, folders=app.ctx.mail.folders)
+    folders = app.ctx.mail.folders if settings.folder_notify else None
+    ingest = WatchIngest(syncer, committer, metrics, inbox.tell, folders=folders)
     watches = WatchManager(
         ingest,
         pool_size=settings.watch_pool,

@@ -89,6 +89,8 @@ class SupervisorSettings:
     probe_after: float = defaults.WATCH_PROBE_AFTER
     probe_timeout: float = defaults.WATCH_PROBE_TIMEOUT
     reidle_after: float = defaults.WATCH_REIDLE_AFTER
+    # Other folders pushed on the watches (NOTIFY).
+    folder_notify: bool = defaults.FOLDER_NOTIFY
 
 
 class Supervisor:
@@ -283,7 +285,7 @@ class Supervisor:
 
     def _polled(self, outcome: SyncOutcome) -> None:
         self.folder_news.finished(outcome.account_id, time.time())
-        if outcome.listed:  # the folders a watch has pushed may have changed
+        if outcome.listed and self.settings.folder_notify:  # pushed folders may differ
             self.owner.refresh_folders(outcome.account_id)
         if outcome.ingested:
             self.metrics.ingested.labels("poll").inc(outcome.ingested)

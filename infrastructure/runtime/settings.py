@@ -60,6 +60,12 @@ class Settings(BaseSettings):
     backfill_window_days: Annotated[int, Field(ge=0)] = worker.BACKFILL_WINDOW_DAYS
     # Seconds between two LISTs of an account's folders (the poll's folder pass).
     folder_list_interval: Annotated[float, Field(ge=0)] = worker.FOLDER_LIST_INTERVAL
+    # Push the other synced folders on the watch's connection (NOTIFY, where offered);
+    # off, they wait for the poll. Off by default: on Dovecot a NOTIFY naming other
+    # folders also wakes the session at every change to INBOX (it watches INBOX's index
+    # log and re-reads its folder list index 0.5 s later), so each pushed message costs
+    # the server more (docs/decisions/watch-group-commit-layers.md).
+    folder_notify: bool = worker.FOLDER_NOTIFY
     max_messages_per_poll: Annotated[int, Field(ge=1, le=10_000)] = worker.MAX_MESSAGES_PER_POLL
     parse_concurrency: Annotated[int, Field(ge=1, le=64)] = worker.PARSE_CONCURRENCY
     stream_parse_mb: Annotated[float, Field(gt=0)] = 4.0

@@ -1,8 +1,8 @@
 """NOTIFY on the watch, end to end on both backends against the private Dovecot: with
 NOTIFY, a message saved in Archive and a flag set in Sent by another client are mirrored
 within seconds, by a poll the watch's news brought forward (a burst of a hundred
-arrivals is a poll or two, never one per STATUS line); with NOTIFY hidden, they wait for
-the account's poll."""
+arrivals is a poll or two, never one per STATUS line); with NOTIFY hidden, or offered but
+the worker's ``folder_notify`` off (the default), they wait for the account's poll."""
 
 from __future__ import annotations
 
@@ -30,16 +30,18 @@ from workers.news import Wake
 PUSHED_WITHIN = 5.0  # NOTIFY's ~0.5-1 s, the 0.5 s debounce, one poll, on a loaded machine
 
 
-@pytest.fixture(scope="module", params=["notify", "hidden"])
+@pytest.fixture(scope="module", params=["notify", "hidden", "off"])
 def server(
     request: pytest.FixtureRequest, dovecot: DovecotServer
-) -> Iterator[tuple[DovecotServer, bool]]:
-    """The private Dovecot, and whether it offers NOTIFY."""
-    if request.param == "notify":
-        yield dovecot, True
+) -> Iterator[tuple[DovecotServer, bool, bool]]:
+    """The private Dovecot; whether the worker asks for folders pushed (``folder_notify``)
+    and whether they are pushed (asked for, and the server offers NOTIFY)."""
+    if request.param == "hidden":
+        with DovecotServer(hide_capabilities=["NOTIFY"]) as hidden:
+            yield hidden, True, False
         return
-    with DovecotServer(hide_capabilities=["NOTIFY"]) as hidden:
-        yield hidden, False
+    asked = request.param == "notify"
+    yield dovecot, asked, asked
 
 
 def new_box(server: DovecotServer) -> DovecotUser:
@@ -91,12 +93,17 @@ def listed(mail: MailApp, admin: User, account_id: str) -> dict[str, dict[str, A
 
 @contextlib.contextmanager
 def watched(
-    make_mail_app: MakeMailApp, admin: User, server: DovecotServer, box: DovecotUser
+    make_mail_app: MakeMailApp,
+    admin: User,
+    server: DovecotServer,
+    box: DovecotUser,
+    *,
+    folder_notify: bool = True,
 ) -> Iterator[tuple[MailApp, str, CountedPolls]]:
     """An account polled once (its folders listed), then watched by a running worker
     whose own polls are a long way off."""
     append(server, box, "Sent", raw_mail(1, subject="sent before", date=RECENT))
-    mail = make_mail_app(poll_interval=600.0)
+    mail = make_mail_app(poll_interval=600.0, folder_notify=folder_notify)
     account_id = connect(mail.app, admin, server, box)
     [first] = mail.poll()
     assert first.error_kind is None
@@ -123,11 +130,15 @@ def watched(
 
 
 def test_other_folders_are_mirrored_within_seconds_with_notify_and_at_the_poll_without(
-    make_mail_app: MakeMailApp, admin: User, server: tuple[DovecotServer, bool]
+    make_mail_app: MakeMailApp, admin: User, server: tuple[DovecotServer, bool, bool]
 ) -> None:
-    dovecot, pushed = server
+    dovecot, asked, pushed = server
     box = new_box(dovecot)
-    with watched(make_mail_app, admin, dovecot, box) as (mail, account_id, polls):
+    with watched(make_mail_app, admin, dovecot, box, folder_notify=asked) as (
+        mail,
+        account_id,
+        polls,
+    ):
         before = polls.started
         changed_elsewhere(dovecot, box)
         if pushed:

@@ -1,6 +1,7 @@
 """The supervisor turns a watch's news of changed folders (NOTIFY) into the account's poll,
 soon and once per burst; news while that account's poll runs has another poll after it;
-a poll that listed the folders again has the watch ask for them anew. Fakes only."""
+a poll that listed the folders again has the watch ask for them anew (only where folders
+are pushed at all: ``folder_notify``). Fakes only."""
 
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ class BusyPolls(fakes.Polls):
         return super().submit(account_id, on_done)
 
 
-def world(accounts: dict[str, AccountInfo]) -> tuple[Supervisor, fakes.Watches, BusyPolls]:
+def world(
+    accounts: dict[str, AccountInfo], *, folder_notify: bool = True
+) -> tuple[Supervisor, fakes.Watches, BusyPolls]:
     watches, polls = fakes.Watches(), BusyPolls()
     sup = Supervisor(
-        SupervisorSettings(worker_id="w1"),
+        SupervisorSettings(worker_id="w1", folder_notify=folder_notify),
         inbox=Inbox(),
         registry=fakes.Registry("w1"),
         owner=owner(watches),
@@ -94,3 +97,10 @@ def test_a_poll_that_listed_the_folders_has_the_watch_ask_again() -> None:
     sup.inbox.tell(PollDone(SyncOutcome("a", listed=True)))
     sup.turn()
     assert watches.refreshed == ["a"]
+
+
+def test_without_pushed_folders_a_listing_asks_nothing_of_the_watch() -> None:
+    sup, watches, _ = world({"a": info("a")}, folder_notify=False)
+    sup.inbox.tell(PollDone(SyncOutcome("a", listed=True)))
+    sup.turn()
+    assert watches.refreshed == []  # no DONE and IDLE again for folders it never asked for
