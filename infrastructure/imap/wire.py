@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import imaplib
+import io
 import re
 import select
 import socket
@@ -132,6 +133,19 @@ class GuardedIO:
     _inbuf: bytearray
 
     _connect_to: tuple[str, ...]
+    _stream: Any = None
+
+    # imaplib's ``open`` and ``starttls`` set ``file`` to ``sock.makefile("rb")``, a
+    # buffered reader this class never reads (``readline`` and ``read`` below read the
+    # socket); ``shutdown`` only closes it. Its 8 KiB buffer per connection (16 MiB in a
+    # worker holding 2,000 watches) is let go at once: only the raw stream under it is kept.
+    @property
+    def file(self) -> Any:
+        return self._stream
+
+    @file.setter
+    def file(self, stream: Any) -> None:
+        self._stream = stream.detach() if isinstance(stream, io.BufferedReader) else stream
 
     def _create_socket(self, timeout: float | None = None) -> socket.socket:
         left = self._wire.remaining()
