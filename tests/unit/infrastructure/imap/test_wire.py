@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from application.mail.ports import MailboxTimeout
+from infrastructure.imap import wire as wire_module
 from infrastructure.imap.errors import Phase, classify
 from infrastructure.imap.wire import (
     DeadlinePassed,
@@ -23,6 +24,7 @@ from infrastructure.imap.wire import (
     Wire,
     _PlainIMAP,
     mend_refused,
+    shared_capabilities,
 )
 
 
@@ -186,3 +188,13 @@ def test_a_connection_keeps_no_buffered_reader_it_never_reads() -> None:
     finally:
         listener.close()
     server.join(5)
+
+
+def test_equal_capability_lists_are_one_object_and_the_table_stays_bounded() -> None:
+    first = shared_capabilities(frozenset({"IMAP4REV1", "IDLE"}))
+    assert shared_capabilities(frozenset({"IDLE", "IMAP4REV1"})) is first
+    # A hostile server names a new list on every connection: the table starts again.
+    for i in range(3 * wire_module.SHARED_CAPABILITY_LISTS):
+        lists = (f"X-{i}".encode(), b"IMAP4REV1")
+        assert shared_capabilities(lists) == lists
+    assert len(wire_module._capability_lists) <= wire_module.SHARED_CAPABILITY_LISTS
