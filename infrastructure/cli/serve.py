@@ -7,17 +7,11 @@ import logging
 from typing import Annotated
 
 import typer
-import uvicorn
 
 from application.api_keys.catalog_fill import fill_catalogs
 from infrastructure.bootstrap import event_store
 from infrastructure.cli.output import configure_logging, err
 from infrastructure.cli.runtime import load_settings, opened_app
-from infrastructure.http import server as bounded_server
-from infrastructure.http.api import create_api
-from infrastructure.http.door import ApiSettings
-from infrastructure.redis.rate_limit import RedisRateLimiter
-from infrastructure.redis.registry import RedisWorkers
 
 log = logging.getLogger("tidings.serve")
 
@@ -27,6 +21,16 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port.")] = 8080,
 ) -> None:
     """Serve the HTTP API (commands, queries, OpenAPI at /openapi.json) until Ctrl-C."""
+    # The web stack is imported here, not by the module: every CLI process (the worker's
+    # too) imports this one to register the command, and would carry it (~11 MiB) unused.
+    import uvicorn  # noqa: PLC0415 - the web stack only where it serves
+
+    from infrastructure.http import server as bounded_server  # noqa: PLC0415 - as above
+    from infrastructure.http.api import create_api  # noqa: PLC0415 - as above
+    from infrastructure.http.door import ApiSettings  # noqa: PLC0415 - as above
+    from infrastructure.redis.rate_limit import RedisRateLimiter  # noqa: PLC0415 - as above
+    from infrastructure.redis.registry import RedisWorkers  # noqa: PLC0415 - as above
+
     settings = load_settings()
     rate, burst = settings.api_rate_per_second, settings.api_rate_burst
     # With Redis, a key's budget holds across every serving process.

@@ -44,7 +44,15 @@ from infrastructure.imap.errors import Phase, classify
 from infrastructure.imap.logs import install_redaction
 from infrastructure.imap.session import ImapMailboxSession
 from infrastructure.imap.settings import ImapAdapterSettings
-from infrastructure.imap.wire import DeadlineContext, Limits, Wire, WireClient, quiet
+from infrastructure.imap.wire import (
+    DeadlineContext,
+    Limits,
+    Wire,
+    WireClient,
+    quiet,
+    shared_capabilities,
+    shed_start_up_state,
+)
 
 log = logging.getLogger("tidings.imap")
 T = TypeVar("T")
@@ -114,6 +122,7 @@ class ImapMailProvider:
         except BaseException:
             _shutdown(client)
             raise
+        shed_start_up_state(client)
         log.debug("imap.login account_id=%s", account_id)
         return ImapMailboxSession(
             client,
@@ -226,7 +235,7 @@ def _enable(client: WireClient, capabilities: list[str]) -> frozenset[str]:
 
 
 def _capabilities(client: WireClient) -> frozenset[str]:
-    return frozenset(to_unicode(c).upper() for c in client.capabilities())
+    return shared_capabilities(frozenset(to_unicode(c).upper() for c in client.capabilities()))
 
 
 def _shutdown(client: WireClient) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import imaplib
+import io
 import re
 import select
 import socket
@@ -39,7 +40,7 @@ import ssl
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from imapclient import IMAPClient
 from imapclient.imap4 import IMAP4WithTimeout
@@ -48,6 +49,7 @@ from imapclient.tls import IMAP4_TLS
 from imapclient.tls import wrap_socket as tls_wrap
 
 _RECV = 64 * 1024
+T = TypeVar("T")
 _MAXLINE: int = getattr(imaplib, "_MAXLINE", 1_000_000)
 
 
@@ -132,6 +134,19 @@ class GuardedIO:
     _inbuf: bytearray
 
     _connect_to: tuple[str, ...]
+    _stream: Any = None
+
+    # imaplib's ``open`` and ``starttls`` set ``file`` to ``sock.makefile("rb")``, a
+    # buffered reader this class never reads (``readline`` and ``read`` below read the
+    # socket); ``shutdown`` only closes it. Its 8 KiB buffer per connection (16 MiB in a
+    # worker holding 2,000 watches) is let go at once: only the raw stream under it is kept.
+    @property
+    def file(self) -> Any:
+        return self._stream
+
+    @file.setter
+    def file(self, stream: Any) -> None:
+        self._stream = stream.detach() if isinstance(stream, io.BufferedReader) else stream
 
     def _create_socket(self, timeout: float | None = None) -> socket.socket:
         left = self._wire.remaining()
@@ -352,6 +367,35 @@ class WireClient(IMAPClient):  # type: ignore[misc]
 
 
 # -- the private calls the session and the pipeline make ----------------------
+
+
+# Capability lists are the server's words, the same for every account of a server: one
+# copy of each distinct list for all the connections, not one per connection (a worker
+# holds thousands). Past this many distinct lists the table starts again.
+SHARED_CAPABILITY_LISTS = 1024
+_capability_lists: dict[Any, Any] = {}
+
+
+def shared_capabilities(capabilities: T) -> T:
+    """``capabilities`` (a tuple or frozenset), or an equal one another connection holds."""
+    if len(_capability_lists) >= SHARED_CAPABILITY_LISTS:
+        _capability_lists.clear()
+    shared: T = _capability_lists.setdefault(capabilities, capabilities)
+    return shared
+
+
+def shed_start_up_state(client: IMAPClient) -> None:
+    """After login, drop what imaplib and imapclient keep from the connection's start
+    and never read again (about 3 KiB a connection): the greeting (Dovecot's lists its
+    capabilities), imaplib's log of the last lines it traced at debug level, and their
+    own copies of the capability lists, which become the shared ones."""
+    imap = client._imap
+    imap.welcome = b""
+    if hasattr(imap, "_cmd_log"):  # only when Python runs without -O
+        imap._cmd_log.clear()
+    imap.capabilities = shared_capabilities(tuple(imap.capabilities))
+    if client._cached_capabilities:
+        client._cached_capabilities = shared_capabilities(tuple(client._cached_capabilities))
 
 
 def quiet(client: IMAPClient) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from datetime import date
 
@@ -19,6 +20,7 @@ from application.mail.ports import (
 from infrastructure.blobs.filesystem import FilesystemBlobStore
 from infrastructure.devkit.processes import free_port
 from infrastructure.imap import ImapAdapterSettings, ImapMailProvider
+from infrastructure.imap.wire import imap_of
 from tests.integration.imap.conftest import OpenSession
 from tests.support.dovecot import DovecotServer, DovecotUser
 
@@ -112,3 +114,18 @@ def test_too_many_connections_is_throttling(blob_store: FilesystemBlobStore) -> 
             with pytest.raises(MailboxThrottled):
                 second = provider.open(endpoint, Credentials("password", "pw"), OpenOptions("a1"))
                 second.fetch_since(None, backfill_since=date.today(), limit=1)
+
+
+def test_an_open_session_keeps_none_of_its_start_up_state(open_session: OpenSession) -> None:
+    """A worker holds thousands of sessions: after login none keeps imaplib's buffered
+    reader, the greeting or the debug log of its first lines, and equal capability lists
+    are one object for all of them."""
+    first, second = open_session(), open_session()
+    imap = imap_of(first._conn.client)
+    assert not isinstance(imap.file, io.BufferedIOBase)
+    assert imap.welcome == b""
+    assert not getattr(imap, "_cmd_log", {})
+    assert "IDLE" in first.capabilities
+    assert first.capabilities is second.capabilities
+    assert imap.capabilities is imap_of(second._conn.client).capabilities
+    assert first.list_folders()  # the session works as before

@@ -5,6 +5,7 @@ one operation's buffering is bounded."""
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import threading
 import time
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from application.mail.ports import MailboxTimeout
+from infrastructure.imap import wire as wire_module
 from infrastructure.imap.errors import Phase, classify
 from infrastructure.imap.wire import (
     DeadlinePassed,
@@ -20,7 +22,9 @@ from infrastructure.imap.wire import (
     Limits,
     ResponseTooLarge,
     Wire,
+    _PlainIMAP,
     mend_refused,
+    shared_capabilities,
 )
 
 
@@ -154,3 +158,43 @@ def test_a_refused_literal_is_announced_empty_to_the_parsers() -> None:
         b")",
         (b"2 (UID 2 BODY[] {3}", b"abc"),
     ]
+
+
+def test_a_connection_keeps_no_buffered_reader_it_never_reads() -> None:
+    """imaplib's ``open`` makes a buffered reader of the socket (8 KiB a connection,
+    16 MiB at 2,000 watches); the guarded reads never use it, so only its raw stream
+    stays, for ``shutdown`` to close."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with conn, conn.makefile("rb") as lines:
+            conn.sendall(b"* OK ready\r\n")
+            tag = lines.readline().split(b" ", 1)[0]  # imaplib asks for CAPABILITY
+            conn.sendall(b"* CAPABILITY IMAP4rev1\r\n" + tag + b" OK done\r\n")
+            lines.readline()  # until the client goes away
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        wire = Wire(Limits(literal_bytes=1024, response_bytes=4096))
+        with wire.operation(10.0):
+            imap = _PlainIMAP("127.0.0.1", port, 10.0, wire)
+        assert not isinstance(imap.file, io.BufferedIOBase)
+        assert "IMAP4REV1" in imap.capabilities
+        imap.shutdown()
+        assert imap.file.closed
+    finally:
+        listener.close()
+    server.join(5)
+
+
+def test_equal_capability_lists_are_one_object_and_the_table_stays_bounded() -> None:
+    first = shared_capabilities(frozenset({"IMAP4REV1", "IDLE"}))
+    assert shared_capabilities(frozenset({"IDLE", "IMAP4REV1"})) is first
+    # A hostile server names a new list on every connection: the table starts again.
+    for i in range(3 * wire_module.SHARED_CAPABILITY_LISTS):
+        lists = (f"X-{i}".encode(), b"IMAP4REV1")
+        assert shared_capabilities(lists) == lists
+    assert len(wire_module._capability_lists) <= wire_module.SHARED_CAPABILITY_LISTS
