@@ -5,7 +5,7 @@ nothing is downloaded at run time. A test module takes the fixtures by importing
 
     from tests.support.browser import browser, page  # noqa: F401
 
-``browser`` is one chromium per test process; ``page`` is a fresh context (no cookies,
+``browser`` is one chromium per test module; ``page`` is a fresh context (no cookies,
 no storage) per test. ``screenshot`` keeps a page's picture as a test artefact: under
 ``$TIDINGS_SCREENSHOTS`` when set, else in the system's temporary directory, so a test
 run leaves the source tree as it was. The README's pictures are refreshed with
@@ -30,8 +30,11 @@ SCREENSHOTS = Path(
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
+    # One per test module, not per process: Playwright's sync API keeps an event loop
+    # running in this thread while it is open, and a later module's ``asyncio.run`` in the
+    # same process would fail.
     if not os.access(CHROMIUM, os.X_OK):
         # A missing browser is a broken machine, not a reason to skip: .ci/run installs it.
         raise RuntimeError(f"no chromium at {CHROMIUM}: apt-get install -y chromium")
