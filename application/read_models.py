@@ -9,7 +9,9 @@ their other door); they answer ``Result`` like the handlers do.
 
 from __future__ import annotations
 
-from application.ports import Projections
+from typing import Any
+
+from application.ports import Projections, Quarantined
 from application.result import Result, forbidden, not_found
 from application.users import SYSTEM_ADMIN, User
 
@@ -39,26 +41,25 @@ def status(projections: Projections, user: User) -> Result:
     )
 
 
+def quarantined_item(q: Quarantined) -> dict[str, Any]:
+    """A quarantined event as the console and ``tidings projections quarantine list``
+    show it."""
+    return {
+        "projection": q.projection,
+        "position": q.position,
+        "tenantId": q.tenant_id,
+        "topic": q.topic,
+        "errorClass": q.error_class,
+        "errorMessage": q.error_message,
+        "quarantinedAt": q.quarantined_at,
+    }
+
+
 def quarantined(projections: Projections, user: User, limit: int = 100) -> Result:
     if not may_see(user):
         return forbidden()
     rows = projections.quarantined(None, max(1, min(limit, MAX_LISTED)))
-    return Result.ok(
-        {
-            "events": [
-                {
-                    "projection": q.projection,
-                    "position": q.position,
-                    "tenantId": q.tenant_id,
-                    "topic": q.topic,
-                    "errorClass": q.error_class,
-                    "errorMessage": q.error_message,
-                    "quarantinedAt": q.quarantined_at,
-                }
-                for q in rows
-            ]
-        }
-    )
+    return Result.ok({"events": [quarantined_item(q) for q in rows]})
 
 
 def retry(projections: Projections, user: User, name: str, position: int) -> Result:

@@ -27,6 +27,7 @@ from rich.table import Table
 from rich.text import Text
 
 from application.app import App
+from application.read_models import quarantined_item
 from infrastructure.bootstrap import projection_runner
 from infrastructure.cli.output import (
     JsonFlag,
@@ -129,18 +130,7 @@ def quarantine_list(
             known = ", ".join(runner.projections)
             raise CliError(f"unknown projection {name!r}; known: {known}", EXIT_USAGE)
         found = runner.quarantined(name, limit)
-    data = [
-        {
-            "projection": q.projection,
-            "position": q.position,
-            "tenantId": q.tenant_id,
-            "topic": q.topic,
-            "errorClass": q.error_class,
-            "errorMessage": q.error_message,
-            "quarantinedAt": q.quarantined_at,
-        }
-        for q in found
-    ]
+    data = [quarantined_item(q) for q in found]
     if as_json:
         print_data(data, True)
         return
