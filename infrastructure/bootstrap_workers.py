@@ -49,7 +49,8 @@ from workers.parking import ParkedSessions
 from workers.policies.webhook_lanes import LaneSettings
 from workers.poll import Poller
 from workers.shared_tiers import SharedTierState
-from workers.supervisor import Supervisor, SupervisorSettings
+from workers.supervisor import Supervisor
+from workers.supervisor_settings import SupervisorSettings
 from workers.watch import WatchManager
 from workers.watch_ingest import WatchIngest, watch_committer
 from workers.watch_owner import WatchOwner

@@ -40,9 +40,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from application import worker_defaults as defaults
 from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.mail.state import ErrorKind
 from application.mail.sync_outcome import SyncOutcome
@@ -58,6 +56,7 @@ from workers.policies.folder_news import FolderNews
 from workers.policies.scheduling import DueScheduler, first_poll_at
 from workers.policies.tiers import NEVER, RecentUsers, Tier, TierPolicy, TierSettings
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped
+from workers.supervisor_settings import SupervisorSettings
 from workers.watch_owner import WatchOwner
 
 log = logging.getLogger("tidings.supervisor")
@@ -72,25 +71,6 @@ FLEET_COALESCE = 0.05  # signals in a burst share one fleet tick
 # lease renewals past their margin (10,000 accounts, a loaded machine: 1,425 leases lost
 # at once, their sessions still in IDLE when another worker took them).
 CLAIM_BUDGET = 1.0
-
-
-@dataclass(frozen=True)
-class SupervisorSettings:
-    worker_id: str
-    lease_ttl: float = defaults.WATCH_LEASE_TTL
-    fleet_tick: float = defaults.FLEET_TICK
-    poll_warm: float = defaults.POLL_INTERVAL
-    poll_cold: float = defaults.POLL_COLD
-    poll_concurrency: int = defaults.POLL_CONCURRENCY
-    poll_deadline: float = defaults.POLL_DEADLINE
-    max_accounts_per_worker: int = defaults.MAX_ACCOUNTS_PER_WORKER
-    hot_budget_per_worker: int = defaults.HOT_BUDGET_PER_WORKER
-    watch_pool: int = 16
-    probe_after: float = defaults.WATCH_PROBE_AFTER
-    probe_timeout: float = defaults.WATCH_PROBE_TIMEOUT
-    reidle_after: float = defaults.WATCH_REIDLE_AFTER
-    # Other folders pushed on the watches (NOTIFY).
-    folder_notify: bool = defaults.FOLDER_NOTIFY
 
 
 class Supervisor:

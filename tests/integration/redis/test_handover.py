@@ -24,7 +24,8 @@ from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox, SignalReceived
 from workers.parking import ParkedSessions
 from workers.policies.watch_stops import StopReason
-from workers.supervisor import Supervisor, SupervisorSettings
+from workers.supervisor import Supervisor
+from workers.supervisor_settings import SupervisorSettings
 from workers.watch_owner import WatchOwner
 
 TTL = 10.0

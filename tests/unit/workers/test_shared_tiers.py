@@ -19,7 +19,8 @@ from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, Inbox
 from workers.policies.watch_report import WatchStatus
 from workers.shared_tiers import SharedTierState
-from workers.supervisor import FLEET_COALESCE, Supervisor, SupervisorSettings
+from workers.supervisor import FLEET_COALESCE, Supervisor
+from workers.supervisor_settings import SupervisorSettings
 
 NOW = 1_800_000_000.0
 

@@ -16,7 +16,8 @@ from workers.directory import AccountDirectory
 from workers.metrics import WorkerMetrics
 from workers.news import DirectoryFetched, FoldersChanged, Inbox, PollDone
 from workers.policies.folder_news import DEBOUNCE, GAP
-from workers.supervisor import CHORES_INTERVAL, Supervisor, SupervisorSettings
+from workers.supervisor import CHORES_INTERVAL, Supervisor
+from workers.supervisor_settings import SupervisorSettings
 
 
 class BusyPolls(fakes.Polls):

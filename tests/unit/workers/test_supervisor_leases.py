@@ -28,7 +28,8 @@ from workers.parking import ParkedSessions
 from workers.policies import failover
 from workers.policies.watch_report import WatchStatus
 from workers.policies.watch_stops import StopReason
-from workers.supervisor import FLEET_COALESCE, Supervisor, SupervisorSettings
+from workers.supervisor import FLEET_COALESCE, Supervisor
+from workers.supervisor_settings import SupervisorSettings
 from workers.watch_owner import WatchOwner
 
 TTL = 30.0

@@ -10,7 +10,7 @@ from application import worker_defaults as defaults
 from application.mail.account_sync import SyncSettings
 from infrastructure.runtime.settings import Settings
 from workers.policies.tiers import TierSettings
-from workers.supervisor import SupervisorSettings
+from workers.supervisor_settings import SupervisorSettings
 
 
 def test_the_workers_settings_classes_default_to_what_the_settings_do() -> None:
