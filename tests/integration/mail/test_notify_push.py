@@ -2,7 +2,7 @@
 NOTIFY, a message saved in Archive and a flag set in Sent by another client are mirrored
 within seconds, by a poll the watch's news brought forward (a burst of a hundred
 arrivals is a poll or two, never one per STATUS line); with NOTIFY hidden, or offered but
-the worker's ``folder_notify`` off (on by default), they wait for the account's poll."""
+the worker's ``folder_notify`` off (the default), they wait for the account's poll."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ def test_the_workers_settings_classes_default_to_what_the_settings_do() -> None:
     assert settings.max_messages_per_poll == sync.max_messages_per_poll
     assert settings.parse_concurrency == sync.parse_concurrency
     assert settings.poll_interval == defaults.POLL_INTERVAL
-    assert settings.folder_notify is supervisor.folder_notify is defaults.FOLDER_NOTIFY is True
+    assert settings.folder_notify is supervisor.folder_notify is defaults.FOLDER_NOTIFY is False
 
 
 def test_poll_interval_is_the_cadence(
