@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -19,11 +17,10 @@ from collections import deque
 from typing import Any
 from uuid import UUID
 
-from tests.integration.mail.conftest import MASTER_KEY
 from tests.integration.send.conftest import ADMIN, MakeSender, Sender
-from tests.integration.send.test_crash import ROOT
 from tests.integration.send.test_kept_connection import _inbox, _new_connections, _pool
 from tests.integration.send.test_send import _address, _wait_for
+from tests.integration.send.test_series_overlap import start_series_child
 from tests.support.postfix import DOMAIN
 from tests.support.results import failed
 from tests.support.series_child import LEASE
@@ -129,25 +126,9 @@ def test_two_workers_with_three_lanes_each_send_every_message_once(
 
 def test_a_worker_killed_while_two_lanes_hold_their_end_of_data(sender: Sender) -> None:
     account, bob, ids = _queued(sender, 6)
-    postfix, settings = sender.servers.postfix, sender.mail.settings
+    postfix = sender.servers.postfix
     lost = postfix.log().count("lost connection after DATA")
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.series_child",
-            settings.database_url,
-            str(settings.blob_dir),
-            MASTER_KEY,
-            str(postfix.ca_file),
-            account,
-            *ids,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "SERIES_LANES": "2"},
-    )
+    child = start_series_child(sender, account, ids, lanes=2)
     try:
         assert child.stdout is not None
         assert [child.stdout.readline().strip() for _ in range(2)] == ["held", "held"]

@@ -137,25 +137,9 @@ def test_a_message_taken_by_another_worker_during_the_write_never_ends_here(
 
 def test_a_series_killed_while_the_end_of_data_waits_for_the_write(sender: Sender) -> None:
     account, bob, ids = _two_queued(sender)
-    postfix, settings = sender.servers.postfix, sender.mail.settings
+    postfix = sender.servers.postfix
     before = len(postfix.message_ids())
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.support.series_child",
-            settings.database_url,
-            str(settings.blob_dir),
-            MASTER_KEY,
-            str(postfix.ca_file),
-            account,
-            *ids,
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    child = start_series_child(sender, account, ids)
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "held"
@@ -175,3 +159,28 @@ def test_a_series_killed_while_the_end_of_data_waits_for_the_write(sender: Sende
     assert len(_inbox(sender, bob, 2)) == 2
     _wait_for(lambda: postfix.accepted_ids().count(second) == 1)
     assert [postfix.accepted_ids().count(m) for m in (first, second)] == [1, 1]
+
+
+def start_series_child(
+    sender: Sender, account: str, ids: list[str], lanes: int = 1
+) -> subprocess.Popen[str]:
+    """``tests.support.series_child`` sending ``ids`` of ``account`` over ``lanes``
+    sessions; it prints ``held`` when a claim's write starts."""
+    settings = sender.mail.settings
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.support.series_child",
+            settings.database_url,
+            str(settings.blob_dir),
+            MASTER_KEY,
+            str(sender.servers.postfix.ca_file),
+            account,
+            *ids,
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "SERIES_LANES": str(lanes)},
+    )
