@@ -201,8 +201,10 @@ class ProjectionRunner:
                 shared[position] = page
         if page.count:
             entries = page.entries
-            if isinstance(projection, ConsumesTopics):
-                wanted = projection.topics
+            # What ``isinstance(projection, ConsumesTopics)`` asks, without the protocol
+            # check's walk over its members: an inline catch-up pays it per projection.
+            wanted = getattr(projection, "topics", None)
+            if wanted is not None:
                 entries = [
                     e for e in entries if isinstance(e, Unreadable) or e.event.TOPIC in wanted
                 ]
