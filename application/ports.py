@@ -38,8 +38,9 @@ class EventStore(Protocol):
     ) -> None:
         """Store all the events atomically, or none: raise ``ConcurrencyConflict``
         when any (stream, version) is taken already. ``expected``: streams the caller
-        decided on without writing to them, each with the version it read (0: none);
-        raise ``StaleRead`` when any has another version inside the write's transaction."""
+        decided on, each with the version it read (0: none), a stream it writes too
+        (an entity it took as new, at 0); raise ``StaleRead`` when any has another
+        version inside the write's transaction."""
         ...
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import orjson
 
 from application.feed.items import TOPICS, built, item_id
-from application.ports import CopiesRows, Dialect, Recorded, SqlCursor
+from application.ports import Dialect, Recorded, SqlCursor
 from projections.base import index_name, shadow_tables
 
 TABLES = {"items": "feed_items", "heads": "feed_heads"}
@@ -106,8 +106,11 @@ class FeedProjection:
                 )
             )
         items, head_rows = self._tables["items"], sorted(heads.items())
-        if isinstance(cur, CopiesRows):  # PostgreSQL: one COPY, the cheapest bulk insert
-            cur.copy_rows(items, _COLUMNS, rows)
+        # PostgreSQL: one COPY, the cheapest bulk insert. (``CopiesRows`` asked by its
+        # method: a protocol's isinstance walks its members, per batch.)
+        copy_rows = getattr(cur, "copy_rows", None)
+        if copy_rows is not None:
+            copy_rows(items, _COLUMNS, rows)
         else:
             marks = ", ".join("?" * len(_COLUMNS))
             cur.executemany(f"INSERT INTO {items} ({', '.join(_COLUMNS)}) VALUES ({marks})", rows)

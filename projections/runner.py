@@ -62,6 +62,12 @@ from projections.base import (
 )
 from projections.quarantine import QuarantineCollector, Quarantined
 from projections.retry import retry_quarantined
+from projections.tracking import (
+    TRACKING_TABLE,
+    UnknownProjection,
+    locked_positions,
+    move_positions,
+)
 
 log = logging.getLogger("tidings.projections")
 
@@ -78,13 +84,6 @@ def is_outage(error: BaseException) -> bool:
     return isinstance(error, sqlite3.OperationalError) and any(
         word in str(error).lower() for word in _SQLITE_OUTAGES
     )
-
-
-TRACKING_TABLE = "projection_tracking"
-
-
-class UnknownProjection(LookupError):
-    pass
 
 
 def _consumed(projections: Iterable[Projection]) -> frozenset[str] | None:
@@ -171,12 +170,7 @@ class ProjectionRunner:
     # --- running ------------------------------------------------------------------
 
     def _locked_position(self, cur: SqlCursor, name: str) -> int:
-        lock = " FOR UPDATE" if self.db.dialect == "postgresql" else ""
-        cur.execute(f"SELECT position FROM {TRACKING_TABLE} WHERE name = ?{lock}", (name,))
-        row = cur.fetchone()
-        if row is None:
-            raise UnknownProjection(name)
-        return int(row[0])
+        return locked_positions(cur, self.db.dialect, [name])[name]
 
     def _read(self, position: int) -> LogPage:
         after, page = self._last_read
@@ -193,7 +187,10 @@ class ProjectionRunner:
         projection: Projection,
         position: int,
         shared: dict[int, LogPage] | None = None,
+        moved: dict[int, list[str]] | None = None,
     ) -> int:
+        """Apply the page after ``position`` and move past it (``moved``: noted there,
+        for the caller to write)."""
         page = shared.get(position) if shared is not None else None
         if page is None:
             page = self._read(position)
@@ -201,17 +198,18 @@ class ProjectionRunner:
                 shared[position] = page
         if page.count:
             entries = page.entries
-            if isinstance(projection, ConsumesTopics):
-                wanted = projection.topics
+            # ``ConsumesTopics``, asked without a protocol isinstance (it walks members).
+            wanted = getattr(projection, "topics", None)
+            if wanted is not None:
                 entries = [
                     e for e in entries if isinstance(e, Unreadable) or e.event.TOPIC in wanted
                 ]
             if entries:
                 self._apply(cur, projection, entries)
-            cur.execute(
-                f"UPDATE {TRACKING_TABLE} SET position = ? WHERE name = ?",
-                (page.last, projection.name),
-            )
+            if moved is None:
+                move_positions(cur, {page.last: [projection.name]})
+            else:
+                moved.setdefault(page.last, []).append(projection.name)
         return page.count
 
     def _apply(
@@ -311,10 +309,16 @@ class ProjectionRunner:
         # page (a burst's pages are short; reading one per projection read it thrice). A
         # short page is reused only within the step, so the next step reads afresh.
         shared: dict[int, LogPage] = {}
+        # Positions read in one statement, written in one per new position (mostly one):
+        # an inline catch-up runs this per batch of writes.
+        moved: dict[int, list[str]] = {}
         with self.db.transaction() as cur:
-            for projection in sorted(projections, key=lambda p: p.name):
-                position = self._locked_position(cur, projection.name)
-                counts[projection.name] = self._advance(cur, projection, position, shared)
+            ordered = sorted(projections, key=lambda p: p.name)
+            positions = locked_positions(cur, self.db.dialect, [p.name for p in ordered])
+            for projection in ordered:
+                position = positions[projection.name]
+                counts[projection.name] = self._advance(cur, projection, position, shared, moved)
+            move_positions(cur, moved)
         return [counts[projection.name] for projection in projections]
 
     def catch_up(self) -> int:

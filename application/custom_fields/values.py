@@ -4,14 +4,16 @@ access), validation and sealing, and one retrying commit on the entity's stream.
 The definitions (the tenant's and the system's) and the entity come from the process's
 write cache (``write_cache.py``), else from one read of all three; the commit checks the
 definitions' versions inside its transaction, so a stale cache costs a retry, never a
-wrong answer."""
+wrong answer. A set on an entity the cache does not hold, under cached definitions,
+reads nothing: it takes the entity as new and the commit checks that its stream is
+still empty."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
 from functools import lru_cache
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, NamedTuple, TypedDict
 from uuid import UUID
 
 from application.context import Context
@@ -100,12 +102,21 @@ def write_value(payload: ValueRef, user: User, ctx: Context, change: Any) -> Res
     return version_conflict()
 
 
+class _Gathered(NamedTuple):
+    definitions: list[FieldDefinition]
+    entity: EntityCustomFields
+    cached_definitions: bool
+    cached_entity: bool
+    assumed_new: bool  # the entity: not read, taken as new (its stream checked empty)
+
+
 class _ValueWrite:
     """One set or clear. The definitions and the entity come from the process's write
     cache when it holds them, else from one read; an answer that rested on the cache
-    is either checked by the commit (the definitions' versions, inside its transaction;
-    the entity's, by the store's version rule) or, when nothing is committed (a
-    refusal, a clear of nothing), decided once more on fresh reads."""
+    is either checked by the commit (inside its transaction: the definitions' versions,
+    and the empty stream of an entity taken as new; a cached entity's version by the
+    store's version rule) or, when nothing is committed (a refusal, a clear of
+    nothing), decided once more on fresh reads."""
 
     def __init__(self, payload: ValueRef, user: User, ctx: Context, change: Any) -> None:
         self.payload, self.user, self.ctx, self.change = payload, user, ctx, change
@@ -115,12 +126,26 @@ class _ValueWrite:
         self.fresh_definitions = False
         self.fresh_entity = False
 
-    def attempt(self) -> Result:
+    def gather(self) -> _Gathered:
+        """The definitions and the entity, from the cache, a read, or (an entity) taken
+        as new."""
         cache = self.ctx.write_cache
         definitions = None if self.fresh_definitions else cache.definitions(self.ids)
         entity = None if self.fresh_entity else cache.take_entity(self.stream)
         cached_definitions = definitions is not None
-        cached = cached_definitions or entity is not None
+        # A set on an entity the cache does not hold takes it as new when nothing else
+        # needs a read: the commit checks that its stream is still empty (expected
+        # version 0), and a stream that held events after all costs a retry on a fresh
+        # read. (A clear decides on the entity's values, so it reads them.)
+        assumed_new = (
+            entity is None
+            and cached_definitions
+            and not self.fresh_entity
+            and self.change is not CLEAR
+        )
+        cached_entity = entity is not None
+        if assumed_new:
+            entity = EntityCustomFields(self.stream)
         if definitions is None or entity is None:
             wanted = [
                 *(self.ids if definitions is None else ()),
@@ -132,9 +157,15 @@ class _ValueWrite:
                 cache.keep_definitions(definitions)
             if entity is None:
                 entity = replay(EntityCustomFields, self.stream, loaded[self.stream])
+        return _Gathered(definitions, entity, cached_definitions, cached_entity, assumed_new)
+
+    def attempt(self) -> Result:
+        cache = self.ctx.write_cache
+        definitions, entity, cached_definitions, cached_entity, assumed_new = self.gather()
         decided = self.decide(definitions)
         if isinstance(decided, Result):
-            cache.put_entity(entity)  # untouched
+            if not assumed_new:
+                cache.put_entity(entity)  # untouched
             if cached_definitions:
                 self.fresh_definitions = True
                 raise _Again
@@ -153,17 +184,22 @@ class _ValueWrite:
             answer["cleared"] = entity.clear_value(**target, now=now)
         else:
             entity.set_value(**target, sealed=sealed[0], digest=sealed[1], now=now)
+        expected = {d.id: d.version for d in definitions}
+        if assumed_new:
+            expected[self.stream] = 0
         try:
-            events = commit(self.ctx.store, entity, expected={d.id: d.version for d in definitions})
+            events = commit(self.ctx.store, entity, expected=expected)
         except StaleRead:
             cache.forget_definitions(self.ids)
             self.fresh_definitions = True
+            self.fresh_entity = self.fresh_entity or assumed_new
             raise
         except ConcurrencyConflict:
             self.fresh_entity = True  # the cached version is behind the store's
             raise
         cache.put_entity(entity)
-        if not events and cached:  # nothing committed, so nothing was checked
+        if not events and (cached_definitions or cached_entity):
+            # Nothing committed, so nothing was checked: decide again on fresh reads.
             self.fresh_definitions = self.fresh_entity = True
             raise _Again
         return Result.ok(answer)

@@ -17,24 +17,20 @@ one ``BEGIN IMMEDIATE`` transaction.
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from uuid import UUID
 
 from eventsourcing.persistence import (
     ApplicationRecorder,
-    DataError,
-    IntegrityError,
     InterfaceError,
-    InternalError,
     OperationalError,
     StoredEvent,
 )
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 from eventsourcing.utils import retry
 
+from infrastructure.eventstore.sqlite_errors import translated
 from infrastructure.eventstore.typed_array import TypedArrayPostgresRecorder
 
 
@@ -51,18 +47,24 @@ def stale_appends(appends: Sequence[PendingAppend], heads: Mapping[UUID, int] | 
     """Which appends rely on a stream that moved: its head is not the version they read
     (a stream without events is at 0; ``heads`` None: not checked here), or another
     append of the batch writes it."""
-    writers: dict[UUID | str, set[int]] = {}
+    # Each written stream -> the one append that writes it, or -1 when several do. (Every
+    # caller of a set names three streams: no sets made per stream, no generator.)
+    writers: dict[UUID | str, int] = {}
     for n, append in enumerate(appends):
         for event in append.events:
-            writers.setdefault(event.originator_id, set()).add(n)
-    return [
-        any(
-            (heads is not None and heads.get(stream, 0) != version)
-            or bool(writers.get(stream, set()) - {n})
-            for stream, version in append.expected.items()
-        )
-        for n, append in enumerate(appends)
-    ]
+            stream = event.originator_id
+            writers[stream] = n if writers.get(stream, n) == n else -1
+    stale: list[bool] = []
+    for n, append in enumerate(appends):
+        gone = False
+        for stream, version in append.expected.items():
+            if writers.get(stream, n) != n or (
+                heads is not None and heads.get(stream, 0) != version
+            ):
+                gone = True
+                break
+        stale.append(gone)
+    return stale
 
 
 def insert_checked(recorder: ApplicationRecorder, appends: Sequence[PendingAppend]) -> list[bool]:
@@ -109,32 +111,11 @@ def _postgres(recorder: TypedArrayPostgresRecorder, appends: Sequence[PendingApp
     return stale
 
 
-_SQLITE_ERRORS: tuple[tuple[type[sqlite3.Error], type[Exception]], ...] = (
-    (sqlite3.IntegrityError, IntegrityError),
-    (sqlite3.OperationalError, OperationalError),
-    (sqlite3.InterfaceError, InterfaceError),
-    (sqlite3.DataError, DataError),
-    (sqlite3.InternalError, InternalError),
-)
-
-
-@contextmanager
-def _translated() -> Iterator[None]:
-    """sqlite3's errors as the library's (what its own transactions raise)."""
-    try:
-        yield
-    except sqlite3.Error as error:
-        for raw, ours in _SQLITE_ERRORS:
-            if isinstance(error, raw):
-                raise ours(str(error)) from error
-        raise
-
-
 @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
 def _sqlite(recorder: SQLiteApplicationRecorder, appends: Sequence[PendingAppend]) -> list[bool]:
     streams = _checked_streams(appends)
     table = recorder.events_table_name
-    with recorder.datastore.get_connection(commit=True) as conn, _translated():
+    with recorder.datastore.get_connection(commit=True) as conn, translated():
         cursor: SQLiteCursor = conn.cursor()
         # IMMEDIATE: the write lock before the check's read (a deferred transaction's
         # snapshot could not be upgraded after another process's write).

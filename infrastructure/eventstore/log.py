@@ -11,6 +11,7 @@ quarantine it), naming its tenant when a lenient reader finds one.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from eventsourcing.persistence import ApplicationRecorder, InterfaceError, OperationalError
@@ -23,6 +24,23 @@ from psycopg.sql import SQL, Identifier
 from application.errors import StoreUnavailable, UnreadableEvent
 from application.ports import LogPage, Recorded, Unreadable
 from infrastructure.eventstore.codec import EventCodec, UnknownTopic
+from infrastructure.eventstore.sqlite_errors import translated
+
+
+def sqlite_read(
+    recorder: SQLiteApplicationRecorder, statement: str, params: Sequence[Any]
+) -> list[Any]:
+    """The rows (plain tuples) of one statement, in autocommit: a single statement is
+    its own snapshot, so the library's BEGIN and ROLLBACK around it add nothing but
+    two statements to every inline catch-up and every read of a stream."""
+    with recorder.datastore.get_connection(commit=False) as conn, translated():
+        cursor = conn.cursor().sqlite_cursor
+        try:
+            cursor.row_factory = None
+            cursor.execute(statement, params)
+            return cursor.fetchall()
+        finally:
+            cursor.close()
 
 
 def _tenant_of(state: bytes) -> str | None:
@@ -110,10 +128,7 @@ class RecorderEventLog:
                 "SELECT rowid, originator_id, originator_version, topic, state"
                 f" FROM {recorder.events_table_name} WHERE rowid > ? ORDER BY rowid LIMIT ?"
             )
-            with recorder.datastore.transaction(commit=False) as cursor:
-                cursor.sqlite_cursor.row_factory = None
-                cursor.execute(statement, (after, limit))
-                return cursor.fetchall()  # type: ignore[no-any-return]
+            return sqlite_read(recorder, statement, (after, limit))
         raise TypeError(f"no paged read for {type(recorder).__name__}")
 
     def read_raw(self, after: int, limit: int) -> list[Any]:

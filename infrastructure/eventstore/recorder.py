@@ -59,7 +59,7 @@ from domain.events import DomainEvent
 from infrastructure.eventstore.checked_insert import PendingAppend, insert_checked
 from infrastructure.eventstore.codec import EventCodec
 from infrastructure.eventstore.group_commit import Entry, GroupCommit
-from infrastructure.eventstore.log import RecorderEventLog
+from infrastructure.eventstore.log import RecorderEventLog, sqlite_read
 from infrastructure.eventstore.typed_array import TypedArrayPostgresRecorder
 from infrastructure.sql.array_literal import plain
 from infrastructure.sql.database import DatabaseUrl
@@ -199,22 +199,29 @@ class RecorderEventStore(RecorderEventLog):
                     for r in curs.fetchall()
                 ]
         if isinstance(recorder, SQLiteApplicationRecorder):
-            rows: list[tuple[UUID, int, str, bytes]] = []
             streams = list(after.items())
-            with recorder.datastore.transaction(commit=False) as cursor:
-                for at in range(0, len(streams), 400):  # SQLite's bound-variable limit
-                    chunk = streams[at : at + 400]
-                    where = " OR ".join(
-                        ["(originator_id = ? AND originator_version > ?)"] * len(chunk)
-                    )
-                    cursor.execute(
-                        "SELECT originator_id, originator_version, topic, state"
-                        f" FROM {recorder.events_table_name} WHERE {where}"
-                        " ORDER BY originator_id, originator_version",
-                        [v for stream, gt in chunk for v in (stream.hex, gt)],
-                    )
-                    rows += [(UUID(r[0]), r[1], r[2], r[3]) for r in cursor.fetchall()]
-            return rows
+            statements = [
+                (
+                    "SELECT originator_id, originator_version, topic, state"
+                    f" FROM {recorder.events_table_name} WHERE "
+                    + " OR ".join(["(originator_id = ? AND originator_version > ?)"] * len(chunk))
+                    + " ORDER BY originator_id, originator_version",
+                    [v for stream, gt in chunk for v in (stream.hex, gt)],
+                )
+                for chunk in (
+                    streams[at : at + 400]  # SQLite's bound-variable limit
+                    for at in range(0, len(streams), 400)
+                )
+            ]
+            if len(statements) == 1:  # one statement: its own snapshot, no transaction
+                found = sqlite_read(recorder, *statements[0])
+            else:
+                found = []
+                with recorder.datastore.transaction(commit=False) as cursor:
+                    for statement, params in statements:
+                        cursor.execute(statement, params)
+                        found += cursor.fetchall()
+            return [(UUID(r[0]), r[1], r[2], r[3]) for r in found]
         return [
             (u, e.originator_version, e.topic, e.state)
             for u, gt in after.items()

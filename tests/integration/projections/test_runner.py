@@ -17,7 +17,8 @@ from application.errors import StoreUnavailable
 from application.ports import EventLog, LogPage, Recorded, Unreadable
 from projections.custom_fields import CustomFieldsProjection
 from projections.custom_fields_reader import CustomFieldsReader
-from projections.runner import ProjectionRunner, UnknownProjection
+from projections.runner import ProjectionRunner
+from projections.tracking import UnknownProjection
 from tests.integration.custom_fields.helpers import (
     all_entities,
     define,

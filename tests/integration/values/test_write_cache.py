@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from uuid import UUID
+
+import pytest
 
 from application import User
 from application.app import App
 from application.custom_fields.write_cache import WriteCache
 from domain.custom_field_values import CustomFieldValueSet, entity_stream_id
+from domain.events import DomainEvent
 from domain.field_definition import definition_id
 from tests.integration.custom_fields.helpers import clear, define, delete, fields_of, set_value
 from tests.integration.eventstore.test_eventstore import store_of
@@ -115,6 +119,66 @@ def test_an_entity_written_by_another_app_after_it_was_cached_loses_no_update(
         ("b", 2),
         ("a", 3),
     ]
+
+
+def test_an_entity_another_app_made_is_not_taken_as_new_by_one_that_never_saw_it(
+    make_app: Callable[..., App], admin: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = make_app(), make_app()
+    ok(define(first, admin, "a"))
+    ok(define(first, admin, "b"))
+    ok(set_value(first, admin, "c0", "a", "0"))  # first caches the definitions, not c1
+    ok(set_value(second, admin, "c1", "b", "2"))  # c1 exists, behind first's back
+    store = store_of(first)
+    reads: list[list[object]] = []
+    load_many = store.load_many
+
+    def counted(streams: Iterable[UUID]) -> dict[UUID, list[DomainEvent]]:
+        reads.append(list(streams))
+        return load_many(streams)
+
+    monkeypatch.setattr(store, "load_many", counted)
+    ok(set_value(first, admin, "c2", "a", "new"))  # a new entity: no read at all
+    assert reads == []
+    ok(set_value(first, admin, "c1", "a", "1"))  # taken as new, refused, read afresh
+    assert [(e.field_key, e.originator_version) for e in entity_events(first, admin, "c1")] == [
+        ("b", 1),
+        ("a", 2),
+    ]
+    assert len(reads) == 1
+    first.projections.catch_up()
+    assert fields_of(first, admin, "c1") == {"a": "1", "b": "2"}
+
+
+def test_threads_taking_one_unseen_entity_as_new_lose_no_update(
+    make_app: Callable[..., App], admin: User
+) -> None:
+    first, second = make_app(), make_app()
+    keys = [f"k{n}" for n in range(6)]
+    for key in keys:
+        ok(define(first, admin, key))
+    ok(set_value(first, admin, "warm", keys[0], "w"))  # definitions cached
+    ok(set_value(second, admin, "shared", keys[0], "old"))  # exists; first never saw it
+    failures = Failures()
+    barrier = threading.Barrier(len(keys))
+    landed: list[str] = []
+
+    def write(n: int) -> None:
+        barrier.wait()
+        result = set_value(first, admin, "shared", keys[n], f"v{n}")
+        if result.is_success:
+            landed.append(keys[n])
+        elif result.error is None or result.error.status != 409:  # 409: lost every retry
+            failures.add(f"{keys[n]}: {result.error}")
+
+    threads = [start(write, n, failures=failures) for n in range(len(keys))]
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures.items
+    written = entity_events(first, admin, "shared")
+    assert [e.originator_version for e in written] == list(range(1, len(landed) + 2))
+    assert sorted(e.field_key for e in written[1:]) == sorted(landed)
+    assert landed
 
 
 def test_two_apps_writing_one_entity_concurrently_lose_no_update(

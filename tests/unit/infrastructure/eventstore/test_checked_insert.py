@@ -39,3 +39,10 @@ def test_another_caller_writing_a_checked_stream_makes_the_checker_stale() -> No
     ]
     assert stale_appends(appends, None) == [True, False, True]
     assert stale_appends(appends[2:], {a: 1}) == [False]  # alone: only the head counts
+
+
+def test_a_stream_taken_as_new_is_stale_once_it_holds_an_event() -> None:
+    a = uuid4()
+    taken_as_new = [PendingAppend([stored(a, 1)], {a: 0})]
+    assert stale_appends(taken_as_new, {}) == [False]
+    assert stale_appends(taken_as_new, {a: 1}) == [True]
