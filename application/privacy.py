@@ -8,7 +8,7 @@ unreadable at once — ``reveal`` then answers ``None``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from application.errors import ApplicationError
@@ -94,5 +94,10 @@ class SecretStore(Protocol):
     def put(self, tenant_id: str, account_id: str, secret: str) -> None: ...
 
     def get(self, account_id: str) -> str | None: ...
+
+    def get_many(self, account_ids: Collection[str]) -> dict[str, str]:
+        """``get`` of several accounts in one read; an account without a usable secret
+        is absent."""
+        ...
 
     def delete(self, account_id: str) -> None: ...

@@ -130,16 +130,20 @@ def fmt_counts(counts: dict[str, int]) -> str:
 
 
 @contextlib.contextmanager
-def profiled(worker: Worker, out: Path | None, label: str) -> Iterator[None]:
-    """``py-spy record --gil`` (CPU, not waits) of one worker while the block runs, as raw
-    collapsed stacks in ``out`` (nothing without ``out`` or without py-spy)."""
+def profiled(
+    worker: Worker, out: Path | None, label: str, *, waits: bool = False
+) -> Iterator[None]:
+    """``py-spy record --gil`` (CPU, not waits; ``waits``: ``--idle``, every thread's
+    stacks, waiting ones too) of one worker while the block runs, as raw collapsed stacks
+    in ``out`` (nothing without ``out`` or without py-spy)."""
     binary = shutil.which("py-spy")
     if out is None or binary is None:
         yield
         return
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{label}-{worker.name}.txt"
-    argv = [binary, "record", "-p", str(worker.pid), "--gil", "-r", "50", "-f", "raw"]
+    mode = "--idle" if waits else "--gil"
+    argv = [binary, "record", "-p", str(worker.pid), mode, "-r", "50", "-f", "raw"]
     proc = subprocess.Popen(
         [*argv, "-o", str(path)],
         stdout=subprocess.DEVNULL,
@@ -325,6 +329,7 @@ def phase_join(
     n: int,
     tick: float,
     prof: Path | None = None,
+    waits: bool = False,
 ) -> list[Line]:
     sim.call("reset_doubled")
     say(f"join: a fifth worker; goal: rebalanced within 2 ticks ({2 * tick:.1f}s)")
@@ -334,7 +339,8 @@ def phase_join(
     workers.append(newcomer)
     t1 = time.perf_counter()  # the newcomer is up: its first tick has run
     try:
-        with profiled(newcomer, prof, "join-newcomer"):  # its logins bound the hand-over
+        # Its logins bound the hand-over.
+        with profiled(newcomer, prof, "join-newcomer", waits=waits):
             wait_until(lambda: balanced(sim, workers, n), max(60.0, 10 * tick), 0.2, "rebalanced")
         took: float | None = time.perf_counter() - t1
     except TimeoutError:
@@ -479,6 +485,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile", type=Path, help="py-spy (CPU) profiles of a worker per phase, into this dir"
     )
+    parser.add_argument(
+        "--profile-waits",
+        action="store_true",
+        help="profile every thread, waiting ones too (where a phase waits, not what it burns)",
+    )
     args = parser.parse_args(argv)
     n, ttl = args.accounts, args.ttl
     tick = min(5.0, ttl / 6)
@@ -488,15 +499,16 @@ def main(argv: list[str] | None = None) -> int:
     with bench_env(n, args.workers, ttl, args.keep_logs) as (sim, scratch, app, fleet):
         accounts = seed(app, sim, n)
         workers = [fleet.start(f"w{i + 1}") for i in range(args.workers)]
-        prof = args.profile
-        with profiled(workers[0], prof, "hot"):
+        prof, waits = args.profile, args.profile_waits
+        with profiled(workers[0], prof, "hot", waits=waits):
             hot_lines, _ = phase_hot(sim, app, workers, accounts)
         lines += hot_lines
-        with profiled(workers[0], prof, "burst"):
+        with profiled(workers[0], prof, "burst", waits=waits):
             lines += phase_burst(sim, scratch, workers, n)
-        with profiled(workers[1], prof, "join"):
-            lines += phase_join(sim, fleet, workers, n, tick, prof)
-        with profiled(workers[1], prof, "kill"):  # a survivor: the first worker is killed
+        with profiled(workers[1], prof, "join", waits=waits):
+            lines += phase_join(sim, fleet, workers, n, tick, prof, waits)
+        # A survivor: the first worker is killed.
+        with profiled(workers[1], prof, "kill", waits=waits):
             lines += phase_kill(sim, workers, n, ttl)
         final = sim.stats()
     elapsed = time.perf_counter() - started

@@ -55,7 +55,12 @@ class Poller:
             self._in_flight.add(account_id)
         deadline = time.monotonic() + self._deadline_seconds
         future = self._pool.submit(self._run, account_id, deadline)
-        future.add_done_callback(lambda f: on_done(f.result()))
+
+        def report(done: Future[SyncOutcome]) -> None:
+            if not done.cancelled():  # cancelled: the worker is closing, nobody waits
+                on_done(done.result())
+
+        future.add_done_callback(report)
         return True
 
     def poll(

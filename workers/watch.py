@@ -23,7 +23,8 @@ it waited (Dovecot syncs the mailbox when IDLE begins).
 
 Threads: the mux thread owns the selector and only ever does non-blocking reads of
 idling sockets (on news of mail the session also writes its fetch there, at once);
-opening (logins) runs on a small pool, fetching and refreshing on another. A session is
+opening (logins) runs on a small pool, in batches whose reads are made together
+(``watch_logins``), fetching and refreshing on another. A session is
 touched by one thread at a time: the mux while the watch is idling (registered), a pool
 thread otherwise. A fetched page is ingested elsewhere (``watch_ingest``'s group commit,
 with other accounts' pages); its outcome comes back as a new pool task, so no pool thread
@@ -57,6 +58,7 @@ from application.mail.ports import IdleNews, MailProviderError
 from application.mail.sync_outcome import SyncOutcome
 from workers.policies.liveness import Liveness, Verdict
 from workers.policies.watch_stops import StopReason, WhyStopped, keeps_watching
+from workers.watch_logins import LoginQueue
 from workers.watch_state import State, Watch, WatchCounters, WatchHooks
 
 __all__ = ["State", "Watch", "WatchHooks", "WatchManager"]
@@ -88,6 +90,7 @@ class WatchManager:
         # Logins wait on the server and come in floods (a failover, a restart): their own
         # pool keeps a flood from queueing ahead of sessions that only need IDLE again.
         self._logins = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="login")
+        self._to_open = LoginQueue(self._logins, _account_of, hooks.prepare, self._open)
         self._selector = selectors.DefaultSelector()
         self._commands: queue.SimpleQueue[tuple[str, Watch]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -110,7 +113,7 @@ class WatchManager:
             watch = Watch(account_id, self._generation, parked=parked)
             self._watches[account_id] = watch
             self._counts.login_started()
-        self._logins.submit(self._open, watch)
+        self._to_open.put(watch)
         return watch.generation
 
     def activate(self, account_id: str) -> bool:
@@ -447,3 +450,7 @@ class WatchManager:
         watch.probe_sent_at = now
         self._counts.probe("sent")
         log.debug("watch.probe account_id=%s", watch.account_id)
+
+
+def _account_of(watch: Watch) -> str:
+    return watch.account_id

@@ -4,7 +4,8 @@ State, per watched account: the account as ``AccountSync.syncable`` loaded it wh
 watch opened (the one load of a watch; dropped by ``changed``, loaded again by the next
 page), and the cursor its last page saved, so a page costs no cursor read; after a
 failure the cursor is read again (a poll may have moved it meanwhile: dedup absorbs
-the overlap).
+the overlap). Logins that start together have the account, secret and cursor read for
+them together (``prepare``), kept for ``READ_AHEAD_FOR`` at most.
 
 A page is fetched on the watch's thread and stored through one ``GroupCommitter`` with
 other accounts' pages (a burst of new mail in thousands of watched accounts becomes a
@@ -30,6 +31,7 @@ from application.mail.account_sync import AccountSync
 from application.mail.folder_push import push_folders
 from application.mail.folder_state import FolderStateStore
 from application.mail.ingestion import Page
+from application.mail.login_reads import LoginReads
 from application.mail.ports import MailboxCursor, MailboxSession
 from application.mail.state import ErrorKind
 from application.mail.sync_outcome import SyncOutcome
@@ -40,6 +42,10 @@ from workers.news import FoldersChanged, MailSeen, News, WatchStopped
 from workers.policies.watch_stops import WhyStopped
 
 log = logging.getLogger("tidings.watch")
+
+# How long what ``prepare`` read stays good for a login that has not started yet: a
+# flood of logins starts within seconds; a secret rotated since is read again after this.
+READ_AHEAD_FOR = 30.0
 
 
 def watch_committer(sync: AccountSync) -> GroupCommitter[Page, SyncOutcome]:
@@ -74,9 +80,36 @@ class WatchIngest:
         self._tell = tell
         self._accounts: dict[str, MailAccount] = {}
         self._cursors: dict[str, MailboxCursor] = {}
+        self._ahead: dict[str, tuple[LoginReads, float]] = {}  # read by ``prepare``, when
         self._lock = threading.Lock()
 
+    def prepare(self, account_ids: list[str]) -> None:
+        """Read what these accounts' logins need, together; each login that finds none
+        (a failed read included) reads its own."""
+        try:
+            reads = self._sync.read_logins(account_ids)
+        except Exception as error:  # only a shortcut: each login reads its own
+            log.warning(
+                "watch.read_ahead_failed accounts=%d error=%s",
+                len(account_ids),
+                type(error).__name__,
+            )
+            return
+        now = time.monotonic()
+        with self._lock:
+            for account_id, read in reads.items():
+                self._ahead[account_id] = (read, now)
+
     def open_session(self, account_id: str) -> MailboxSession:
+        with self._lock:
+            ahead = self._ahead.pop(account_id, None)
+        if ahead is not None and time.monotonic() - ahead[1] <= READ_AHEAD_FOR:
+            read = ahead[0]
+            self._remember(read.account)
+            if read.cursor is not None:
+                with self._lock:
+                    self._cursors.setdefault(account_id, read.cursor)
+            return self._sync.open_session(read.account, secret=read.secret)
         account = self._account(account_id)
         if account is None:
             raise LookupError("account is not syncable")
@@ -115,6 +148,7 @@ class WatchIngest:
         with self._lock:
             self._accounts.pop(account_id, None)
             self._cursors.pop(account_id, None)
+            self._ahead.pop(account_id, None)
 
     def on_stopped(
         self,

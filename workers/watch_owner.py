@@ -8,6 +8,10 @@ Per account (loop thread only):
     parked --unclaimed--> (none)
     watching | backing off --stop (release, lease lost or expired, forget)--> (none)
 
+A lease of ours is given back only once its watch has ended (the watch's stop news, or
+``HANDOVER_WAIT`` at most): given back while the session still idled, the next holder's
+IDLE could reach the server before ours had gone, one mailbox in IDLE twice at once.
+
 Invariants: only this component starts, activates and stops watches in the
 ``WatchManager`` (``ParkedSessions`` only records parked ones, the supervisor only asks),
 so a parked session closing while its lease is won is seen by the one component that
@@ -37,6 +41,11 @@ from workers.watch import State
 
 log = logging.getLogger("tidings.supervisor")
 
+# How long a stopped watch's lease waits for the watch to end before it is given back
+# anyway: closing a session takes milliseconds; a pool stuck longer must not hold the
+# account from the fleet until the lease's ttl.
+HANDOVER_WAIT = 5.0
+
 
 class WatchOwner:
     def __init__(
@@ -57,6 +66,8 @@ class WatchOwner:
         self.restarts: DueScheduler[str] = DueScheduler()
         self._attempts: dict[str, int] = {}
         self._renewals_failing_since: float | None = None  # an outage's first failed renewal
+        # Leases of stopped watches that have not ended yet: account -> (token, give back by).
+        self._ending: dict[str, tuple[str, float]] = {}
 
     # --- what the supervisor asks ----------------------------------------------------
 
@@ -96,7 +107,12 @@ class WatchOwner:
 
     def next_wakeup(self) -> float | None:
         """The next time (monotonic) a lease or a restart needs the loop."""
-        times = [t for t in (self.keeper.next_wakeup(), self.restarts.next_due()) if t is not None]
+        ending = min((by for _, by in self._ending.values()), default=None)
+        times = [
+            t
+            for t in (self.keeper.next_wakeup(), self.restarts.next_due(), ending)
+            if t is not None
+        ]
         return min(times) if times else None
 
     def __len__(self) -> int:
@@ -106,6 +122,8 @@ class WatchOwner:
 
     def renew(self, now: float) -> None:
         """Stop watches whose lease expired; renew held leases when due."""
+        for account_id in [a for a, (_, by) in self._ending.items() if by <= now]:
+            self._give_back(account_id)
         self._teardown(self.keeper.expired(now))
         if not self.keeper.due(now):
             return
@@ -134,6 +152,8 @@ class WatchOwner:
 
     def claim(self, account_id: str) -> bool:
         """Try to win the account's lease and watch it; True when a watch started."""
+        if account_id in self._ending:  # still ours until its old watch has ended
+            return False
         claim = self.keeper.claim(account_id)
         if claim is None:
             return False
@@ -185,6 +205,7 @@ class WatchOwner:
     def stopped(self, news: WatchStopped, now: float) -> tuple[AfterStop, bool]:
         """A watch stopped: what was decided, and whether a watch started again."""
         account_id = news.account_id
+        self._give_back(account_id)
         self.parking.take(account_id)
         generation = self._attempts.pop(account_id, None)
         decision = after_stop(
@@ -220,9 +241,13 @@ class WatchOwner:
         """Stop the watch (if any) and give its lease back (if still ours)."""
         self.restarts.cancel(account_id)
         self.backoff.cancel(account_id)
-        self.watches.stop(account_id, reason)
+        ending = self.watches.stop(account_id, reason)
         token = self.keeper.stop(account_id)
-        if token is not None:
+        if token is None:
+            return
+        if ending:
+            self._ending[account_id] = (token, time.monotonic() + HANDOVER_WAIT)
+        else:
             self._release(account_id, token)
 
     def forget(self, account_id: str, reason: WhyStopped) -> None:
@@ -232,7 +257,9 @@ class WatchOwner:
     def close(self) -> None:
         """Shutdown: every watch closed, every lease given back."""
         tokens = self.keeper.stop_all()
-        self.watches.close()
+        self.watches.close()  # waits for the watches to end
+        tokens.update((a, token) for a, (token, _) in self._ending.items())
+        self._ending.clear()
         with contextlib.suppress(LeaseBackendUnavailable):
             if tokens:
                 self.lease.release_many(tokens)
@@ -253,6 +280,11 @@ class WatchOwner:
             self.metrics.leases_lost.labels(t.reason).inc()
             log.warning("lease.%s account_id=%s", t.reason, t.account_id)
             self.stop(t.account_id, StopReason(t.reason))
+
+    def _give_back(self, account_id: str) -> None:
+        ending = self._ending.pop(account_id, None)
+        if ending is not None:
+            self._release(account_id, ending[0])
 
     def _release(self, account_id: str, token: str) -> None:
         with contextlib.suppress(LeaseBackendUnavailable):

@@ -20,6 +20,11 @@ State = Literal["opening", "parked", "idling", "fetching", "refreshing", "stoppe
 
 
 class WatchHooks(Protocol):
+    def prepare(self, account_ids: list[str]) -> None:
+        """Logins of these accounts start now: read what they need together (never
+        raises: a login that finds nothing read reads its own)."""
+        ...
+
     def open_session(self, account_id: str) -> MailboxSession: ...
 
     def sync(self, account_id: str, session: MailboxSession) -> Future[SyncOutcome]:

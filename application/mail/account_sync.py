@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from uuid import UUID
@@ -61,6 +61,7 @@ from application.mail.folder_reads import membership_reads, resync
 from application.mail.folder_seen import FolderSeenStore, PollPlan
 from application.mail.folder_sync import FolderSync
 from application.mail.ingestion import MailIngestion, Page, PageStored
+from application.mail.login_reads import LoginReads, read_logins
 from application.mail.membership import MembershipPass
 from application.mail.ports import (
     BlobOwner,
@@ -124,14 +125,24 @@ class AccountSync:
         """The account from the event store; None unless it is active."""
         return syncable(self.ctx.store, account_id)
 
+    def read_logins(self, account_ids: Collection[str]) -> dict[str, LoginReads]:
+        """What the logins of these accounts need, read together (``login_reads``)."""
+        return read_logins(self.ctx, account_ids)
+
     def open_session(
-        self, account: MailAccount, deadline: float | None = None, *, qresync: bool = False
+        self,
+        account: MailAccount,
+        deadline: float | None = None,
+        *,
+        qresync: bool = False,
+        secret: str | None = None,
     ) -> MailboxSession:
         """Log in to the account's mailbox (raises ``MailProviderError``); ``deadline``
         bounds everything the session does; ``qresync``: ENABLE it where offered (the
-        poll's session, never the watch's)."""
+        poll's session, never the watch's); ``secret``: read ahead (None: read it now)."""
         account_id = str(account.id)
-        secret = self.ctx.mail.secrets.get(account_id)
+        if secret is None:
+            secret = self.ctx.mail.secrets.get(account_id)
         if secret is None:
             raise MailboxAuthError("no usable secret for the account")
         username = reveal(self.ctx, account.imap["username"], account.tenant_id, account_id)

@@ -7,7 +7,7 @@ was ingested; a crash in between re-fetches the batch and dedup absorbs it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -50,6 +50,10 @@ class TimelineBucket:
 
 class MailboxStateStore(Protocol):
     def cursor(self, account_id: str) -> MailboxCursor | None: ...
+
+    def cursors(self, account_ids: Collection[str]) -> dict[str, MailboxCursor]:
+        """``cursor`` of several accounts in one read; an account without one is absent."""
+        ...
 
     def save_cursor(self, account_id: str, cursor: MailboxCursor | None) -> None: ...
 

@@ -4,6 +4,8 @@ another account's key reads as no secret."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from application.ports import SqlDatabase
 from infrastructure.crypto.keyring import KeyRing
 
@@ -41,12 +43,27 @@ class SqlSecretStore:
         with self.db.reading() as cur:
             cur.execute(f"SELECT sealed FROM {self.table} WHERE account_id = ?", (account_id,))
             row = cur.fetchone()
-        if row is None:
-            return None
-        owner = self.keys.account_named_by(row[0])
+        return None if row is None else self._open(account_id, row[0])
+
+    def get_many(self, account_ids: Collection[str]) -> dict[str, str]:
+        ids = list(account_ids)
+        if not ids:
+            return {}
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT account_id, sealed FROM {self.table}"
+                f" WHERE account_id IN ({', '.join('?' * len(ids))})",
+                ids,
+            )
+            rows = cur.fetchall()
+        opened = ((account_id, self._open(account_id, sealed)) for account_id, sealed in rows)
+        return {account_id: secret for account_id, secret in opened if secret is not None}
+
+    def _open(self, account_id: str, sealed: str) -> str | None:
+        owner = self.keys.account_named_by(sealed)
         if owner is None or owner[1] != account_id:
             return None
-        return self.keys.reveal(row[0], owner[0], account_id, PURPOSE)
+        return self.keys.reveal(sealed, owner[0], account_id, PURPOSE)
 
     def delete(self, account_id: str) -> None:
         with self.db.transaction() as cur:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import UTC, datetime
 
 from application.mail.ports import MailboxCursor
@@ -77,21 +77,29 @@ class SqlMailboxState:
             )
 
     def cursor(self, account_id: str) -> MailboxCursor | None:
+        return self.cursors([account_id]).get(account_id)
+
+    def cursors(self, account_ids: Collection[str]) -> dict[str, MailboxCursor]:
+        ids = list(account_ids)
+        if not ids:
+            return {}
         with self.db.reading() as cur:
             cur.execute(
-                f"SELECT uidvalidity, last_uid, highestmodseq, backfill_until FROM {TABLE}"
-                " WHERE account_id = ?",
-                (account_id,),
+                "SELECT account_id, uidvalidity, last_uid, highestmodseq, backfill_until"
+                f" FROM {TABLE} WHERE account_id IN ({', '.join('?' * len(ids))})",
+                ids,
             )
-            row = cur.fetchone()
-        if row is None or row[0] is None:
-            return None
-        return MailboxCursor(
-            int(row[0]),
-            int(row[1]),
-            None if row[2] is None else int(row[2]),
-            None if row[3] is None else int(row[3]),
-        )
+            rows = cur.fetchall()
+        return {
+            row[0]: MailboxCursor(
+                int(row[1]),
+                int(row[2]),
+                None if row[3] is None else int(row[3]),
+                None if row[4] is None else int(row[4]),
+            )
+            for row in rows
+            if row[1] is not None
+        }
 
     def save_cursor(self, account_id: str, cursor: MailboxCursor | None) -> None:
         self._upsert(

@@ -52,6 +52,7 @@ def worker(client: redis.Redis, prefix: str, worker_id: str) -> tuple[Supervisor
         status=fakes.Report(),
         metrics=WorkerMetrics(),
     )
+    watches.inbox = sup.inbox  # a stopped watch's end is news, as from the real manager
     infos = {a: AccountInfo(a, "t1", "u1", "private", "imap.example") for a in ACCOUNTS}
     sup.inbox.tell(DirectoryFetched(infos))
     sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))  # every account hot

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from application.mail.sync_outcome import SyncOutcome
 from application.signals import Signal
+from workers.news import Inbox, WatchStopped
 from workers.policies.watch_report import WatchStatus
 from workers.policies.watch_stops import StopReason, WhyStopped
 from workers.watch import State
@@ -22,6 +23,7 @@ class Watches:
         self.activated: list[str] = []
         self.refreshed: list[str] = []
         self.rate: float | None = None  # logins a second, as measured
+        self.inbox: Inbox | None = None  # where a stopped watch reports its end, as the real one
 
     def start(self, account_id: str, *, parked: bool = False) -> int:
         (self.parked if parked else self.started).append(account_id)
@@ -34,7 +36,12 @@ class Watches:
 
     def stop(self, account_id: str, reason: WhyStopped = StopReason.STOPPED) -> bool:
         self.stopped.append((account_id, reason))
-        return account_id in self.watching_now
+        if account_id not in self.watching_now:
+            return False
+        if self.inbox is not None:
+            self.watching_now.discard(account_id)
+            self.inbox.tell(WatchStopped(account_id, reason))
+        return True
 
     def is_watching(self, account_id: str) -> bool:
         return account_id in self.watching_now

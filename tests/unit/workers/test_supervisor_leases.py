@@ -19,7 +19,7 @@ import pytest
 from application.leases import LeaseBackendUnavailable
 from infrastructure.in_process.lease import InProcessLease
 from tests.unit.workers import fakes
-from workers import supervisor
+from workers import supervisor, watch_owner
 from workers.account_info import AccountInfo
 from workers.directory import AccountDirectory
 from workers.metrics import WorkerMetrics
@@ -352,3 +352,50 @@ def test_no_heartbeat_before_the_first_directory_answer(
     time.sleep(FLEET_COALESCE * 2)
     sup.turn()  # the answer brings a fleet tick forward
     assert registry.heartbeats >= 1
+
+
+def test_a_released_lease_is_given_back_only_once_its_watch_has_ended() -> None:
+    """Given back while the session still idled, the next holder's IDLE could reach the
+    server first: one mailbox in IDLE twice at once (seen once in a 10,000-account join)."""
+    watches = fakes.Watches()
+    lease = InProcessLease(TTL, holder="w1")
+    sup = owner(watches, lease)
+    assert sup.claim("acct")
+    sup.stop("acct", StopReason.RELEASED)
+    assert lease.acquire("acct") is None, "given back while its watch still ran"
+    assert not sup.claim("acct"), "claimed again while the old watch was ending"
+    sup.stopped(WatchStopped("acct", StopReason.RELEASED), 0.0)
+    assert lease.acquire("acct") is not None
+
+
+def test_a_watch_that_never_reports_its_end_holds_its_lease_only_so_long() -> None:
+    watches = fakes.Watches()
+    lease = InProcessLease(TTL, holder="w1")
+    sup = owner(watches, lease)
+    assert sup.claim("acct")
+    sup.stop("acct", StopReason.RELEASED)
+    sup.renew(time.monotonic() + watch_owner.HANDOVER_WAIT - 1.0)
+    assert lease.acquire("acct") is None
+    assert sup.next_wakeup() is not None
+    sup.renew(time.monotonic() + watch_owner.HANDOVER_WAIT + 0.1)
+    assert lease.acquire("acct") is not None
+
+
+def test_a_stop_without_a_watch_gives_the_lease_back_at_once() -> None:
+    watches = fakes.Watches()
+    lease = InProcessLease(TTL, holder="w1")
+    sup = owner(watches, lease)
+    assert sup.claim("acct")
+    watches.watching_now.discard("acct")  # its watch ended on its own already
+    sup.stop("acct", StopReason.RELEASED)
+    assert lease.acquire("acct") is not None
+
+
+def test_shutdown_gives_back_the_leases_of_watches_still_ending() -> None:
+    watches = fakes.Watches()
+    lease = InProcessLease(TTL, holder="w1")
+    sup = owner(watches, lease)
+    assert sup.claim("acct")
+    sup.stop("acct", StopReason.RELEASED)
+    sup.close()
+    assert lease.acquire("acct") is not None

@@ -16,6 +16,7 @@ import pytest
 from application.mail.ports import IdleNews
 from application.mail.state import ErrorKind
 from application.mail.sync_outcome import SyncOutcome
+from workers import watch_logins
 from workers.policies.watch_stops import StopReason
 from workers.watch import WatchManager
 
@@ -66,9 +67,18 @@ class FakeHooks:
         self.failing: ErrorKind | None = None  # every page ends with this kind
         self.asked: Counter[str] = Counter()  # which folders to push, asked per account
         self.changed: Counter[str] = Counter()  # news of changed folders per account
+        self.prepared: list[list[str]] = []  # the batches of logins read ahead for
+        self.opened_unprepared: list[str] = []
         self._lock = threading.Lock()
 
+    def prepare(self, account_ids: list[str]) -> None:
+        with self._lock:
+            self.prepared.append(list(account_ids))
+
     def open_session(self, account_id: str) -> Any:
+        with self._lock:
+            if not any(account_id in batch for batch in self.prepared):
+                self.opened_unprepared.append(account_id)
         session = FakeSession()
         with self._lock:
             self.sessions[account_id] = session
@@ -316,3 +326,51 @@ def test_news_of_changed_folders_is_told_and_the_watch_stays_in_idle(
     wait_for(lambda: hooks.changed["a"] == 1)
     assert watches.watching() == {"a": "idling"}
     assert hooks.syncs["a"] == 1  # no fetch: only the catch-up after login
+
+
+class GatedLogins(FakeHooks):
+    """Logins wait on a gate: the first batch's reads wait too, so the rest queue."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+
+    def prepare(self, account_ids: list[str]) -> None:
+        super().prepare(account_ids)
+        self.gate.wait(5)
+
+
+def test_logins_started_together_have_their_reads_made_together_in_bounded_batches() -> None:
+    hooks = GatedLogins()
+    watches = WatchManager(hooks, pool_size=4)
+    try:
+        accounts = [f"a{i:03d}" for i in range(200)]
+        watches.start(accounts[0])  # a lone login: a batch of one
+        wait_for(lambda: hooks.prepared == [["a000"]])
+        for account_id in accounts[1:]:  # a flood while the first batch waits
+            watches.start(account_id, parked=True)
+        hooks.gate.set()
+        wait_for(lambda: len(watches.watching()) == 200)
+        wait_for(lambda: set(watches.watching().values()) == {"parked", "idling"})
+        batches = hooks.prepared
+        assert sorted(a for batch in batches for a in batch) == accounts  # each once
+        assert all(len(batch) <= watch_logins.OPEN_BATCH for batch in batches)
+        assert len(batches) < 1 + 199 / 8, "a flood read one login at a time"
+        assert hooks.opened_unprepared == []  # every login after its batch's reads
+    finally:
+        watches.close()
+
+
+class FailingPrepare(FakeHooks):
+    def prepare(self, account_ids: list[str]) -> None:
+        raise RuntimeError("a bug")
+
+
+def test_a_failing_read_ahead_leaves_each_login_to_read_its_own() -> None:
+    watches = WatchManager(FailingPrepare(), pool_size=2)
+    try:
+        for account_id in ("a", "b", "c"):
+            watches.start(account_id)
+        wait_for(lambda: watches.watching() == dict.fromkeys("abc", "idling"))
+    finally:
+        watches.close()

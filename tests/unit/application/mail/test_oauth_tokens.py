@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Collection
 
 import pytest
 
@@ -38,6 +39,9 @@ class Secrets:
 
     def get(self, account_id: str) -> str | None:
         return self.rows.get(account_id)
+
+    def get_many(self, account_ids: Collection[str]) -> dict[str, str]:
+        return {a: self.rows[a] for a in account_ids if a in self.rows}
 
     def delete(self, account_id: str) -> None:
         self.rows.pop(account_id, None)
