@@ -39,6 +39,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING
 
 from application.errors import ConcurrencyConflict
+from application.mail.outbound.ports import DuePlace
 from application.mail.outbound.sent_copy import Kept
 from application.streams import commit
 from domain.mail_account import MailAccount
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tidings.outbound")
 SERIES_LIMIT = 100  # attempts on one account's messages before others get the thread
 SERIES_LOOKS = 1000  # candidates one series looks at (a stale read model offers sent ones)
+READ_PAGE = 16  # the account's due messages read at a time
 
 Recording = Future[tuple[bool, "Claim | None"]]
 
@@ -214,6 +216,7 @@ class _Picker:
         self._limit = limit
         self._seen: set[str] = set()
         self._read: deque[str] = deque()
+        self._place: DuePlace | None = None  # the last row read of the read model
         self._lock = threading.Lock()
         self._ended = False
         self.attempts = 0
@@ -251,14 +254,17 @@ class _Picker:
             return None
         while not self._read and len(self._seen) < SERIES_LOOKS:
             now = self._delivery.ctx.clock.now().astimezone(UTC).isoformat()
-            # Rows the read model has not seen change yet come back: ask past them.
-            rows = outbox.due_of_account(self.account_id, now, len(self._seen) + 16)
-            fresh = [r for r in rows if r not in self._seen]
+            # Page by place in the queue: rows the read model has not seen change yet
+            # (sent by this series, or settled before it) are never read twice. One
+            # that becomes due behind the place is the scan's.
+            rows = outbox.due_of_account(self.account_id, now, READ_PAGE, self._place)
+            if not rows:
+                break
+            self._place = rows[-1]
+            fresh = [r.outbound_id for r in rows if r.outbound_id not in self._seen]
             # Those this worker settled need no load to tell (a lagging read model
             # offers them to every new series of the account).
             settled = {r for r in fresh if self._delivery.settled(r)}
             self._seen.update(settled)
             self._read.extend(r for r in fresh if r not in settled)
-            if not settled:
-                break
         return self._read.popleft() if self._read else None
