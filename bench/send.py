@@ -19,7 +19,10 @@ server's ``250``. That instant is "accepted" for both sides.
   meanwhile (printed: the machine is shared).
   Baseline: ``smtplib`` sending the same N messages in a loop over one
   connection. ``--rounds`` (3) alternate the two; the row gives their medians (goal:
-  ratio >= 0.7);
+  ratio >= 0.7). Printed too: the CPU a message of each program over the timed
+  stretches of each side (``cpu_by_program``: this process, the private Postfix's and
+  Dovecot's processes, the PostgreSQL backends of this process's connections), since
+  on a machine of few cores the ratio is partly which side burns more CPU in all;
 - *latency*: M messages one at a time, from ``app.write("send-message")`` to the policy
   service's note, through the real outbox thread (``run_outbound``) woken by the
   ``outbound_queued`` signal. Extra: each message's time minus the median of the
