@@ -19,7 +19,10 @@ server's ``250``. That instant is "accepted" for both sides.
   meanwhile (printed: the machine is shared).
   Baseline: ``smtplib`` sending the same N messages in a loop over one
   connection. ``--rounds`` (3) alternate the two; the row gives their medians (goal:
-  ratio >= 0.7);
+  ratio >= 0.7). Printed too: the CPU a message of each program over the timed
+  stretches of each side (``cpu_by_program``: this process, the private Postfix's and
+  Dovecot's processes, the PostgreSQL backends of this process's connections), since
+  on a machine of few cores the ratio is partly which side burns more CPU in all;
 - *latency*: M messages one at a time, from ``app.write("send-message")`` to the policy
   service's note, through the real outbox thread (``run_outbound``) woken by the
   ``outbound_queued`` signal. Extra: each message's time minus the median of the
@@ -54,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from application.streams import load
 from application.users import User
+from bench import cpu_by_program
 from bench._common import (
     BACKENDS,
     Backend,
@@ -124,7 +128,13 @@ def policy_server(accepted: Accepted) -> socketserver.ThreadingTCPServer:
 
 
 def baseline(
-    postfix: PostfixServer, user: Any, to: str, count: int, text: str, accepted: Accepted
+    postfix: PostfixServer,
+    user: Any,
+    to: str,
+    count: int,
+    text: str,
+    accepted: Accepted,
+    programs: dict[str, float] | None = None,
 ) -> tuple[float, list[float]]:
     """A plain smtplib loop over one connection: (seconds in all, each message's
     ``send_message`` call to its acceptance)."""
@@ -140,6 +150,7 @@ def baseline(
         messages.append(message)
     latencies = []
     seen = len(accepted.times)
+    cpu = cpu_by_program.snapshot()
     started = time.perf_counter()
     with smtplib.SMTP(postfix.host, postfix.submission_port, timeout=30) as client:
         client.starttls(context=context)
@@ -148,7 +159,10 @@ def baseline(
             sent = time.perf_counter()
             client.send_message(message)
             latencies.append(accepted.wait_for(seen + n) - sent)
-    return time.perf_counter() - started, latencies
+    elapsed = time.perf_counter() - started
+    if programs is not None:
+        cpu_by_program.add_spent(programs, cpu, cpu_by_program.snapshot())
+    return elapsed, latencies
 
 
 def connect(app: Any, dovecot: DovecotServer, postfix: PostfixServer, user: Any) -> str:
@@ -197,7 +211,9 @@ def is_sent(app: Any, outbound_id: str) -> bool:
     return load(app.ctx.store, Outbound, UUID(outbound_id)).state == "sent"
 
 
-def tidings_rate(env: dict[str, Any], to: str, text: str, messages: int) -> tuple[float, float]:
+def tidings_rate(
+    env: dict[str, Any], to: str, text: str, messages: int, programs: dict[str, float]
+) -> tuple[float, float]:
     """N messages queued (untimed), then sent by the worker's outbox thread: messages/s
     from its start to the last one recorded ``sent``, and the CPU seconds this process
     spent a message meanwhile (the worker's threads, SQLite's work, the policy service)."""
@@ -217,12 +233,14 @@ def tidings_rate(env: dict[str, Any], to: str, text: str, messages: int) -> tupl
         args=(delivery, stop, settings.send_interval, settings.send_concurrency, wake),
         daemon=True,
     )
+    before = cpu_by_program.snapshot()
     started, cpu = time.perf_counter(), time.process_time()
     thread.start()
     accepted.wait_for(seen + messages, timeout=600)
     while not all(is_sent(app, i) for i in ids[-settings.send_concurrency :]):
         time.sleep(0.0005)  # the last ones' `sent` recorded
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+    cpu_by_program.add_spent(programs, before, cpu_by_program.snapshot())
     stop.set()
     wake.event.set()
     thread.join(60)
@@ -243,14 +261,22 @@ def run_size(
     )
     to, text, label = f"rcpt@{DOMAIN}", body(kib), f"{kib} KiB"
     base_rates, rates, cpu = [], [], []
+    base_programs: dict[str, float] = {}
+    programs: dict[str, float] = {}
     for turn in range(1, rounds + 1):  # alternating, so a burst of load hits both sides
         say(f"{backend} {label}, round {turn}: baseline, {messages} messages, one connection")
-        base_seconds, _ = baseline(postfix, sender, to, messages, text, accepted)
+        base_seconds, _ = baseline(postfix, sender, to, messages, text, accepted, base_programs)
         base_rates.append(messages / base_seconds)
         say(f"{backend} {label}, round {turn}: tidings, {messages} messages, one worker")
-        rate, cpu_a_send = tidings_rate(env, to, text, messages)
+        rate, cpu_a_send = tidings_rate(env, to, text, messages, programs)
         rates.append(rate)
         cpu.append(cpu_a_send)
+    say(f"{backend} {label}: CPU a message by program, baseline | tidings (all rounds)")
+    for name in sorted(base_programs.keys() | programs.keys()):
+        say(
+            f"  {name:32} {base_programs.get(name, 0.0) * 1000 / (messages * rounds):6.2f} ms"
+            f" | {programs.get(name, 0.0) * 1000 / (messages * rounds):6.2f} ms"
+        )
     say(  # the machine is shared: the worker's own CPU a send says what wall time cannot
         f"{backend} {label}: worker CPU a send " + ", ".join(f"{c * 1000:.2f} ms" for c in cpu)
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from application.mail.outbound.ports import DuePlace
 from application.ports import SqlDatabase
 from projections.mail_outbound import COLUMNS, TABLES
 
@@ -84,14 +85,20 @@ class OutboxReader:
             )
             return [(str(row[0]), str(row[1])) for row in cur.fetchall()]
 
-    def due_of_account(self, account_id: str, now_iso: str, limit: int) -> list[str]:
+    def due_of_account(
+        self, account_id: str, now_iso: str, limit: int, after: DuePlace | None = None
+    ) -> list[DuePlace]:
+        after_sql, after_params = "", []
+        if after is not None:
+            after_sql = " AND (queued_at > ? OR (queued_at = ? AND outbound_id > ?))"
+            after_params = [after.queued_at, after.queued_at, after.outbound_id]
         with self._db.reading() as cur:
             cur.execute(
-                f"SELECT outbound_id FROM {TABLES['outbound']} WHERE account_id = ?"
-                f" AND ({_DUE}) ORDER BY queued_at, outbound_id LIMIT ?",
-                (account_id, now_iso, now_iso, now_iso, limit),
+                f"SELECT queued_at, outbound_id FROM {TABLES['outbound']} WHERE account_id = ?"
+                f"{after_sql} AND ({_DUE}) ORDER BY queued_at, outbound_id LIMIT ?",
+                (account_id, *after_params, now_iso, now_iso, now_iso, limit),
             )
-            return [str(row[0]) for row in cur.fetchall()]
+            return [DuePlace(str(row[0]), str(row[1])) for row in cur.fetchall()]
 
     def queued_since(self, account_id: str, since_iso: str) -> int:
         with self._db.reading() as cur:

@@ -128,6 +128,14 @@ class SentFolderSession(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class DuePlace:
+    """A due message and its place in an account's queue (oldest queued first)."""
+
+    queued_at: str
+    outbound_id: str
+
+
 class OutboxReadModel(Protocol):
     def outbound(self, tenant_id: str, outbound_id: str) -> dict[str, Any] | None: ...
 
@@ -145,9 +153,11 @@ class OutboxReadModel(Protocol):
         ``sending`` past the claim of their attempt, or sent with a Sent copy to retry."""
         ...
 
-    def due_of_account(self, account_id: str, now_iso: str, limit: int) -> list[str]:
-        """Ids of the account's messages to act on now (as ``due_outbound``), oldest
-        queued first."""
+    def due_of_account(
+        self, account_id: str, now_iso: str, limit: int, after: DuePlace | None = None
+    ) -> list[DuePlace]:
+        """The account's messages to act on now (as ``due_outbound``), oldest queued
+        first, from past ``after`` where given (a page of a series' scan)."""
         ...
 
     def queued_since(self, account_id: str, since_iso: str) -> int:
