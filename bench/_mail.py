@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
@@ -602,6 +602,46 @@ def cpu_by_program(
     for pid, (name, seconds) in after.items():
         used[name] = used.get(name, 0.0) + seconds - before.get(pid, (name, 0.0))[1]
     return used
+
+
+def cpu_of(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], pids: Iterable[int]
+) -> float:
+    """CPU seconds these processes used between two ``cpu_by_process`` samples (a process
+    that started between them counts whole)."""
+    used = 0.0
+    for pid in set(pids) & after.keys():
+        used += after[pid][1] - (before[pid][1] if pid in before else 0.0)
+    return used
+
+
+def socket_ports(pids: Iterable[int], remote_port: int) -> set[int]:
+    """Local ports of these processes' TCP connections to ``remote_port``: their socket
+    inodes (``/proc/PID/fd``) found in the kernel's TCP tables."""
+    inodes: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:["):
+                        inodes.add(link[8:-1])
+    ports: set[int] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes and int(fields[2].rsplit(":", 1)[1], 16) == remote_port:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def backends_of(conn: Any, pids: Iterable[int]) -> set[int]:
+    """The PostgreSQL backends serving these processes' connections (matched by client
+    port): their CPU told from that of others sharing the server."""
+    ports = sorted(socket_ports(pids, conn.info.port))
+    rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", (ports,))
+    return {int(row[0]) for row in rows.fetchall()}
 
 
 def machine_busy() -> tuple[float, float]:
