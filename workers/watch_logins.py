@@ -46,21 +46,22 @@ class LoginQueue(Generic[W]):
 
     def _open_batch(self) -> None:
         """Read ahead for the logins queued so far, then open them (this thread the
-        first, the pool the rest); more queued behind them get an opener of their own
-        first, so their reads overlap these logins."""
+        first, the pool the rest). The next batch's opener queues behind these logins:
+        its reads overlap their last ones, and a flood's first logins do not wait for
+        every batch's reads."""
         with self._lock:
             batch = [self._waiting.popleft() for _ in range(min(OPEN_BATCH, len(self._waiting)))]
+        if batch:
+            try:
+                self._prepare([self._account_of(item) for item in batch])
+            except Exception:  # a bug of the hook's: the logins read their own
+                log.exception("watch.prepare_failed accounts=%d", len(batch))
+        with self._lock:
             more = self._opener_queued = bool(self._waiting)
         with contextlib.suppress(RuntimeError):  # the pool is shut down: we are closing
-            if more:
-                self._pool.submit(self._open_batch)
-        if not batch:
-            return
-        try:
-            self._prepare([self._account_of(item) for item in batch])
-        except Exception:  # a bug of the hook's: the logins read their own
-            log.exception("watch.prepare_failed accounts=%d", len(batch))
-        with contextlib.suppress(RuntimeError):
             for item in batch[1:]:
                 self._pool.submit(self._open_one, item)
-        self._open_one(batch[0])
+            if more:
+                self._pool.submit(self._open_batch)
+        if batch:
+            self._open_one(batch[0])
