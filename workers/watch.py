@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import os
 import queue
 import random
@@ -90,7 +91,9 @@ class WatchManager:
         # Logins wait on the server and come in floods (a failover, a restart): their own
         # pool keeps a flood from queueing ahead of sessions that only need IDLE again.
         self._logins = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="login")
-        self._to_open = LoginQueue(self._logins, _account_of, hooks.prepare, self._open)
+        self._to_open = LoginQueue(
+            self._logins, operator.attrgetter("account_id"), hooks.prepare, self._open
+        )
         self._selector = selectors.DefaultSelector()
         self._commands: queue.SimpleQueue[tuple[str, Watch]] = queue.SimpleQueue()
         self._wake_r, self._wake_w = os.pipe()
@@ -450,7 +453,3 @@ class WatchManager:
         watch.probe_sent_at = now
         self._counts.probe("sent")
         log.debug("watch.probe account_id=%s", watch.account_id)
-
-
-def _account_of(watch: Watch) -> str:
-    return watch.account_id

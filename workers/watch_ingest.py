@@ -102,13 +102,14 @@ class WatchIngest:
 
     def open_session(self, account_id: str) -> MailboxSession:
         with self._lock:
-            ahead = self._ahead.pop(account_id, None)
-        if ahead is not None and time.monotonic() - ahead[1] <= READ_AHEAD_FOR:
-            read = ahead[0]
-            self._remember(read.account)
-            if read.cursor is not None:
-                with self._lock:
+            read, at = self._ahead.pop(account_id, (None, 0.0))
+            if read is not None and time.monotonic() - at > READ_AHEAD_FOR:
+                read = None
+            if read is not None:
+                self._accounts[account_id] = read.account
+                if read.cursor is not None:
                     self._cursors.setdefault(account_id, read.cursor)
+        if read is not None:  # the login itself outside the lock: it waits on the server
             return self._sync.open_session(read.account, secret=read.secret)
         account = self._account(account_id)
         if account is None:
