@@ -143,7 +143,9 @@ def profiled(
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{label}-{worker.name}.txt"
     mode = "--idle" if waits else "--gil"
-    argv = [binary, "record", "-p", str(worker.pid), mode, "-r", "50", "-f", "raw"]
+    # --nonblocking: a paused worker queues its pages into larger batches, which moved
+    # the burst from one of its two modes to the other (bench/README.md, fleet.py).
+    argv = [binary, "record", "-p", str(worker.pid), mode, "--nonblocking", "-r", "50", "-f", "raw"]
     proc = subprocess.Popen(
         [*argv, "-o", str(path)],
         stdout=subprocess.DEVNULL,
