@@ -111,7 +111,12 @@ def test_metrics_healthz_and_sigterm(fleet: Fleet) -> None:
         )
         assert taken < exited + TTL / 2, "released leases are taken at the next tick"
         assert took < TTL / 2 + OBSERVE_SLACK
-        assert int(staying.metric("tidings_accounts_owned")) == len(hot)
+        # The gauge follows once a loop turn (at least every second) after the claims.
+        wait_for(
+            "the staying worker's gauge to count every account",
+            lambda: int(staying.metric("tidings_accounts_owned")) == len(hot),
+            timing.WAIT_QUICK,
+        )
         watchers.assert_never_twice()
         assert "worker.stop" in leaving.log()
     finally:
