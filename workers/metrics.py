@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -69,6 +69,25 @@ class WorkerMetrics:
             ["outcome"],
             registry=r,
         )
+
+    def watches_seen(
+        self,
+        *,
+        owned: int,
+        states: Iterable[str],
+        probes: Mapping[str, int],
+        login_rate: float | None,
+    ) -> None:
+        """The watch gauges from one look at the watches (``states``: one per watch)."""
+        self.accounts_owned.set(owned)
+        counts: dict[str, int] = {}
+        for state in states:
+            counts[state] = counts.get(state, 0) + 1
+        for state in ("opening", "parked", "idling", "fetching", "refreshing"):
+            self.watchers.labels(state).set(counts.get(state, 0))
+        for outcome, count in probes.items():
+            self.watch_probes.labels(outcome).inc(count)
+        self.login_rate.set(login_rate or 0.0)
 
 
 class CountingProvider:

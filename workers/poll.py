@@ -3,7 +3,10 @@
 Invariants: at most ``concurrency`` accounts sync at once; an account still syncing
 (from an earlier tick, or past its deadline and not yet returned) is skipped by the
 next tick, never joined; one account's failure never stops the others; an account
-past its deadline counts as a transient failure for this pass.
+past its deadline counts as a transient failure for this pass. A poll's deadline runs
+from when it starts, not from when it was asked for; the supervisor asks for no more
+than ``free_slots`` (its schedule holds the rest, so a backlog never waits here, where
+neither ownership nor deadlines are looked at again).
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ class Poller:
         self._in_flight: set[str] = set()
         self._lock = threading.Lock()
 
-    def _run(self, account_id: str, deadline: float) -> SyncOutcome:
+    def _run(self, account_id: str, deadline: float | None) -> SyncOutcome:
+        if deadline is None:
+            deadline = time.monotonic() + self._deadline_seconds
         try:
             return self._sync(account_id, deadline)
         except Exception as error:  # a bug in one account's sync must not stop the pass
@@ -47,14 +52,19 @@ class Poller:
             with self._lock:
                 self._in_flight.discard(account_id)
 
+    def free_slots(self) -> int:
+        """Polls that can start now without queueing (a poll past its deadline still
+        holds its thread until its session ends it)."""
+        with self._lock:
+            return max(self._concurrency - len(self._in_flight), 0)
+
     def submit(self, account_id: str, on_done: Callable[[SyncOutcome], None]) -> bool:
         """Start one account's poll in the background, unless it is still syncing."""
         with self._lock:
             if account_id in self._in_flight:
                 return False
             self._in_flight.add(account_id)
-        deadline = time.monotonic() + self._deadline_seconds
-        future = self._pool.submit(self._run, account_id, deadline)
+        future = self._pool.submit(self._run, account_id, None)
 
         def report(done: Future[SyncOutcome]) -> None:
             if not done.cancelled():  # cancelled: the worker is closing, nobody waits

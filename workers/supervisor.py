@@ -39,7 +39,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.mail.state import ErrorKind
@@ -111,6 +111,7 @@ class Supervisor:
         self.polls: DueScheduler[str] = DueScheduler()
         self.folder_news = FolderNews(self.polls)
         self._live: dict[str, int] | None = None
+        self._held_elsewhere: Mapping[str, float] = {}  # hot leases others held at the tick
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
         self._next_directory = 0.0
@@ -171,7 +172,9 @@ class Supervisor:
 
     def _full_sleep_time(self, now: float) -> float:
         candidates = [self._next_fleet - now, 1.0]
-        for due, clock in ((self.owner.next_wakeup(), now), (self.polls.next_due(), time.time())):
+        # With every poll slot taken, a poll's end (``PollDone``) wakes the loop instead.
+        next_poll = self.polls.next_due() if self.poller.free_slots() else None
+        for due, clock in ((self.owner.next_wakeup(), now), (next_poll, time.time())):
             if due is not None:
                 candidates.append(due - clock)
         return max(min(candidates), 0.01)
@@ -192,6 +195,7 @@ class Supervisor:
                     self.folder_news.heard(account_id, time.time())
                 case news.PollDone(outcome):
                     self._polled(outcome)
+                    self._wake_at = min(self._wake_at, self._next_chores)  # a slot is free
                 case news.DirectoryFetched(accounts, activity):
                     self._directory_fetched(accounts, now)
                     if accounts is not None and activity is not None:
@@ -307,7 +311,9 @@ class Supervisor:
         try:
             taken = self.owner.taken(hot - mine)
         except LeaseBackendUnavailable:
+            self._held_elsewhere = {}
             return
+        self._held_elsewhere = taken  # their holders poll them (``_owns_poll``)
         early = failover.look_again_at(
             taken.values(), now, fleet_tick=self.settings.fleet_tick, margin=FLEET_COALESCE
         )
@@ -381,20 +387,30 @@ class Supervisor:
             account_id,
             self.settings.worker_id,
             holds_lease=self.owner.holds(account_id),
+            held_elsewhere=account_id in self._held_elsewhere,
             live_workers=self._live,
         )
 
     def _start_polls(self, wall: float) -> None:
+        """Due polls, as many as the poller can start now: the rest stay due here, where
+        who owns each is decided when it starts (a worker that just joined, or an account
+        another worker took meanwhile, changes it)."""
         tiers = None
-        for account_id in self.polls.pop_due(wall):
-            if account_id not in self.directory.syncable:
-                continue
-            if tiers is None:
-                tiers = self.tiers.classify(wall, self._hot_budget())
-            tier = tiers.get(account_id, "warm")
-            self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
-            if not self._owns_poll(account_id) or self.poller.submit(account_id, self._poll_done):
-                self.folder_news.started(account_id, wall)
+        while (free := self.poller.free_slots()) > 0:
+            due = self.polls.pop_due(wall, limit=free)
+            if not due:
+                return
+            for account_id in due:
+                if account_id not in self.directory.syncable:
+                    continue
+                if tiers is None:
+                    tiers = self.tiers.classify(wall, self._hot_budget())
+                tier = tiers.get(account_id, "warm")
+                self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
+                if not self._owns_poll(account_id) or self.poller.submit(
+                    account_id, self._poll_done
+                ):
+                    self.folder_news.started(account_id, wall)
 
     def _poll_done(self, outcome: SyncOutcome) -> None:  # a poll thread
         self.inbox.tell(news.PollDone(outcome))
@@ -402,15 +418,12 @@ class Supervisor:
     # --- metrics and shutdown -------------------------------------------------------------
 
     def _update_metrics(self) -> None:
-        self.metrics.accounts_owned.set(len(self.owner))
-        states: dict[str, int] = {}
-        for state in self.owner.watch_states().values():
-            states[state] = states.get(state, 0) + 1
-        for state in ("opening", "parked", "idling", "fetching", "refreshing"):
-            self.metrics.watchers.labels(state).set(states.get(state, 0))
-        for outcome, count in self.owner.take_probe_counts().items():
-            self.metrics.watch_probes.labels(outcome).inc(count)
-        self.metrics.login_rate.set(self.owner.login_rate() or 0.0)
+        self.metrics.watches_seen(
+            owned=len(self.owner),
+            states=self.owner.watch_states().values(),
+            probes=self.owner.take_probe_counts(),
+            login_rate=self.owner.login_rate(),
+        )
 
     def shutdown(self) -> None:
         """Graceful stop: watches closed, leases released, heartbeat withdrawn, the watch

@@ -76,13 +76,23 @@ def _preferred(account_id: str, workers: tuple[str, ...]) -> str:
 
 
 def owns_poll(
-    account_id: str, me: str, *, holds_lease: bool, live_workers: Collection[str] | None
+    account_id: str,
+    me: str,
+    *,
+    holds_lease: bool,
+    live_workers: Collection[str] | None,
+    held_elsewhere: bool = False,
 ) -> bool:
     """Whether this worker polls the account: the lease holder does (a hot account's
-    secondary poll), else its preferred live worker; everyone, when the fleet is unknown
-    (e.g. Redis down) — a poll twice is safe, dedup absorbs it; a poll by nobody is not."""
+    secondary poll); an account whose lease another worker held at the last fleet tick
+    is that holder's; else its preferred live worker polls it; everyone, when the fleet
+    is unknown (e.g. Redis down) — a poll twice is safe, dedup absorbs it; a poll by
+    nobody is not (a holder that died loses its lease within the ttl, and the account is
+    its preferred worker's again at the next tick)."""
     if holds_lease or not live_workers:
         return True
+    if held_elsewhere:
+        return False
     return poll_owner(account_id, live_workers) == me
 
 

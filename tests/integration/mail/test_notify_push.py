@@ -56,6 +56,9 @@ class CountedPolls:
         self.started = self.finished = 0
         self._lock = threading.Lock()
 
+    def free_slots(self) -> int:
+        return self.inner.free_slots()
+
     def submit(self, account_id: str, on_done: Callable[[SyncOutcome], None]) -> bool:
         def done(outcome: SyncOutcome) -> None:
             with self._lock:

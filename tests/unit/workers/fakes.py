@@ -112,6 +112,10 @@ class Ingest:
 class Polls:
     def __init__(self) -> None:
         self.submitted: list[str] = []
+        self.slots = 1_000_000
+
+    def free_slots(self) -> int:
+        return self.slots - len(self.submitted)
 
     def submit(self, account_id: str, on_done: Callable[[SyncOutcome], None]) -> bool:
         self.submitted.append(account_id)

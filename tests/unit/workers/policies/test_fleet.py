@@ -239,6 +239,15 @@ def test_the_lease_holder_owns_the_poll_else_the_preferred_live_worker() -> None
     assert fleet.owns_poll("acct", other, holds_lease=True, live_workers=workers)
 
 
+def test_an_account_another_worker_holds_is_polled_by_its_holder_alone() -> None:
+    workers = ["w1", "w2", "w3"]
+    owner = fleet.poll_owner("acct", workers)
+    assert not fleet.owns_poll(
+        "acct", owner, holds_lease=False, held_elsewhere=True, live_workers=workers
+    )
+    assert fleet.owns_poll("acct", owner, holds_lease=False, held_elsewhere=True, live_workers=None)
+
+
 def test_with_the_fleet_unknown_everyone_polls() -> None:
     assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=None)
     assert fleet.owns_poll("acct", "w1", holds_lease=False, live_workers=[])
