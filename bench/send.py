@@ -2,9 +2,11 @@
 sending the same messages in a loop over one connection in the same run, and the latency
 ``send-message`` adds before the server accepts a message.
 
-Postfix runs a policy service at end-of-data (``smtpd_end_of_data_restrictions``): this
-process answers it and notes the time each message's DATA is complete, just before the
-server's ``250``. That instant is "accepted" for both sides.
+Postfix runs a policy service at end-of-data (``smtpd_end_of_data_restrictions``): a
+process of its own (``policy_service.py``) answers it and notes the time each message's
+DATA is complete, just before the server's ``250``. That instant is "accepted" for both
+sides. The service is the server's part, so it does not share this process's GIL: inside
+it, its answer waited behind the worker's threads in the tidings rounds alone.
 
 - *throughput*: N messages queued with ``send-message`` (untimed), then one worker's
   outbox thread (``run_outbound``, its first scan at once) sends them: one series for the
@@ -20,9 +22,10 @@ server's ``250``. That instant is "accepted" for both sides.
   Baseline: ``smtplib`` sending the same N messages in a loop over one
   connection. ``--rounds`` (3) alternate the two; the row gives their medians (goal:
   ratio >= 0.7). Printed too: the CPU a message of each program over the timed
-  stretches of each side (``cpu_by_program``: this process, the private Postfix's and
-  Dovecot's processes, the PostgreSQL backends of this process's connections), since
-  on a machine of few cores the ratio is partly which side burns more CPU in all;
+  stretches of each side (``cpu_by_program``: this process, the policy service's, the
+  private Postfix's and Dovecot's processes, the PostgreSQL backends of this process's
+  connections), since on a machine of few cores the ratio is partly which side burns
+  more CPU in all;
 - *latency*: M messages one at a time, from ``app.write("send-message")`` to the policy
   service's note, through the real outbox thread (``run_outbound``) woken by the
   ``outbound_queued`` signal. Extra: each message's time minus the median of the
@@ -41,7 +44,6 @@ import base64
 import os
 import secrets
 import smtplib
-import socketserver
 import ssl
 import statistics
 import sys
@@ -68,6 +70,7 @@ from bench._common import (
     say,
     scratch_database,
 )
+from bench.policy_service import PolicyProcess
 from domain.outbound import Outbound
 from infrastructure.bootstrap import bootstrap
 from infrastructure.bootstrap_workers import build_outbound_delivery, outbox_signals
@@ -92,9 +95,9 @@ class Accepted:
         self.times: list[float] = []
         self.changed = threading.Condition()
 
-    def note(self) -> None:
+    def note(self, at: float) -> None:
         with self.changed:
-            self.times.append(time.perf_counter())
+            self.times.append(at)
             self.changed.notify_all()
 
     def wait_for(self, count: int, timeout: float = 60.0) -> float:
@@ -103,28 +106,6 @@ class Accepted:
             if not self.changed.wait_for(lambda: len(self.times) >= count, timeout):
                 raise TimeoutError(f"{count} acceptances expected, {len(self.times)} seen")
             return self.times[count - 1]
-
-
-def policy_server(accepted: Accepted) -> socketserver.ThreadingTCPServer:
-    """A Postfix policy service (attribute lines, a blank line; answers DUNNO)."""
-
-    class Handler(socketserver.StreamRequestHandler):
-        def handle(self) -> None:
-            state = b""
-            for line in self.rfile:
-                if line.startswith(b"protocol_state="):
-                    state = line.strip()
-                if line.strip():
-                    continue
-                if state == b"protocol_state=END-OF-MESSAGE":
-                    accepted.note()
-                self.wfile.write(b"action=DUNNO\n\n")
-                self.wfile.flush()
-
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def baseline(
@@ -148,21 +129,21 @@ def baseline(
         message["Message-ID"] = f"<{uuid.uuid4().hex}@{DOMAIN}>"
         message.set_content(text)
         messages.append(message)
-    latencies = []
+    sent = []
     seen = len(accepted.times)
     cpu = cpu_by_program.snapshot()
     started = time.perf_counter()
     with smtplib.SMTP(postfix.host, postfix.submission_port, timeout=30) as client:
         client.starttls(context=context)
         client.login(user.name, user.password)
-        for n, message in enumerate(messages, 1):
-            sent = time.perf_counter()
+        for message in messages:  # each one's 250 comes after its acceptance was noted
+            sent.append(time.perf_counter())
             client.send_message(message)
-            latencies.append(accepted.wait_for(seen + n) - sent)
     elapsed = time.perf_counter() - started
     if programs is not None:
         cpu_by_program.add_spent(programs, cpu, cpu_by_program.snapshot())
-    return elapsed, latencies
+    accepted.wait_for(seen + count)  # the notes come through a pipe: read after the loop
+    return elapsed, [accepted.times[seen + n] - at for n, at in enumerate(sent)]
 
 
 def connect(app: Any, dovecot: DovecotServer, postfix: PostfixServer, user: Any) -> str:
@@ -216,7 +197,7 @@ def tidings_rate(
 ) -> tuple[float, float]:
     """N messages queued (untimed), then sent by the worker's outbox thread: messages/s
     from its start to the last one recorded ``sent``, and the CPU seconds this process
-    spent a message meanwhile (the worker's threads, SQLite's work, the policy service)."""
+    spent a message meanwhile (the worker's threads, SQLite's work)."""
     app, delivery, settings, account, accepted = (
         env["app"],
         env["delivery"],
@@ -283,7 +264,9 @@ def run_size(
     rate, base_rate = statistics.median(rates), statistics.median(base_rates)
     say(
         f"{backend} {label}: rounds' ratios "
-        + ", ".join(f"{r / b:.2f}" for r, b in zip(rates, base_rates, strict=True))
+        + ", ".join(
+            f"{r / b:.2f} ({r:,.0f}/{b:,.0f}/s)" for r, b in zip(rates, base_rates, strict=True)
+        )
     )
     rows = [
         Row(
@@ -339,8 +322,8 @@ def run_backend(
 ) -> list[Row]:
     lmtp = free_port()
     accepted = Accepted()
-    policy = policy_server(accepted)
-    check = f"check_policy_service inet:127.0.0.1:{policy.server_address[1]}"
+    policy = PolicyProcess(accepted.note)
+    check = f"check_policy_service inet:127.0.0.1:{policy.port}"
     rows: list[Row] = []
     try:
         with (
@@ -379,8 +362,7 @@ def run_backend(
             finally:
                 app.close()
     finally:
-        policy.shutdown()
-        policy.server_close()
+        policy.close()
     return rows
 
 

@@ -28,6 +28,10 @@ from projections.base import index_name, shadow_tables
 
 TABLES = {"outbound": "mail_outbound"}
 
+# The rows a worker may have to act on (the due list's states, whatever their times): few
+# beside an account's sent history, so the account's due index holds only them.
+DUE_ROWS = "(state IN ('queued', 'retrying', 'sending') OR sent_copy = 'retrying')"
+
 COLUMNS = (
     "outbound_id",
     "tenant_id",
@@ -97,21 +101,45 @@ class MailOutboundProjection:
         cur.execute(
             f"CREATE INDEX {index_name(table, 'account')} ON {table} (account_id, queued_at)"
         )
+        # A series pages its account's due rows from its place in the queue: this index
+        # starts the scan at the place and never walks the account's settled messages
+        # (with the full account index, each page read them all, and their dead
+        # versions, until a vacuum).
+        cur.execute(
+            f"CREATE INDEX {index_name(table, 'account_due')} ON {table}"
+            f" (account_id, queued_at, outbound_id) WHERE {DUE_ROWS}"
+        )
         cur.execute(f"CREATE INDEX {index_name(table, 'tenant')} ON {table} (tenant_id, queued_at)")
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
+        # A message's changes that follow each other in the log (its `sent` with the
+        # copy's record, written in one append) are one UPDATE: one row version fewer
+        # for the indexes and the vacuum. Every column is set to a value, so the merged
+        # changes leave the row as the updates one by one would.
+        pending: tuple[str, str, dict[str, Any]] | None = None
         for recorded in batch:
             event = recorded.event
-            if isinstance(event, OutboundQueued):
-                self._queued(cur, event)
-            elif isinstance(event, MessageIngested):
-                self._linked(cur, event)
-            else:
-                changes = _changes(event)
-                if changes:
-                    self._update(
-                        cur, str(event.originator_id), event.timestamp.isoformat(), changes
-                    )
+            if isinstance(event, OutboundQueued | MessageIngested):
+                if pending is not None:
+                    self._update(cur, *pending)
+                    pending = None
+                if isinstance(event, OutboundQueued):
+                    self._queued(cur, event)
+                else:
+                    self._linked(cur, event)
+                continue
+            changes = _changes(event)
+            if not changes:
+                continue
+            outbound_id, at = str(event.originator_id), event.timestamp.isoformat()
+            if pending is not None and pending[0] == outbound_id:
+                pending = (outbound_id, at, pending[2] | changes)
+                continue
+            if pending is not None:
+                self._update(cur, *pending)
+            pending = (outbound_id, at, changes)
+        if pending is not None:
+            self._update(cur, *pending)
 
     def _queued(self, cur: SqlCursor, e: OutboundQueued) -> None:
         at = e.timestamp.isoformat()

@@ -9,7 +9,7 @@ from typing import Any
 
 from application.mail.outbound.ports import DuePlace
 from application.ports import SqlDatabase
-from projections.mail_outbound import COLUMNS, TABLES
+from projections.mail_outbound import COLUMNS, DUE_ROWS, TABLES
 
 _KEYS = (
     "outboundId",
@@ -89,13 +89,15 @@ class OutboxReader:
         self, account_id: str, now_iso: str, limit: int, after: DuePlace | None = None
     ) -> list[DuePlace]:
         after_sql, after_params = "", []
-        if after is not None:
-            after_sql = " AND (queued_at > ? OR (queued_at = ? AND outbound_id > ?))"
-            after_params = [after.queued_at, after.queued_at, after.outbound_id]
+        if after is not None:  # a row value: the index's range starts at the place
+            after_sql = " AND (queued_at, outbound_id) > (?, ?)"
+            after_params = [after.queued_at, after.outbound_id]
         with self._db.reading() as cur:
+            # DUE_ROWS repeats the partial index's own condition, which SQLite needs
+            # word for word to use it (PostgreSQL proves it from the due list's).
             cur.execute(
                 f"SELECT queued_at, outbound_id FROM {TABLES['outbound']} WHERE account_id = ?"
-                f"{after_sql} AND ({_DUE}) ORDER BY queued_at, outbound_id LIMIT ?",
+                f"{after_sql} AND {DUE_ROWS} AND ({_DUE}) ORDER BY queued_at, outbound_id LIMIT ?",
                 (account_id, *after_params, now_iso, now_iso, now_iso, limit),
             )
             return [DuePlace(str(row[0]), str(row[1])) for row in cur.fetchall()]

@@ -4,7 +4,11 @@ first, ties on ``queued_at`` ordered by id, other accounts' and settled rows nev
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from unittest.mock import patch
 
 from application.mail.outbound.ports import DuePlace
 from infrastructure.sql.database import SqliteDatabase
@@ -51,3 +55,53 @@ def test_a_place_past_every_row_reads_nothing(tmp_path: Path) -> None:
     reader = _reader(tmp_path, [("m1", "a", "queued", "2026-12-05T11:00:00")])
     assert reader.due_of_account("a", NOW, 16) == [DuePlace("2026-12-05T11:00:00", "m1")]
     assert reader.due_of_account("a", NOW, 16, DuePlace("2026-12-05T11:00:00", "m1")) == []
+
+
+def test_every_due_state_is_in_the_due_index(tmp_path: Path) -> None:
+    rows = [
+        ("queued", "a", "queued", "2026-12-05T11:00:01"),
+        ("retrying", "a", "retrying", "2026-12-05T11:00:02"),
+        ("sending", "a", "sending", "2026-12-05T11:00:03"),
+        ("copy", "a", "sent", "2026-12-05T11:00:04"),
+        ("sent", "a", "sent", "2026-12-05T11:00:05"),
+        ("failed", "a", "failed", "2026-12-05T11:00:06"),
+    ]
+    reader = _reader(tmp_path, rows)
+    with reader._db.transaction() as cur:  # times that make each of the four due
+        cur.execute(
+            "UPDATE mail_outbound SET next_attempt_at = '2026-12-05T11:30:00',"
+            " lease_until = '2026-12-05T11:30:00'"
+        )
+        cur.execute("UPDATE mail_outbound SET sent_copy = 'retrying' WHERE outbound_id = 'copy'")
+        cur.execute("UPDATE mail_outbound SET sent_copy = 'provider' WHERE outbound_id = 'sent'")
+    first = reader.due_of_account("a", NOW, 2)
+    rest = reader.due_of_account("a", NOW, 16, first[-1])
+    assert [r.outbound_id for r in first + rest] == ["queued", "retrying", "sending", "copy"]
+
+
+def test_a_page_searches_the_due_index_from_its_place(tmp_path: Path) -> None:
+    """The account's settled rows are never walked: a page starts at its place in an
+    index of due rows alone."""
+    reader = _reader(tmp_path, [("m1", "a", "queued", "2026-12-05T11:00:00")])
+    connection = sqlite3.connect(tmp_path / "read.db")
+    statements: list[str] = []
+    connection.set_trace_callback(statements.append)
+    place = DuePlace("2026-12-05T10:00:00", "m0")
+    # The reader's own statement, as SQLite receives it, planned here.
+    with patch.object(reader, "_db", _Tracing(connection)):
+        assert reader.due_of_account("a", NOW, 16, place) == [DuePlace("2026-12-05T11:00:00", "m1")]
+    page = next(s for s in statements if "FROM mail_outbound" in s)
+    plan = " ".join(str(row[3]) for row in connection.execute(f"EXPLAIN QUERY PLAN {page}"))
+    assert "USING INDEX ix_mail_outbound_account_due" in plan, plan
+    assert "(queued_at,outbound_id)>(?,?)" in plan, plan
+
+
+class _Tracing:
+    """A database whose reads run on one plain connection (its trace shows the SQL)."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    @contextmanager
+    def reading(self) -> Iterator[sqlite3.Cursor]:
+        yield self._connection.cursor()
