@@ -98,6 +98,7 @@ def build_projections(
     runner.setup()
     with db.transaction() as cur:  # read-model columns added since the tables were made
         MailProjection().upgrade(cur, db.dialect)
+        MailOutboundProjection().upgrade(cur, db.dialect)
     upgrade_custom_fields(runner, db)
     return runner
 

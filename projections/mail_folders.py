@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from application.ports import Dialect, SqlCursor
 from domain.mail_account import MailFolderGone, MailFolderListed, MailFolderRenamed
-from projections.base import index_name
+from projections.indexes import ensure_index
 from projections.mail_moves import FOLDER_MEMBER, folder_member_params, folders_json
 
 
@@ -78,10 +78,7 @@ def upgrade_folder_columns(cur: SqlCursor, dialect: Dialect, messages: str) -> N
         for name, kind in ADDED_MESSAGE_COLUMNS.items():
             if name not in present:
                 cur.execute(f"ALTER TABLE {messages} ADD COLUMN {name} {kind}")
-    cur.execute(
-        f"CREATE INDEX IF NOT EXISTS {index_name(messages, 'folder')} ON {messages}"
-        " (tenant_id, folder, received_at)"
-    )
+    ensure_index(cur, dialect, messages, "folder", "(tenant_id, folder, received_at)")
 
 
 def rename_in_messages(cur: SqlCursor, messages: str, account_id: str, old: str, new: str) -> None:

@@ -25,6 +25,7 @@ from domain.outbound import (
     OutboundUncertain,
 )
 from projections.base import index_name, shadow_tables
+from projections.indexes import ensure_index
 
 TABLES = {"outbound": "mail_outbound"}
 
@@ -105,11 +106,18 @@ class MailOutboundProjection:
         # starts the scan at the place and never walks the account's settled messages
         # (with the full account index, each page read them all, and their dead
         # versions, until a vacuum).
-        cur.execute(
-            f"CREATE INDEX {index_name(table, 'account_due')} ON {table}"
-            f" (account_id, queued_at, outbound_id) WHERE {DUE_ROWS}"
-        )
+        self.upgrade(cur, dialect)
         cur.execute(f"CREATE INDEX {index_name(table, 'tenant')} ON {table} (tenant_id, queued_at)")
+
+    def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
+        """Outbox tables made before the due index gain it (idempotent)."""
+        ensure_index(
+            cur,
+            dialect,
+            self._tables["outbound"],
+            "account_due",
+            f"(account_id, queued_at, outbound_id) WHERE {DUE_ROWS}",
+        )
 
     def apply(self, cur: SqlCursor, dialect: Dialect, batch: Sequence[Recorded]) -> None:
         # A message's changes that follow each other in the log (its `sent` with the
