@@ -6,6 +6,7 @@ POLL_INTERVAL = 300.0  # warm and hot accounts (hot ones: the secondary poll und
 POLL_COLD = 1800.0
 POLL_CONCURRENCY = 8
 POLL_DEADLINE = 120.0
+WATCH_LOGIN_POOL = 16  # watch logins at once: each waits on its server most of its time
 WATCH_LEASE_TTL = 90.0
 FLEET_TICK = 5.0  # at most; a short lease ttl shortens it (ttl / 6)
 WATCH_PROBE_AFTER = 240.0  # an IDLE connection silent this long is probed (DONE + IDLE)

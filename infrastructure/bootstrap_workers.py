@@ -149,6 +149,7 @@ def build_supervisor(
         poll_cold=settings.poll_cold,
         poll_concurrency=settings.poll_concurrency,
         poll_deadline=settings.poll_deadline,
+        watch_login_pool=settings.watch_login_pool,
         max_accounts_per_worker=settings.max_accounts_per_worker,
         hot_budget_per_worker=settings.hot_budget_per_worker,
         probe_after=settings.watch_probe_after,
@@ -191,6 +192,7 @@ def _supervisor(
     watches = WatchManager(
         ingest,
         pool_size=settings.watch_pool,
+        login_pool_size=settings.watch_login_pool,
         reidle_after=settings.reidle_after,
         probe_after=settings.probe_after,
         probe_timeout=settings.probe_timeout,

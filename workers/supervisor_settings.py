@@ -20,6 +20,7 @@ class SupervisorSettings:
     max_accounts_per_worker: int = defaults.MAX_ACCOUNTS_PER_WORKER
     hot_budget_per_worker: int = defaults.HOT_BUDGET_PER_WORKER
     watch_pool: int = 16
+    watch_login_pool: int = defaults.WATCH_LOGIN_POOL
     probe_after: float = defaults.WATCH_PROBE_AFTER
     probe_timeout: float = defaults.WATCH_PROBE_TIMEOUT
     reidle_after: float = defaults.WATCH_REIDLE_AFTER

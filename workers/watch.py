@@ -73,6 +73,7 @@ class WatchManager:
         hooks: WatchHooks,
         *,
         pool_size: int = 8,
+        login_pool_size: int | None = None,
         reidle_after: float = defaults.WATCH_REIDLE_AFTER,
         probe_after: float = defaults.WATCH_PROBE_AFTER,
         probe_timeout: float = defaults.WATCH_PROBE_TIMEOUT,
@@ -90,7 +91,9 @@ class WatchManager:
         self._pool = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="watch")
         # Logins wait on the server and come in floods (a failover, a restart): their own
         # pool keeps a flood from queueing ahead of sessions that only need IDLE again.
-        self._logins = ThreadPoolExecutor(max_workers=pool_size, thread_name_prefix="login")
+        self._logins = ThreadPoolExecutor(
+            max_workers=login_pool_size or pool_size, thread_name_prefix="login"
+        )
         self._to_open = LoginQueue(
             self._logins, operator.attrgetter("account_id"), hooks.prepare, self._open
         )

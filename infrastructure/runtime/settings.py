@@ -57,6 +57,7 @@ class Settings(BaseSettings):
     poll_interval: Annotated[float, Field(gt=0)] = worker.POLL_INTERVAL
     poll_concurrency: Annotated[int, Field(ge=1, le=256)] = worker.POLL_CONCURRENCY
     poll_deadline: Annotated[float, Field(gt=0)] = worker.POLL_DEADLINE
+    watch_login_pool: Annotated[int, Field(ge=1, le=256)] = worker.WATCH_LOGIN_POOL
     backfill_window_days: Annotated[int, Field(ge=0)] = worker.BACKFILL_WINDOW_DAYS
     # Seconds between two LISTs of an account's folders (the poll's folder pass).
     folder_list_interval: Annotated[float, Field(ge=0)] = worker.FOLDER_LIST_INTERVAL
