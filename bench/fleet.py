@@ -449,7 +449,11 @@ def phase_kill(sim: SimulatorProcess, workers: list[Worker], n: int, ttl: float)
 
 @contextlib.contextmanager
 def bench_env(
-    n: int, workers: int, ttl: float, keep_logs: Path | None = None
+    n: int,
+    workers: int,
+    ttl: float,
+    keep_logs: Path | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[SimulatorProcess, Scratch, App, Fleet]]:
     with contextlib.ExitStack() as stack:
         scratch = stack.enter_context(scratch_db("postgresql", "fleet"))
@@ -472,6 +476,7 @@ def bench_env(
             TIDINGS_PER_HOST_CONN_CAP=str(n + 100),
             # The fleet's hot budget is this times the live workers: room for all of them.
             TIDINGS_HOT_BUDGET_PER_WORKER=str(max(2000, int(per_worker * 1.25) + 1)),
+            **(extra_env or {}),
         )
         fleet = Fleet(settings, scratch.workdir, env)
         stack.callback(fleet.stop_all)
@@ -484,6 +489,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="workers at the start (4)")
     parser.add_argument("--ttl", type=float, default=20.0, help="watch lease ttl, s (20)")
     parser.add_argument("--keep-logs", type=Path, help="copy the worker logs here at the end")
+    parser.add_argument(
+        "--login-pool", type=int, help="the workers' TIDINGS_WATCH_LOGIN_POOL (their default)"
+    )
     parser.add_argument(
         "--profile", type=Path, help="py-spy (CPU) profiles of a worker per phase, into this dir"
     )
@@ -498,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     load = os.getloadavg()
     lines: list[Line] = []
-    with bench_env(n, args.workers, ttl, args.keep_logs) as (sim, scratch, app, fleet):
+    extra = {} if args.login_pool is None else {"TIDINGS_WATCH_LOGIN_POOL": str(args.login_pool)}
+    with bench_env(n, args.workers, ttl, args.keep_logs, extra) as (sim, scratch, app, fleet):
         accounts = seed(app, sim, n)
         workers = [fleet.start(f"w{i + 1}") for i in range(args.workers)]
         prof, waits = args.profile, args.profile_waits
@@ -530,8 +539,9 @@ def main(argv: list[str] | None = None) -> int:
             "workers: `tidings worker --projections --metrics-port P` children on PostgreSQL "
             f"+ Redis, TIDINGS_WATCH_LEASE_TTL={ttl:.0f} (fleet tick {tick:.1f}s), "
             f"TIDINGS_PER_HOST_CONN_CAP={n + 100}, TIDINGS_HOT_BUDGET_PER_WORKER="
-            f"{max(2000, int(math.ceil(n / args.workers) * 1.25) + 1)}; accounts made hot "
-            "by user-active of their owners.",
+            f"{max(2000, int(math.ceil(n / args.workers) * 1.25) + 1)}"
+            + "".join(f", {k}={v}" for k, v in extra.items())
+            + "; accounts made hot by user-active of their owners.",
             "accounts per worker: each worker's /healthz accountsOwned (leases held) with "
             "every account in IDLE at the simulator; RSS: VmRSS, settled 5 s.",
             "burst: the simulator adds one message to every INBOX and pushes EXISTS to its "
