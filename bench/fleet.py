@@ -335,6 +335,10 @@ def phase_join(
 ) -> list[Line]:
     sim.call("reset_doubled")
     say(f"join: a fifth worker; goal: rebalanced within 2 ticks ({2 * tick:.1f}s)")
+    cpu0 = cpu_by_process()
+    workers_cpu0 = {w.name: cpu_seconds(w.pid) for w in workers}
+    sim_cpu0 = cpu_seconds(sim.pid)
+    busy0, total0 = machine_busy()
     t0 = time.perf_counter()
     newcomer = fleet.start(f"w{len(workers) + 1}")
     ready = time.perf_counter() - t0
@@ -347,6 +351,17 @@ def phase_join(
         took: float | None = time.perf_counter() - t1
     except TimeoutError:
         took = None
+    busy, total = machine_busy()
+    by_program = cpu_by_program(cpu0, cpu_by_process())
+    top = sorted(by_program.items(), key=lambda kv: -kv[1])[:4]
+    each = {w.name: cpu_seconds(w.pid) - workers_cpu0.get(w.name, 0.0) for w in workers}
+    say(
+        "join: CPU from the newcomer's start until rebalanced: "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in each.items())
+        + f", simulator {cpu_seconds(sim.pid) - sim_cpu0:.1f}s; by program "
+        + ", ".join(f"{k} {v:.1f}s" for k, v in top)
+        + f"; machine {(busy - busy0) / max(total - total0, 1e-9):.0%} busy"
+    )
     counts = owned(workers)
     stats = sim.stats()
     say(

@@ -111,6 +111,8 @@ class Supervisor:
         self.polls: DueScheduler[str] = DueScheduler()
         self.folder_news = FolderNews(self.polls)
         self._live: dict[str, int] | None = None
+        # The last tick's tiers set a poll's next time (not a classification a turn).
+        self._tiers: dict[str, Tier] = {}
         self._held_elsewhere: Mapping[str, float] = {}  # hot leases others held at the tick
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
@@ -294,7 +296,7 @@ class Supervisor:
         except LeaseBackendUnavailable:
             self._live = None
         live = self._live or {self.settings.worker_id: len(self.owner)}
-        tiers = self.tiers.classify(wall, self._hot_budget())
+        tiers = self._tiers = self.tiers.classify(wall, self._hot_budget())
         try:
             if self._live is not None:  # no claims without the lease backend; polls go on
                 self._plan_fleet(now, live, {a for a, tier in tiers.items() if tier == "hot"})
@@ -395,7 +397,6 @@ class Supervisor:
         """Due polls, as many as the poller can start now: the rest stay due here, where
         who owns each is decided when it starts (a worker that just joined, or an account
         another worker took meanwhile, changes it)."""
-        tiers = None
         while (free := self.poller.free_slots()) > 0:
             due = self.polls.pop_due(wall, limit=free)
             if not due:
@@ -403,9 +404,7 @@ class Supervisor:
             for account_id in due:
                 if account_id not in self.directory.syncable:
                     continue
-                if tiers is None:
-                    tiers = self.tiers.classify(wall, self._hot_budget())
-                tier = tiers.get(account_id, "warm")
+                tier = self._tiers.get(account_id, "warm")
                 self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
                 if not self._owns_poll(account_id) or self.poller.submit(
                     account_id, self._poll_done
