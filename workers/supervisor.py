@@ -111,9 +111,8 @@ class Supervisor:
         self.polls: DueScheduler[str] = DueScheduler()
         self.folder_news = FolderNews(self.polls)
         self._live: dict[str, int] | None = None
-        # The last tick's tiers set a poll's next time (not a classification a turn).
-        self._tiers: dict[str, Tier] = {}
-        self._held_elsewhere: Mapping[str, float] = {}  # hot leases others held at the tick
+        self._tiers: dict[str, Tier] = {}  # the last tick's: a due poll's next time
+        self._held_elsewhere: Mapping[str, float] = {}  # hot leases others held
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
         self._next_directory = 0.0
@@ -404,6 +403,8 @@ class Supervisor:
             for account_id in due:
                 if account_id not in self.directory.syncable:
                     continue
+                if account_id not in self._tiers:  # learnt since the last tick
+                    self._tiers = self.tiers.classify(wall, self._hot_budget())
                 tier = self._tiers.get(account_id, "warm")
                 self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
                 if not self._owns_poll(account_id) or self.poller.submit(
