@@ -12,14 +12,12 @@ from typing import Any
 
 from application.mail.activity import ActiveTimes, ActivityUnavailable, UserKey
 from tests.unit.workers import fakes
-from tests.unit.workers.test_supervisor_leases import owner
+from tests.unit.workers.test_supervisor_leases import fake_supervisor
 from workers.account_info import AccountInfo, SharedActivity
-from workers.directory import AccountDirectory
-from workers.metrics import WorkerMetrics
-from workers.news import DirectoryFetched, Inbox
+from workers.news import DirectoryFetched
 from workers.policies.watch_report import WatchStatus
 from workers.shared_tiers import SharedTierState
-from workers.supervisor import FLEET_COALESCE, Supervisor
+from workers.supervisor import FLEET_COALESCE
 from workers.supervisor_settings import SupervisorSettings
 
 NOW = 1_800_000_000.0
@@ -142,18 +140,10 @@ def test_a_restarted_supervisor_claims_what_was_hot_and_only_that() -> None:
     """No signal, no poll, no memory: the first directory answer carries the shared
     state, and the hot accounts are watched in the tick right after it."""
     watches, report = fakes.Watches(), fakes.Report()
-    unread: Any = object()  # the directory reads only through the fake reader
-    sup = Supervisor(
+    sup = fake_supervisor(
         SupervisorSettings(worker_id="w1", lease_ttl=30.0, fleet_tick=60.0),
-        inbox=Inbox(),
-        registry=fakes.Registry("w1"),
-        owner=owner(watches),
-        directory=AccountDirectory(unread, unread),
-        reader=fakes.Reader(),
-        ingest=fakes.Ingest(),
-        poller=fakes.Polls(),
+        watches=watches,
         status=report,
-        metrics=WorkerMetrics(),
     )
     sup.turn()  # the first tick: nothing known yet
     wall = time.time()

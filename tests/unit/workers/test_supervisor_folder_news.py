@@ -10,11 +10,9 @@ from collections.abc import Callable
 
 from application.mail.sync_outcome import SyncOutcome
 from tests.unit.workers import fakes
-from tests.unit.workers.test_supervisor_leases import UNREAD, info, owner
+from tests.unit.workers.test_supervisor_leases import fake_supervisor, info
 from workers.account_info import AccountInfo
-from workers.directory import AccountDirectory
-from workers.metrics import WorkerMetrics
-from workers.news import DirectoryFetched, FoldersChanged, Inbox, PollDone
+from workers.news import DirectoryFetched, FoldersChanged, PollDone
 from workers.policies.folder_news import DEBOUNCE, GAP
 from workers.supervisor import CHORES_INTERVAL, Supervisor
 from workers.supervisor_settings import SupervisorSettings
@@ -37,17 +35,10 @@ def world(
     accounts: dict[str, AccountInfo], *, folder_notify: bool = True
 ) -> tuple[Supervisor, fakes.Watches, BusyPolls]:
     watches, polls = fakes.Watches(), BusyPolls()
-    sup = Supervisor(
+    sup = fake_supervisor(
         SupervisorSettings(worker_id="w1", folder_notify=folder_notify),
-        inbox=Inbox(),
-        registry=fakes.Registry("w1"),
-        owner=owner(watches),
-        directory=AccountDirectory(UNREAD, UNREAD),
-        reader=fakes.Reader(),
-        ingest=fakes.Ingest(),
+        watches=watches,
         poller=polls,
-        status=fakes.Report(),
-        metrics=WorkerMetrics(),
     )
     sup.inbox.tell(DirectoryFetched(accounts))
     sup.turn()

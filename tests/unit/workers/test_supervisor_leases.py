@@ -73,21 +73,36 @@ def info(account_id: str) -> AccountInfo:
     return AccountInfo(account_id, "t1", "u1", "private", "imap.example")
 
 
+def fake_supervisor(
+    settings: SupervisorSettings,
+    *,
+    watches: fakes.Watches | None = None,
+    lease: InProcessLease | None = None,
+    registry: fakes.Registry | None = None,
+    poller: fakes.Polls | None = None,
+    status: fakes.Report | None = None,
+) -> Supervisor:
+    """A supervisor on fakes for every collaborator (its directory reads only through the
+    fake reader)."""
+    return Supervisor(
+        settings,
+        inbox=Inbox(),
+        registry=registry if registry is not None else fakes.Registry(settings.worker_id),
+        owner=owner(watches if watches is not None else fakes.Watches(), lease),
+        directory=AccountDirectory(UNREAD, UNREAD),
+        reader=fakes.Reader(),
+        ingest=fakes.Ingest(),
+        poller=poller if poller is not None else fakes.Polls(),
+        status=status if status is not None else fakes.Report(),
+        metrics=WorkerMetrics(),
+    )
+
+
 @pytest.fixture
 def world() -> tuple[Supervisor, fakes.Watches, fakes.Report]:
     watches, report = fakes.Watches(), fakes.Report()
-    directory = AccountDirectory(UNREAD, UNREAD)  # it reads only through the fake reader
-    sup = Supervisor(
-        SupervisorSettings(worker_id="w1", lease_ttl=TTL),
-        inbox=Inbox(),
-        registry=fakes.Registry("w1"),
-        owner=owner(watches),
-        directory=directory,
-        reader=fakes.Reader(),
-        ingest=fakes.Ingest(),
-        poller=fakes.Polls(),
-        status=report,
-        metrics=WorkerMetrics(),
+    sup = fake_supervisor(
+        SupervisorSettings(worker_id="w1", lease_ttl=TTL), watches=watches, status=report
     )
     return sup, watches, report
 

@@ -14,10 +14,8 @@ import time
 from application.mail.sync_outcome import SyncOutcome
 from infrastructure.in_process.lease import InProcessLease
 from tests.unit.workers import fakes
-from tests.unit.workers.test_supervisor_leases import TTL, UNREAD, info, owner
-from workers.directory import AccountDirectory
-from workers.metrics import WorkerMetrics
-from workers.news import DirectoryFetched, Inbox, PollDone, SignalReceived
+from tests.unit.workers.test_supervisor_leases import TTL, fake_supervisor, info
+from workers.news import DirectoryFetched, PollDone, SignalReceived
 from workers.policies import fleet
 from workers.poll import Poller
 from workers.supervisor import CHORES_INTERVAL, FLEET_COALESCE, Supervisor
@@ -29,17 +27,11 @@ ACCOUNTS = [f"acct-{i}" for i in range(40)]
 def world(
     registry: fakes.Registry, polls: fakes.Polls, lease: InProcessLease | None = None
 ) -> Supervisor:
-    sup = Supervisor(
+    sup = fake_supervisor(
         SupervisorSettings(worker_id="w1", lease_ttl=TTL),
-        inbox=Inbox(),
+        lease=lease,
         registry=registry,
-        owner=owner(fakes.Watches(), lease),
-        directory=AccountDirectory(UNREAD, UNREAD),
-        reader=fakes.Reader(),
-        ingest=fakes.Ingest(),
         poller=polls,
-        status=fakes.Report(),
-        metrics=WorkerMetrics(),
     )
     sup.turn()  # the first fleet tick: the live workers are known
     sup.inbox.tell(DirectoryFetched({a: info(a) for a in ACCOUNTS}))
