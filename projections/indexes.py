@@ -24,14 +24,15 @@ def ensure_index(
     made = re.compile(
         rf"ix_{re.escape(table)}(?:{re.escape(SHADOW_SUFFIX)})?_{re.escape(purpose)}_[0-9a-f]{{8}}"
     )
-    found = [name for name in _indexes(cur, dialect, table) if made.fullmatch(name)]
+    found = [name for name in index_names(cur, dialect, table) if made.fullmatch(name)]
     for extra in sorted(found)[1:]:
         cur.execute(f"DROP INDEX {extra}")
     if not found:
         cur.execute(f"CREATE INDEX {index_name(table, purpose)} ON {table} {definition}")
 
 
-def _indexes(cur: SqlCursor, dialect: Dialect, table: str) -> list[str]:
+def index_names(cur: SqlCursor, dialect: Dialect, table: str) -> list[str]:
+    """The names of the table's indexes."""
     if dialect == "postgresql":
         cur.execute(
             "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"

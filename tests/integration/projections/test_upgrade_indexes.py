@@ -13,6 +13,7 @@ from application.app import App
 from infrastructure.bootstrap import open_database
 from infrastructure.sql.database import DatabaseUrl
 from projections.base import index_name
+from projections.indexes import index_names
 
 WATCHED = {"mail_messages": "folder", "mail_outbound": "account_due"}
 
@@ -24,18 +25,7 @@ def purposes(database_url: str) -> dict[str, list[str]]:
         with db.reading() as cur:
             found: dict[str, list[str]] = {}
             for table, purpose in WATCHED.items():
-                if db.dialect == "postgresql":
-                    cur.execute(
-                        "SELECT indexname FROM pg_indexes"
-                        " WHERE schemaname = current_schema() AND tablename = ?",
-                        (table,),
-                    )
-                else:
-                    cur.execute(
-                        "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?",
-                        (table,),
-                    )
-                names = [str(row[0]) for row in cur.fetchall()]
+                names = index_names(cur, db.dialect, table)
                 found[table] = [n for n in names if re.search(rf"_{purpose}_[0-9a-f]{{8}}$", n)]
             return found
     finally:
