@@ -208,7 +208,15 @@ class TestRedisLease(LeaseContract):
         client.script_flush()
         assert lease.renew_many({"acct-1": token, "other": "x"}) == {"acct-1": True, "other": False}
         client.script_flush()
+        assert set(lease.held(["acct-1", "free"])) == {"acct-1"}
+        client.script_flush()
         assert lease.release("acct-1", token) is True
+
+    def test_a_key_without_expiry_counts_as_held_for_a_full_ttl(
+        self, lease: RedisLease, client: redis.Redis, prefix: str
+    ) -> None:
+        client.set(prefix + "lease:stray", "not a lease")  # written by hand: no expiry
+        assert lease.held(["stray", "free"]) == {"stray": TTL}
 
     def test_batches_larger_than_one_round_trip(self, client: redis.Redis, prefix: str) -> None:
         lease = RedisLease(client, 30.0, prefix=prefix + "lease:")  # acquiring takes a while
