@@ -29,12 +29,7 @@ from typing import Any
 from application.ports import Dialect, Recorded, SqlCursor
 from domain.events import DomainEvent
 from domain.mail_account import (
-    MailAccountAuthFailed,
     MailAccountConnected,
-    MailAccountDeleted,
-    MailAccountDisconnected,
-    MailAccountReauthRequired,
-    MailAccountReconnected,
     MailAccountUpdated,
     MailFolderGone,
     MailFolderListed,
@@ -48,8 +43,9 @@ from domain.message import (
 )
 from domain.message_retention import MessageBodyErased, MessageExpired
 from projections.base import index_name, shadow_tables
+from projections.mail_accounts import STATUS, apply_account
 from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
-from projections.mail_folders import apply_folder, create_folders, upgrade_folder_columns
+from projections.mail_folders import create_folders, upgrade_folder_columns
 from projections.mail_moves import MOVES, apply_membership
 from projections.mail_retention import (
     BODY_ERASED_COLUMN,
@@ -65,14 +61,6 @@ TABLES = {
     "folders": "mail_account_folders",
 }
 
-_STATUS: dict[type[DomainEvent], str] = {
-    MailAccountAuthFailed: "auth_error",
-    MailAccountDisconnected: "disconnected",
-    MailAccountReconnected: "active",
-    MailAccountDeleted: "deleted",
-    MailAccountReauthRequired: "reauth_required",
-}
-
 _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageIngested,
     MessageBodyFetched,
@@ -86,7 +74,7 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MailFolderListed,
     MailFolderRenamed,
     MailFolderGone,
-    *_STATUS,
+    *STATUS,
 )
 TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
 _LATER_MESSAGE_EVENTS = (
@@ -220,56 +208,11 @@ class MailProjection:
             elif isinstance(event, _LATER_MESSAGE_EVENTS):
                 self._later(cur, event)
             else:
-                self._account(cur, event)
+                apply_account(cur, self._tables, event)
         if ingested:
             self._insert_messages(cur, dialect, ingested)
             set_flags(cur, messages, arrival_flags(ingested))
         retire(cur, messages, retired)
-
-    def _account(self, cur: SqlCursor, event: DomainEvent) -> None:
-        """An account's or its folders' event."""
-        accounts = self._tables["accounts"]
-        if isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
-            apply_folder(cur, self._tables, event)
-        elif isinstance(event, MailAccountConnected):
-            cur.execute(
-                f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
-                " provider, auth_method, display_name, address, imap, trusted_authserv_id,"
-                " status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')"
-                " ON CONFLICT (account_id) DO NOTHING",
-                (
-                    str(event.originator_id),
-                    event.tenant_id,
-                    event.owner_user_id,
-                    event.scope,
-                    event.provider,
-                    event.auth_method,
-                    event.display_name,
-                    event.address,
-                    json.dumps(event.imap),
-                    event.trusted_authserv_id,
-                ),
-            )
-        elif isinstance(event, MailAccountUpdated):
-            self._update(cur, accounts, str(event.originator_id), event.changes)
-        elif type(event) in _STATUS:
-            self._status(cur, event)
-
-    def _status(self, cur: SqlCursor, event: DomainEvent) -> None:
-        """A status change; a delete also removes the account's rows everywhere."""
-        accounts, account_id = self._tables["accounts"], str(event.originator_id)
-        cur.execute(
-            f"UPDATE {accounts} SET status = ? WHERE account_id = ?",
-            (_STATUS[type(event)], account_id),
-        )
-        if isinstance(event, MailAccountDeleted):
-            for table in ("messages", "threads", "folders"):
-                cur.execute(
-                    f"DELETE FROM {self._tables[table]} WHERE account_id = ?", (account_id,)
-                )
-            cur.execute(
-                f"UPDATE {accounts} SET message_count = 0 WHERE account_id = ?", (account_id,)
-            )
 
     def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
         """A deferred message's second event: what its body brought, or ``vanished``."""
@@ -440,21 +383,6 @@ class MailProjection:
             cur.execute(over_arrays, [list(column) for column in zip(*rows, strict=True)])
         else:
             cur.executemany(per_row, rows)
-
-    @staticmethod
-    def _update(cur: SqlCursor, accounts: str, account_id: str, changes: dict[str, Any]) -> None:
-        columns = {"display_name": "display_name", "trusted_authserv_id": "trusted_authserv_id"}
-        for key, column in columns.items():
-            if key in changes:
-                cur.execute(
-                    f"UPDATE {accounts} SET {column} = ? WHERE account_id = ?",
-                    (changes[key], account_id),
-                )
-        if "imap" in changes:
-            cur.execute(
-                f"UPDATE {accounts} SET imap = ? WHERE account_id = ?",
-                (json.dumps(changes["imap"]), account_id),
-            )
 
 
 NO_MAIL = float("-inf")
