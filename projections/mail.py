@@ -3,7 +3,8 @@
 - ``accounts``: one row per account with its status, message count and ``last_mail_at``
   (unix seconds: the newest message's arrival, never later than when it was recorded —
   what keeps an account hot across a fleet restart; ``recent_mail`` reads it for all
-  accounts at once).
+  accounts at once), and ``changed_at``: the log position of the account's last own
+  event (``projections.mail_accounts``), so that a reader reads only what changed.
 - ``messages``: one row per ingested message; deleted accounts' rows are removed with
   one set-based DELETE, and messages recorded after their account's delete are passed
   over. A ``deferred`` message's row takes what its body brought (``MessageBodyFetched``:
@@ -43,7 +44,7 @@ from domain.message import (
 )
 from domain.message_retention import MessageBodyErased, MessageExpired
 from projections.base import index_name, shadow_tables
-from projections.mail_accounts import STATUS, apply_account
+from projections.mail_accounts import STATUS, apply_account, upgrade_accounts
 from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
 from projections.mail_folders import create_folders, upgrade_folder_columns
 from projections.mail_moves import MOVES, apply_membership
@@ -137,7 +138,7 @@ class MailProjection:
             " provider TEXT NOT NULL, auth_method TEXT NOT NULL, display_name TEXT NOT NULL,"
             " address TEXT NOT NULL, imap TEXT NOT NULL, trusted_authserv_id TEXT,"
             " status TEXT NOT NULL, message_count INTEGER NOT NULL DEFAULT 0,"
-            " last_mail_at DOUBLE PRECISION)"
+            " last_mail_at DOUBLE PRECISION, changed_at BIGINT)"
         )
         cur.execute(f"CREATE INDEX {index_name(accounts, 'tenant')} ON {accounts} (tenant_id)")
         cur.execute(
@@ -170,19 +171,11 @@ class MailProjection:
         create_folders(cur, self._tables["folders"])
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """Tables created before ``last_mail_at`` was kept gain it, and messages tables
-        created before the flag columns, ``folders``, ``direction`` and mail retention's
-        ``body_erased`` gain those (idempotent)."""
+        """Accounts tables created before ``last_mail_at`` or ``changed_at`` was kept gain
+        them, and messages tables created before the flag columns, ``folders``,
+        ``direction`` and mail retention's ``body_erased`` gain those (idempotent)."""
         add_flag_columns(cur, dialect, self._tables["messages"])
-        accounts = self._tables["accounts"]
-        if dialect == "postgresql":
-            cur.execute(
-                f"ALTER TABLE {accounts} ADD COLUMN IF NOT EXISTS last_mail_at DOUBLE PRECISION"
-            )
-        else:
-            cur.execute(f"PRAGMA table_info({accounts})")
-            if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
-                cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        upgrade_accounts(cur, dialect, self._tables["accounts"])
         upgrade_folder_columns(cur, dialect, self._tables["messages"])
         upgrade_body_erased(cur, dialect, self._tables["messages"])
         create_folders(cur, self._tables["folders"])
@@ -208,7 +201,7 @@ class MailProjection:
             elif isinstance(event, _LATER_MESSAGE_EVENTS):
                 self._later(cur, event)
             else:
-                apply_account(cur, self._tables, event)
+                apply_account(cur, self._tables, recorded.position, event)
         if ingested:
             self._insert_messages(cur, dialect, ingested)
             set_flags(cur, messages, arrival_flags(ingested))
