@@ -11,7 +11,8 @@ A lease says which worker holds the IDLE watch of an account. Contract of ``Leas
   ``token``; ``False`` means "not yours" (expired, released or taken by another holder).
 - ``release(key, token)`` deletes the key if it still holds ``token``; ``False`` means it
   was not ours any more, which is not an error.
-- ``renew_many`` / ``release_many`` do the same for many keys in one round trip;
+- ``acquire_many`` / ``renew_many`` / ``release_many`` do the same for many keys in
+  one round trip (``acquire_many``: a token per key taken, ``None`` per key held);
   ``held(keys)`` says which keys anyone holds right now (to find free accounts), and
   ``holders(keys)`` who: the holder name the adapter was built with (a worker id).
 - A backend that cannot answer raises ``LeaseBackendUnavailable``; it never answers
@@ -45,6 +46,8 @@ class LeaseBackend(Protocol):
     def acquire(self, key: str) -> str | None: ...
 
     def renew(self, key: str, token: str) -> bool: ...
+
+    def acquire_many(self, keys: Iterable[str]) -> dict[str, str | None]: ...
 
     def release(self, key: str, token: str) -> bool: ...
 

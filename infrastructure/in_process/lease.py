@@ -53,6 +53,9 @@ class InProcessLease:
             self._held[key] = (token, now + self._ttl_seconds)
             return token
 
+    def acquire_many(self, keys: Iterable[str]) -> dict[str, str | None]:
+        return {key: self.acquire(key) for key in dict.fromkeys(keys)}
+
     def renew(self, key: str, token: str) -> bool:
         return self.renew_many({key: token})[key]
 

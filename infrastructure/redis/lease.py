@@ -3,11 +3,12 @@
     acquire  EVALSHA set-if-free-and-not-quiet   (SET key token NX PX ttl_ms; token:
                                                   "<holder>:<16 random bytes, hex>", per
                                                   acquisition; ``holders`` reads the name)
+    acquire_many  the same for up to 500 keys    (one epoch check for all)
     renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
     release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
     held     EVALSHA pttl-of-each                (ms left; -2 = free)
 
-Renew, release and held take many keys per call: one EVALSHA for up to 500 keys (the
+Acquire_many, renew, release and held take many keys per call: one EVALSHA for up to 500 keys (the
 reply is one integer per key), so renewing the leases of thousands of watches every
 ttl/3, or reading the 8,000 leases of the others at a fleet tick, costs a few calls, not
 thousands of pipelined commands to build and parse (a pipeline of PTTLs cost 42 ms of
@@ -96,6 +97,30 @@ end
 return out
 """
 
+# The same for many leases: KEYS: the epoch marker, the quiet marker, then the leases;
+# ARGV: the ttl in ms, the epoch this client saw, a new epoch, the quiet in ms, then one
+# token per lease. Replies {epoch, then 1 = taken | 0 = not, per lease}.
+ACQUIRE_MANY = """
+local epoch = redis.call('GET', KEYS[1])
+if not epoch then
+    epoch = ARGV[3]
+    redis.call('SET', KEYS[1], epoch)
+    if ARGV[2] ~= '' and tonumber(ARGV[4]) > 0 then
+        redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
+    end
+end
+local out = {epoch}
+local quiet = redis.call('EXISTS', KEYS[2]) == 1
+for i = 3, #KEYS do
+    if not quiet and redis.call('SET', KEYS[i], ARGV[i + 2], 'NX', 'PX', ARGV[1]) then
+        out[i - 1] = 1
+    else
+        out[i - 1] = 0
+    end
+end
+return out
+"""
+
 RELEASE = """
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -179,6 +204,23 @@ class RedisLease:
 
     def renew(self, key: str, token: str) -> bool:
         return self.renew_many({key: token})[key]
+
+    def acquire_many(self, keys: Iterable[str]) -> dict[str, str | None]:
+        wanted = list(dict.fromkeys(keys))
+        answers: dict[str, str | None] = {}
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start : start + BATCH]
+            tokens = [f"{self._holder}:{secrets.token_hex(16)}" for _ in chunk]
+            quiet_ms = self._quiet_ms(time.monotonic())
+            args = [str(self._ttl_ms), self._epoch, secrets.token_hex(8), str(quiet_ms), *tokens]
+            keys = ["!epoch", "!quiet", *chunk]
+            replies = self._script(ACQUIRE_MANY, keys, args, count=len(chunk) + 1)
+            self._epoch = _text(replies[0])
+            answers.update(
+                (key, token if taken == 1 else None)
+                for key, token, taken in zip(chunk, tokens, replies[1:], strict=True)
+            )
+        return answers
 
     def release(self, key: str, token: str) -> bool:
         return self.release_many({key: token})[key]
@@ -287,15 +329,20 @@ class RedisLease:
         self._answered()
         return answer
 
-    def _script(self, script: str, keys: list[str], args: Sequence[str | int]) -> list[Any]:
-        """One reply per key of one call of a many-keys script."""
+    def _script(
+        self, script: str, keys: list[str], args: Sequence[str | int], count: int | None = None
+    ) -> list[Any]:
+        """The replies (``count`` of them, else one per key) of one call of a many-keys
+        script."""
         try:
-            return self._evalsha(self._sha(script), keys, args)
+            return self._evalsha(self._sha(script), keys, args, count)
         except NoScriptError:
             # Redis restarted or flushed its scripts: load again, call again.
-            return self._evalsha(self._sha(script, reload=True), keys, args)
+            return self._evalsha(self._sha(script, reload=True), keys, args, count)
 
-    def _evalsha(self, sha: str, keys: list[str], args: Sequence[str | int]) -> list[Any]:
+    def _evalsha(
+        self, sha: str, keys: list[str], args: Sequence[str | int], count: int | None
+    ) -> list[Any]:
         names = [self._key(key) for key in keys]
         try:
             replies = self._client.evalsha(sha, len(names), *names, *args)
@@ -304,6 +351,6 @@ class RedisLease:
         except RedisError as error:
             raise self._unavailable(error) from None
         self._answered()
-        if not isinstance(replies, list) or len(replies) != len(keys):
+        if not isinstance(replies, list) or len(replies) != (len(keys) if count is None else count):
             raise LeaseBackendUnavailable("unexpected reply to a lease script")
         return replies

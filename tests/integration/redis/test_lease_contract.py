@@ -59,6 +59,20 @@ class LeaseContract:
         assert other.acquire("acct-2") not in (None, token)
         assert lease.ttl_seconds == TTL
 
+    def test_acquire_many_takes_the_free_keys_each_with_a_token(
+        self, lease: Lease, other: Lease
+    ) -> None:
+        assert other.acquire("b") is not None
+        answers = lease.acquire_many(["a", "b", "c", "a"])
+        assert set(answers) == {"a", "b", "c"}
+        assert answers["b"] is None
+        token_a, token_c = answers["a"], answers["c"]
+        assert token_a is not None and token_c is not None and token_a != token_c
+        assert other.acquire("a") is None and other.acquire("c") is None
+        assert lease.holders(["a", "c"]) == {"a": "w1", "c": "w1"}
+        assert lease.renew("a", token_a) and lease.release("c", token_c)
+        assert lease.acquire_many([]) == {}
+
     def test_release_needs_the_holders_token(self, lease: Lease, other: Lease) -> None:
         token = lease.acquire("acct-1")
         assert token is not None
@@ -224,6 +238,9 @@ class TestRedisLease(LeaseContract):
         tokens = {f"acct-{i}": lease.acquire(f"acct-{i}") for i in range(count)}
         held = {key: token for key, token in tokens.items() if token is not None}
         assert len(held) == count
+        many = lease.acquire_many([f"many-{i}" for i in range(count)] + ["acct-1"])
+        assert many["acct-1"] is None
+        assert sum(token is not None for token in many.values()) == count
         items = {**held, "acct-0": "stale"}
         answers = lease.renew_many(items)
         assert answers == {key: key != "acct-0" for key in items}
