@@ -323,7 +323,7 @@ class Supervisor:
     def _plan_fleet(self, now: float, live: dict[str, int], hot: set[str]) -> None:
         mine = set(self.owner.mine())
         try:
-            taken = self.owner.taken(hot - mine)
+            taken, holders = self.owner.taken_by(hot - mine)
         except LeaseBackendUnavailable:
             self.poll_starts.held_elsewhere = {}
             return
@@ -366,7 +366,7 @@ class Supervisor:
             # unclaimed and their accounts watched a tick and a login later).
             with contextlib.suppress(LeaseBackendUnavailable):
                 self.registry.heartbeat(len(self.owner), self.owner.login_rate())
-        logins_due = self.owner.park(now, live, hot, taken)
+        logins_due = self.owner.park(now, live, hot, taken, holders)
         if logins_due is not None:  # a dead worker's accounts: their logins start then
             self._next_fleet = min(self._next_fleet, logins_due)
 

@@ -87,6 +87,14 @@ class WatchOwner:
         lapses unless renewed (raises ``LeaseBackendUnavailable``)."""
         return self.lease.held(accounts)
 
+    def taken_by(self, accounts: Collection[str]) -> tuple[dict[str, float], dict[str, str]]:
+        """``taken`` and who holds each, in one read (raises ``LeaseBackendUnavailable``)."""
+        found = self.lease.held_by(accounts)
+        return (
+            {account: left for account, (left, _) in found.items()},
+            {account: holder for account, (_, holder) in found.items()},
+        )
+
     def watch_states(self) -> dict[str, State]:
         """Every watch of this worker and its state."""
         return self.watches.watching()
@@ -184,12 +192,18 @@ class WatchOwner:
         return [a for a in due if self.keeper.holds(a) and a in syncable and self._start(a)]
 
     def park(
-        self, now: float, live: dict[str, int], hot: set[str], taken: Mapping[str, float]
+        self,
+        now: float,
+        live: dict[str, int],
+        hot: set[str],
+        taken: Mapping[str, float],
+        holders: Mapping[str, str] | None = None,
     ) -> float | None:
         """Open sessions for the orphans this worker will claim, once their logins are
         due, and for the accounts the others are about to give to it; close the
-        unclaimed. Returns when to plan again (logins not yet due, hand-overs awaited)."""
-        plan = self.parking.plan(now, live, hot, self.mine(), dict(taken))
+        unclaimed. Returns when to plan again (logins not yet due, hand-overs awaited).
+        ``holders``: who holds ``taken``, when read with it."""
+        plan = self.parking.plan(now, live, hot, self.mine(), dict(taken), holders=holders)
         if plan.park:
             rate = self.watches.login_rate()
             log.info(

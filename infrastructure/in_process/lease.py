@@ -89,6 +89,15 @@ class InProcessLease:
                 key: self._held[key][1] - now for key in keys if self._current(key, now) is not None
             }
 
+    def held_by(self, keys: Iterable[str]) -> dict[str, tuple[float, str]]:
+        with self._lock:
+            now = self._clock()
+            return {
+                key: (self._held[key][1] - now, self._held[key][0].rpartition(":")[0])
+                for key in keys
+                if self._current(key, now) is not None
+            }
+
     def holders(self, keys: Iterable[str]) -> dict[str, str]:
         with self._lock:
             now = self._clock()

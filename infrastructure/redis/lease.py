@@ -7,6 +7,7 @@
     renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
     release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
     held     EVALSHA pttl-of-each                (ms left; -2 = free)
+    held_by  EVALSHA pttl-and-value-of-each      (a fleet tick's one read of both)
 
 Acquire_many, renew, release and held take many keys per call: one EVALSHA for up to 500 keys (the
 reply is one integer per key), so renewing the leases of thousands of watches every
@@ -116,6 +117,22 @@ for i = 3, #KEYS do
         out[i - 1] = 1
     else
         out[i - 1] = 0
+    end
+end
+return out
+"""
+
+# KEYS: the leases. Replies each one's PTTL and value, in turn (-2 and '': free).
+HELD_BY = """
+local out = {}
+for i, key in ipairs(KEYS) do
+    local value = redis.call('GET', key)
+    if value then
+        out[2 * i - 1] = redis.call('PTTL', key)
+        out[2 * i] = value
+    else
+        out[2 * i - 1] = -2
+        out[2 * i] = ''
     end
 end
 return out
@@ -245,6 +262,20 @@ class RedisLease:
                 (key, reply / 1000 if reply >= 0 else unbounded)
                 for key, reply in zip(chunk, replies, strict=True)
                 if reply != -2
+            )
+        return found
+
+    def held_by(self, keys: Iterable[str]) -> dict[str, tuple[float, str]]:
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, tuple[float, str]] = {}
+        unbounded = self._ttl_ms / 1000
+        for start in range(0, len(wanted), BATCH):
+            chunk = wanted[start : start + BATCH]
+            replies = self._script(HELD_BY, chunk, (), count=2 * len(chunk))
+            found.update(
+                (key, (left / 1000 if left >= 0 else unbounded, holder_of(_text(value))))
+                for key, left, value in zip(chunk, replies[::2], replies[1::2], strict=True)
+                if left != -2
             )
         return found
 

@@ -141,6 +141,14 @@ class LeaseContract:
         assert all(0 < left <= lease.ttl_seconds for left in held.values())
         assert lease.held([]) == {}
 
+    def test_held_by_tells_how_long_and_who_in_one_read(self, lease: Lease, other: Lease) -> None:
+        assert other.acquire("x") is not None
+        found = lease.held_by(["x", "free", "x"])
+        assert set(found) == {"x"}
+        left, holder = found["x"]
+        assert 0 < left <= lease.ttl_seconds and holder == self.OTHER
+        assert lease.held_by([]) == {}
+
     def test_holders_name_who_holds_each_key(self, lease: Lease, other: Lease) -> None:
         assert lease.acquire("x") and other.acquire("y")
         mine = lease.acquire("gone")
@@ -231,6 +239,7 @@ class TestRedisLease(LeaseContract):
     ) -> None:
         client.set(prefix + "lease:stray", "not a lease")  # written by hand: no expiry
         assert lease.held(["stray", "free"]) == {"stray": TTL}
+        assert lease.held_by(["stray", "free"]) == {"stray": (TTL, "")}
 
     def test_batches_larger_than_one_round_trip(self, client: redis.Redis, prefix: str) -> None:
         lease = RedisLease(client, 30.0, prefix=prefix + "lease:")  # acquiring takes a while
@@ -245,6 +254,7 @@ class TestRedisLease(LeaseContract):
         answers = lease.renew_many(items)
         assert answers == {key: key != "acct-0" for key in items}
         assert len(lease.held(items)) == count
+        assert len(lease.held_by(items)) == count
         assert sum(lease.release_many(held).values()) == count
 
     def test_an_unreachable_redis_raises_quickly(self, closed_port: int) -> None:

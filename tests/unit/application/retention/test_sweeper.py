@@ -46,6 +46,9 @@ class Lease:
         self.token = f"tok-{self.acquired}"
         return self.token
 
+    def held_by(self, keys: Iterable[str]) -> dict[str, tuple[float, str]]:
+        return {key: (60.0, "") for key in keys if key == LEASE_KEY and self.token is not None}
+
     def acquire_many(self, keys: Iterable[str]) -> dict[str, str | None]:
         return {key: self.acquire(key) for key in keys}
 
