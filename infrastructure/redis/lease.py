@@ -122,20 +122,28 @@ end
 return out
 """
 
-# KEYS: the leases. Replies each one's PTTL and value, in turn (-2 and '': free).
+# KEYS: the leases. Replies {each one's PTTL (-2: free), each one's holder as an index
+# into the names that follow (0: free), then the holders' names}: the integers joined
+# by commas, so that redis-py parses three to a few strings instead of a reply per key
+# and value (16,000 for 8,000 keys: 31 ms of CPU).
 HELD_BY = """
-local out = {}
+local left, which, names, index = {}, {}, {}, {}
 for i, key in ipairs(KEYS) do
     local value = redis.call('GET', key)
     if value then
-        out[2 * i - 1] = redis.call('PTTL', key)
-        out[2 * i] = value
+        left[i] = redis.call('PTTL', key)
+        local name = string.match(value, '^(.*):') or ''
+        if not index[name] then
+            names[#names + 1] = name
+            index[name] = #names
+        end
+        which[i] = index[name]
     else
-        out[2 * i - 1] = -2
-        out[2 * i] = ''
+        left[i] = -2
+        which[i] = 0
     end
 end
-return out
+return {table.concat(left, ','), table.concat(which, ','), unpack(names)}
 """
 
 RELEASE = """
@@ -271,12 +279,17 @@ class RedisLease:
         unbounded = self._ttl_ms / 1000
         for start in range(0, len(wanted), BATCH):
             chunk = wanted[start : start + BATCH]
-            replies = self._script(HELD_BY, chunk, (), count=2 * len(chunk))
-            found.update(
-                (key, (left / 1000 if left >= 0 else unbounded, holder_of(_text(value))))
-                for key, left, value in zip(chunk, replies[::2], replies[1::2], strict=True)
-                if left != -2
-            )
+            replies = self._script(HELD_BY, chunk, (), count=None)
+            if len(replies) < 2:
+                raise LeaseBackendUnavailable("unexpected reply to a lease script")
+            names = ["", *(_text(name) for name in replies[2:])]
+            lefts = _text(replies[0]).split(",")
+            which = _text(replies[1]).split(",")
+            if len(lefts) != len(chunk) or len(which) != len(chunk):
+                raise LeaseBackendUnavailable("unexpected reply to a lease script")
+            for key, left_ms, name in zip(chunk, map(int, lefts), map(int, which), strict=True):
+                if left_ms != -2:  # -1: no expiry (not one of ours: treat as held)
+                    found[key] = (left_ms / 1000 if left_ms >= 0 else unbounded, names[name])
         return found
 
     def holders(self, keys: Iterable[str]) -> dict[str, str]:
@@ -361,10 +374,10 @@ class RedisLease:
         return answer
 
     def _script(
-        self, script: str, keys: list[str], args: Sequence[str | int], count: int | None = None
+        self, script: str, keys: list[str], args: Sequence[str | int], count: int | None = -1
     ) -> list[Any]:
-        """The replies (``count`` of them, else one per key) of one call of a many-keys
-        script."""
+        """The replies (``count`` of them, one per key by default; None: any number) of
+        one call of a many-keys script."""
         try:
             return self._evalsha(self._sha(script), keys, args, count)
         except NoScriptError:
@@ -382,6 +395,7 @@ class RedisLease:
         except RedisError as error:
             raise self._unavailable(error) from None
         self._answered()
-        if not isinstance(replies, list) or len(replies) != (len(keys) if count is None else count):
+        expected = len(keys) if count == -1 else count
+        if not isinstance(replies, list) or expected not in (None, len(replies)):
             raise LeaseBackendUnavailable("unexpected reply to a lease script")
         return replies

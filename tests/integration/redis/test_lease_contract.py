@@ -241,6 +241,18 @@ class TestRedisLease(LeaseContract):
         assert lease.held(["stray", "free"]) == {"stray": TTL}
         assert lease.held_by(["stray", "free"]) == {"stray": (TTL, "")}
 
+    def test_held_by_names_each_holder_as_holders_does(
+        self, client: redis.Redis, prefix: str
+    ) -> None:
+        names = ["w1", "host:w2", "", "w,3"]  # a colon, none, a comma: names are data
+        for i, name in enumerate(names):
+            RedisLease(client, 30.0, prefix=prefix + "lease:", holder=name).acquire(f"k{i}")
+        lease = RedisLease(client, 30.0, prefix=prefix + "lease:")
+        keys = [f"k{i}" for i in range(len(names))] + ["free"]
+        found = lease.held_by(keys)
+        assert {key: holder for key, (_, holder) in found.items()} == lease.holders(keys)
+        assert [found[f"k{i}"][1] for i in range(len(names))] == names
+
     def test_batches_larger_than_one_round_trip(self, client: redis.Redis, prefix: str) -> None:
         lease = RedisLease(client, 30.0, prefix=prefix + "lease:")  # acquiring takes a while
         count = BATCH * 2 + 7
