@@ -11,9 +11,11 @@ A lease says which worker holds the IDLE watch of an account. Contract of ``Leas
   ``token``; ``False`` means "not yours" (expired, released or taken by another holder).
 - ``release(key, token)`` deletes the key if it still holds ``token``; ``False`` means it
   was not ours any more, which is not an error.
-- ``renew_many`` / ``release_many`` do the same for many keys in one round trip;
+- ``acquire_many`` / ``renew_many`` / ``release_many`` do the same for many keys in
+  one round trip (``acquire_many``: a token per key taken, ``None`` per key held);
   ``held(keys)`` says which keys anyone holds right now (to find free accounts), and
-  ``holders(keys)`` who: the holder name the adapter was built with (a worker id).
+  ``holders(keys)`` who: the holder name the adapter was built with (a worker id);
+  ``held_by(keys)`` both, in one read.
 - A backend that cannot answer raises ``LeaseBackendUnavailable``; it never answers
   ``False`` for "I don't know". The caller keeps acting on a lease only until the ttl
   since its last successful acquire/renew runs out (see ``workers.policies.lease_keeper``).
@@ -46,6 +48,8 @@ class LeaseBackend(Protocol):
 
     def renew(self, key: str, token: str) -> bool: ...
 
+    def acquire_many(self, keys: Iterable[str]) -> dict[str, str | None]: ...
+
     def release(self, key: str, token: str) -> bool: ...
 
     def renew_many(self, items: Mapping[str, str]) -> dict[str, bool]: ...
@@ -59,6 +63,11 @@ class LeaseBackend(Protocol):
 
     def holders(self, keys: Iterable[str]) -> dict[str, str]:
         """Of ``keys``, those someone holds, with the holder's name ("" when unnamed)."""
+        ...
+
+    def held_by(self, keys: Iterable[str]) -> dict[str, tuple[float, str]]:
+        """``held`` and ``holders`` in one read: of ``keys``, those someone holds, with
+        the seconds until each lapses unless renewed and the holder's name."""
         ...
 
 

@@ -3,7 +3,8 @@
 - ``accounts``: one row per account with its status, message count and ``last_mail_at``
   (unix seconds: the newest message's arrival, never later than when it was recorded —
   what keeps an account hot across a fleet restart; ``recent_mail`` reads it for all
-  accounts at once).
+  accounts at once), and ``changed_at``: the log position of the account's last own
+  event (``projections.mail_accounts``), so that a reader reads only what changed.
 - ``messages``: one row per ingested message; deleted accounts' rows are removed with
   one set-based DELETE, and messages recorded after their account's delete are passed
   over. A ``deferred`` message's row takes what its body brought (``MessageBodyFetched``:
@@ -29,12 +30,7 @@ from typing import Any
 from application.ports import Dialect, Recorded, SqlCursor
 from domain.events import DomainEvent
 from domain.mail_account import (
-    MailAccountAuthFailed,
     MailAccountConnected,
-    MailAccountDeleted,
-    MailAccountDisconnected,
-    MailAccountReauthRequired,
-    MailAccountReconnected,
     MailAccountUpdated,
     MailFolderGone,
     MailFolderListed,
@@ -48,8 +44,9 @@ from domain.message import (
 )
 from domain.message_retention import MessageBodyErased, MessageExpired
 from projections.base import index_name, shadow_tables
+from projections.mail_accounts import STATUS, apply_account, upgrade_accounts
 from projections.mail_flags import add_flag_columns, arrival_flags, set_flags
-from projections.mail_folders import apply_folder, create_folders, upgrade_folder_columns
+from projections.mail_folders import create_folders, upgrade_folder_columns
 from projections.mail_moves import MOVES, apply_membership
 from projections.mail_retention import (
     BODY_ERASED_COLUMN,
@@ -65,14 +62,6 @@ TABLES = {
     "folders": "mail_account_folders",
 }
 
-_STATUS: dict[type[DomainEvent], str] = {
-    MailAccountAuthFailed: "auth_error",
-    MailAccountDisconnected: "disconnected",
-    MailAccountReconnected: "active",
-    MailAccountDeleted: "deleted",
-    MailAccountReauthRequired: "reauth_required",
-}
-
 _CONSUMED: tuple[type[DomainEvent], ...] = (
     MessageIngested,
     MessageBodyFetched,
@@ -86,7 +75,7 @@ _CONSUMED: tuple[type[DomainEvent], ...] = (
     MailFolderListed,
     MailFolderRenamed,
     MailFolderGone,
-    *_STATUS,
+    *STATUS,
 )
 TOPICS = frozenset(cls.TOPIC for cls in _CONSUMED)
 _LATER_MESSAGE_EVENTS = (
@@ -149,7 +138,7 @@ class MailProjection:
             " provider TEXT NOT NULL, auth_method TEXT NOT NULL, display_name TEXT NOT NULL,"
             " address TEXT NOT NULL, imap TEXT NOT NULL, trusted_authserv_id TEXT,"
             " status TEXT NOT NULL, message_count INTEGER NOT NULL DEFAULT 0,"
-            " last_mail_at DOUBLE PRECISION)"
+            " last_mail_at DOUBLE PRECISION, changed_at BIGINT)"
         )
         cur.execute(f"CREATE INDEX {index_name(accounts, 'tenant')} ON {accounts} (tenant_id)")
         cur.execute(
@@ -182,19 +171,11 @@ class MailProjection:
         create_folders(cur, self._tables["folders"])
 
     def upgrade(self, cur: SqlCursor, dialect: Dialect) -> None:
-        """Tables created before ``last_mail_at`` was kept gain it, and messages tables
-        created before the flag columns, ``folders``, ``direction`` and mail retention's
-        ``body_erased`` gain those (idempotent)."""
+        """Accounts tables created before ``last_mail_at`` or ``changed_at`` was kept gain
+        them, and messages tables created before the flag columns, ``folders``,
+        ``direction`` and mail retention's ``body_erased`` gain those (idempotent)."""
         add_flag_columns(cur, dialect, self._tables["messages"])
-        accounts = self._tables["accounts"]
-        if dialect == "postgresql":
-            cur.execute(
-                f"ALTER TABLE {accounts} ADD COLUMN IF NOT EXISTS last_mail_at DOUBLE PRECISION"
-            )
-        else:
-            cur.execute(f"PRAGMA table_info({accounts})")
-            if "last_mail_at" not in {row[1] for row in cur.fetchall()}:
-                cur.execute(f"ALTER TABLE {accounts} ADD COLUMN last_mail_at DOUBLE PRECISION")
+        upgrade_accounts(cur, dialect, self._tables["accounts"])
         upgrade_folder_columns(cur, dialect, self._tables["messages"])
         upgrade_body_erased(cur, dialect, self._tables["messages"])
         create_folders(cur, self._tables["folders"])
@@ -220,56 +201,11 @@ class MailProjection:
             elif isinstance(event, _LATER_MESSAGE_EVENTS):
                 self._later(cur, event)
             else:
-                self._account(cur, event)
+                apply_account(cur, self._tables, recorded.position, event)
         if ingested:
             self._insert_messages(cur, dialect, ingested)
             set_flags(cur, messages, arrival_flags(ingested))
         retire(cur, messages, retired)
-
-    def _account(self, cur: SqlCursor, event: DomainEvent) -> None:
-        """An account's or its folders' event."""
-        accounts = self._tables["accounts"]
-        if isinstance(event, MailFolderListed | MailFolderRenamed | MailFolderGone):
-            apply_folder(cur, self._tables, event)
-        elif isinstance(event, MailAccountConnected):
-            cur.execute(
-                f"INSERT INTO {accounts} (account_id, tenant_id, owner_user_id, scope,"
-                " provider, auth_method, display_name, address, imap, trusted_authserv_id,"
-                " status) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'active')"
-                " ON CONFLICT (account_id) DO NOTHING",
-                (
-                    str(event.originator_id),
-                    event.tenant_id,
-                    event.owner_user_id,
-                    event.scope,
-                    event.provider,
-                    event.auth_method,
-                    event.display_name,
-                    event.address,
-                    json.dumps(event.imap),
-                    event.trusted_authserv_id,
-                ),
-            )
-        elif isinstance(event, MailAccountUpdated):
-            self._update(cur, accounts, str(event.originator_id), event.changes)
-        elif type(event) in _STATUS:
-            self._status(cur, event)
-
-    def _status(self, cur: SqlCursor, event: DomainEvent) -> None:
-        """A status change; a delete also removes the account's rows everywhere."""
-        accounts, account_id = self._tables["accounts"], str(event.originator_id)
-        cur.execute(
-            f"UPDATE {accounts} SET status = ? WHERE account_id = ?",
-            (_STATUS[type(event)], account_id),
-        )
-        if isinstance(event, MailAccountDeleted):
-            for table in ("messages", "threads", "folders"):
-                cur.execute(
-                    f"DELETE FROM {self._tables[table]} WHERE account_id = ?", (account_id,)
-                )
-            cur.execute(
-                f"UPDATE {accounts} SET message_count = 0 WHERE account_id = ?", (account_id,)
-            )
 
     def _complete(self, cur: SqlCursor, event: MessageBodyFetched | MessageBodyVanished) -> None:
         """A deferred message's second event: what its body brought, or ``vanished``."""
@@ -440,21 +376,6 @@ class MailProjection:
             cur.execute(over_arrays, [list(column) for column in zip(*rows, strict=True)])
         else:
             cur.executemany(per_row, rows)
-
-    @staticmethod
-    def _update(cur: SqlCursor, accounts: str, account_id: str, changes: dict[str, Any]) -> None:
-        columns = {"display_name": "display_name", "trusted_authserv_id": "trusted_authserv_id"}
-        for key, column in columns.items():
-            if key in changes:
-                cur.execute(
-                    f"UPDATE {accounts} SET {column} = ? WHERE account_id = ?",
-                    (changes[key], account_id),
-                )
-        if "imap" in changes:
-            cur.execute(
-                f"UPDATE {accounts} SET imap = ? WHERE account_id = ?",
-                (json.dumps(changes["imap"]), account_id),
-            )
 
 
 NO_MAIL = float("-inf")

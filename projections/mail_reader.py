@@ -97,6 +97,25 @@ class MailReader:
             cur.execute(sql, params)
             return [_account_row(row) for row in cur.fetchall()]
 
+    def account_mark(self) -> int:
+        """The latest log position at which an account's row changed (0: none yet)."""
+        with self.db.reading() as cur:
+            cur.execute(f"SELECT MAX(changed_at) FROM {self.t['accounts']}")
+            row = cur.fetchone()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    def accounts_changed_after(self, mark: int) -> list[dict[str, Any]]:
+        """Every account whose row changed after log position ``mark``, whatever its
+        status (deleted ones too), oldest change first, each with its ``changedAt``."""
+        with self.db.reading() as cur:
+            cur.execute(
+                f"SELECT {self._ACCOUNT_COLUMNS}, changed_at FROM {self.t['accounts']}"
+                " WHERE changed_at > ? ORDER BY changed_at",
+                (mark,),
+            )
+            rows = cur.fetchall()
+        return [{**_account_row(row[:-1]), "changedAt": int(row[-1])} for row in rows]
+
     def messages(
         self,
         tenant_id: str,

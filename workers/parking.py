@@ -14,7 +14,7 @@ a lease won meanwhile are seen by one owner. Loop thread only.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass
 
 from application.leases import LeaseBackend, LeaseBackendUnavailable
@@ -59,6 +59,8 @@ class ParkedSessions:
         hot: set[str],
         mine: Set[str],
         taken: dict[str, float],
+        *,
+        holders: Mapping[str, str] | None = None,
     ) -> Parking:
         """After a fleet tick's claims (``taken``: account -> seconds left on the lease
         someone else holds, at ``now``): the orphans this worker will claim once their
@@ -67,7 +69,9 @@ class ParkedSessions:
         short of its share, and after that while the account is free: this worker may
         claim it at its next turn (a tick claims for a limited time, and plans made
         from heartbeat counts a tick old may give it to this worker only then); if
-        another worker claims it, it is taken at the next tick and closed then."""
+        another worker claims it, it is taken at the next tick and closed then.
+        ``holders`` (who holds each of ``taken``, read with it) saves reading them
+        again."""
         wanted: set[str] = set()
         orphans = failover.orphaned(taken, self._ttl)
         if orphans:
@@ -77,7 +81,7 @@ class ParkedSessions:
                 hot=hot,
                 mine=mine,
                 taken=set(taken),
-                orphans=self._holders(orphans),
+                orphans=self._holders(orphans, holders),
                 capacity=self._capacity,
             )
         incoming: set[str] = set()
@@ -88,7 +92,7 @@ class ParkedSessions:
                 live_workers=live,
                 hot=hot,
                 mine=mine,
-                holders=self._holders(taken.keys() - orphans),
+                holders=self._holders(taken.keys() - orphans, holders),
                 capacity=self._capacity,
             )
         # While short, the prediction shifts as the holders give back (heartbeat counts
@@ -115,9 +119,11 @@ class ParkedSessions:
         # The earliest lapse first: the login pool takes them in this order.
         return Parking(tuple(sorted(new, key=lambda a: (taken[a], a))), close, look, given)
 
-    def _holders(self, accounts: Set[str]) -> dict[str, str]:
+    def _holders(self, accounts: Set[str], known: Mapping[str, str] | None) -> dict[str, str]:
         if not accounts:
             return {}
+        if known is not None:
+            return {account: known[account] for account in accounts if account in known}
         try:
             return self._lease.holders(accounts)
         except LeaseBackendUnavailable:

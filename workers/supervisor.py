@@ -39,7 +39,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from application.leases import LeaseBackendUnavailable, WorkerRegistry
 from application.mail.state import ErrorKind
@@ -56,6 +56,7 @@ from workers.policies.folder_news import FolderNews
 from workers.policies.scheduling import DueScheduler, first_poll_at
 from workers.policies.tiers import NEVER, RecentUsers, Tier, TierPolicy, TierSettings
 from workers.policies.watch_stops import AfterStop, StopReason, WhyStopped
+from workers.poll_schedule import PollStarts
 from workers.supervisor_settings import SupervisorSettings
 from workers.watch_owner import WatchOwner
 
@@ -66,11 +67,13 @@ log = logging.getLogger("tidings.supervisor")
 CHORES_INTERVAL = 0.05
 METRICS_INTERVAL = 1.0
 FLEET_COALESCE = 0.05  # signals in a burst share one fleet tick
-# A fleet tick claims for at most this long (each claim is a round trip to the lease
-# backend), then goes on at the next turn: thousands of claims in one tick held up the
-# lease renewals past their margin (10,000 accounts, a loaded machine: 1,425 leases lost
-# at once, their sessions still in IDLE when another worker took them).
+# A fleet tick claims for at most this long, then goes on at the next turn: thousands of
+# claims in one tick held up the lease renewals past their margin (10,000 accounts, a
+# loaded machine: 1,425 leases lost at once, their sessions still in IDLE when another
+# worker took them). Claims go CLAIM_BATCH to a round trip to the lease backend (one a
+# round trip was 8% of a joining worker's samples for its 2,000 claims).
 CLAIM_BUDGET = 1.0
+CLAIM_BATCH = 100
 
 
 class Supervisor:
@@ -96,7 +99,6 @@ class Supervisor:
         self.directory = directory
         self.reader = reader
         self.ingest = ingest
-        self.poller = poller
         self.status = status
         self.metrics = metrics
         self._on_ingested = on_ingested
@@ -110,9 +112,16 @@ class Supervisor:
         self.recent_users = RecentUsers(self.tiers.settings.user_active_window)
         self.polls: DueScheduler[str] = DueScheduler()
         self.folder_news = FolderNews(self.polls)
-        self._live: dict[str, int] | None = None
-        self._tiers: dict[str, Tier] = {}  # the last tick's: a due poll's next time
-        self._held_elsewhere: Mapping[str, float] = {}  # hot leases others held
+        self.poll_starts = PollStarts(
+            settings.worker_id,
+            polls=self.polls,
+            tiers=self.tiers,
+            poller=poller,
+            folder_news=self.folder_news,
+            holds_lease=owner.holds,
+            syncable=lambda: self.directory.syncable,
+            done=self._poll_done,
+        )
         self._next_fleet = 0.0
         self._last_fleet = float("-inf")
         self._next_directory = 0.0
@@ -123,6 +132,14 @@ class Supervisor:
         self._next_chores = 0.0
         self._wake_at = 0.0
         self._next_metrics = 0.0
+
+    @property
+    def poller(self) -> Polls:
+        return self.poll_starts.poller
+
+    @poller.setter
+    def poller(self, poller: Polls) -> None:  # the one the poll starts submit to
+        self.poll_starts.poller = poller
 
     # --- from other threads ----------------------------------------------------------
 
@@ -157,7 +174,7 @@ class Supervisor:
             self._fleet_tick(now)
         for account_id in self.owner.restart_due(now, self.directory.syncable.keys()):
             self._watch_started(account_id)
-        self._start_polls(time.time())
+        self.poll_starts.start_due(time.time())
         if now >= self._next_metrics:
             self._next_metrics = now + METRICS_INTERVAL
             self._update_metrics()
@@ -291,30 +308,26 @@ class Supervisor:
         try:
             if self._directory_known:
                 self.registry.heartbeat(len(self.owner), self.owner.login_rate())
-            self._live = self.registry.live_workers()
+            self.poll_starts.live = self.registry.live_workers()
         except LeaseBackendUnavailable:
-            self._live = None
-        live = self._live or {self.settings.worker_id: len(self.owner)}
-        tiers = self._tiers = self.tiers.classify(wall, self._hot_budget())
+            self.poll_starts.live = None
+        live = self.poll_starts.live or {self.settings.worker_id: len(self.owner)}
+        tiers = self.poll_starts.tiers = self.tiers.classify(wall, self.poll_starts.hot_budget())
         try:
-            if self._live is not None:  # no claims without the lease backend; polls go on
+            # No claims without the lease backend; polls go on.
+            if self.poll_starts.live is not None:
                 self._plan_fleet(now, live, {a for a, tier in tiers.items() if tier == "hot"})
         finally:
             self._report(tiers)
 
-    def _hot_budget(self) -> int:
-        """The fleet's hot budget for the live workers last read (this one alone when
-        the fleet is unknown): the same for claims and for the poll schedule."""
-        return self.tiers.hot_budget(len(self._live) if self._live else 1)
-
     def _plan_fleet(self, now: float, live: dict[str, int], hot: set[str]) -> None:
         mine = set(self.owner.mine())
         try:
-            taken = self.owner.taken(hot - mine)
+            taken, holders = self.owner.taken_by(hot - mine)
         except LeaseBackendUnavailable:
-            self._held_elsewhere = {}
+            self.poll_starts.held_elsewhere = {}
             return
-        self._held_elsewhere = taken  # their holders poll them (``_owns_poll``)
+        self.poll_starts.held_elsewhere = taken  # their holders poll them
         early = failover.look_again_at(
             taken.values(), now, fleet_tick=self.settings.fleet_tick, margin=FLEET_COALESCE
         )
@@ -340,11 +353,11 @@ class Supervisor:
         for account_id in plan.release:
             self.owner.stop(account_id, StopReason.RELEASED)
         stop_at = time.monotonic() + CLAIM_BUDGET
-        for account_id in plan.claim:
+        for start in range(0, len(plan.claim), CLAIM_BATCH):
             if time.monotonic() > stop_at:
                 self._fleet_soon(time.monotonic())  # the rest after the next renewals
                 break
-            if self.owner.claim(account_id):
+            for account_id in self.owner.claim_many(plan.claim[start : start + CLAIM_BATCH]):
                 self._watch_started(account_id)
         if plan.claim or plan.release:
             # The others plan with this count: the one sent at the tick's start is a tick
@@ -353,7 +366,7 @@ class Supervisor:
             # unclaimed and their accounts watched a tick and a login later).
             with contextlib.suppress(LeaseBackendUnavailable):
                 self.registry.heartbeat(len(self.owner), self.owner.login_rate())
-        logins_due = self.owner.park(now, live, hot, taken)
+        logins_due = self.owner.park(now, live, hot, taken, holders)
         if logins_due is not None:  # a dead worker's accounts: their logins start then
             self._next_fleet = min(self._next_fleet, logins_due)
 
@@ -365,7 +378,7 @@ class Supervisor:
                 held=held,
                 watching={a for a in held if self.owner.is_watching(a)},
                 backing_off={a for a in held if self.owner.backing_off(a)},
-                owns_poll=self._owns_poll,
+                owns_poll=self.poll_starts.owns_poll,
             )
         )
 
@@ -382,35 +395,6 @@ class Supervisor:
         self.directory.forget(account_id)
 
     # --- polls ---------------------------------------------------------------------------
-
-    def _owns_poll(self, account_id: str) -> bool:
-        return fleet.owns_poll(
-            account_id,
-            self.settings.worker_id,
-            holds_lease=self.owner.holds(account_id),
-            held_elsewhere=account_id in self._held_elsewhere,
-            live_workers=self._live,
-        )
-
-    def _start_polls(self, wall: float) -> None:
-        """Due polls, as many as the poller can start now: the rest stay due here, where
-        who owns each is decided when it starts (a worker that just joined, or an account
-        another worker took meanwhile, changes it)."""
-        while (free := self.poller.free_slots()) > 0:
-            due = self.polls.pop_due(wall, limit=free)
-            if not due:
-                return
-            for account_id in due:
-                if account_id not in self.directory.syncable:
-                    continue
-                if account_id not in self._tiers:  # learnt since the last tick
-                    self._tiers = self.tiers.classify(wall, self._hot_budget())
-                tier = self._tiers.get(account_id, "warm")
-                self.polls.schedule(account_id, self.tiers.next_poll_at(tier, wall))
-                if not self._owns_poll(account_id) or self.poller.submit(
-                    account_id, self._poll_done
-                ):
-                    self.folder_news.started(account_id, wall)
 
     def _poll_done(self, outcome: SyncOutcome) -> None:  # a poll thread
         self.inbox.tell(news.PollDone(outcome))

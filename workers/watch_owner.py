@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from application.leases import LeaseBackend, LeaseBackendUnavailable
 from application.mail.ports import MailboxThrottled
@@ -86,6 +86,14 @@ class WatchOwner:
         """Of ``accounts``, those whose lease someone holds, with the seconds until each
         lapses unless renewed (raises ``LeaseBackendUnavailable``)."""
         return self.lease.held(accounts)
+
+    def taken_by(self, accounts: Collection[str]) -> tuple[dict[str, float], dict[str, str]]:
+        """``taken`` and who holds each, in one read (raises ``LeaseBackendUnavailable``)."""
+        found = self.lease.held_by(accounts)
+        return (
+            {account: left for account, (left, _) in found.items()},
+            {account: holder for account, (_, holder) in found.items()},
+        )
 
     def watch_states(self) -> dict[str, State]:
         """Every watch of this worker and its state."""
@@ -152,24 +160,31 @@ class WatchOwner:
 
     def claim(self, account_id: str) -> bool:
         """Try to win the account's lease and watch it; True when a watch started."""
-        if account_id in self._ending:  # still ours until its old watch has ended
-            return False
-        claim = self.keeper.claim(account_id)
-        if claim is None:
-            return False
+        return bool(self.claim_many([account_id]))
+
+    def claim_many(self, accounts: Iterable[str]) -> list[str]:
+        """Try to win these accounts' leases (one round trip) and watch them; the
+        accounts whose watch started."""
+        # One still ours until its old watch has ended is not claimed again.
+        claims = [self.keeper.claim(a) for a in accounts if a not in self._ending]
+        wanted = [claim for claim in claims if claim is not None]
+        if not wanted:
+            return []
         sent_at = time.monotonic()
         try:
-            token = self.lease.acquire(account_id)
+            tokens = self.lease.acquire_many([claim.account_id for claim in wanted])
         except LeaseBackendUnavailable:
-            self.keeper.on_acquire_failed(claim)
-            return False
-        if token is None:
-            self.keeper.on_acquire_failed(claim)
-        elif self.keeper.on_acquired(claim, token, sent_at):
-            return self._start(account_id)
-        else:
-            self._release(account_id, token)
-        return False
+            tokens = {}
+        started: list[str] = []
+        for claim in wanted:
+            token = tokens.get(claim.account_id)
+            if token is None:
+                self.keeper.on_acquire_failed(claim)
+            elif not self.keeper.on_acquired(claim, token, sent_at):
+                self._release(claim.account_id, token)
+            elif self._start(claim.account_id):
+                started.append(claim.account_id)
+        return started
 
     def restart_due(self, now: float, syncable: Collection[str]) -> list[str]:
         """Restart the watches whose backoff ran out; the accounts started."""
@@ -177,12 +192,18 @@ class WatchOwner:
         return [a for a in due if self.keeper.holds(a) and a in syncable and self._start(a)]
 
     def park(
-        self, now: float, live: dict[str, int], hot: set[str], taken: Mapping[str, float]
+        self,
+        now: float,
+        live: dict[str, int],
+        hot: set[str],
+        taken: Mapping[str, float],
+        holders: Mapping[str, str] | None = None,
     ) -> float | None:
         """Open sessions for the orphans this worker will claim, once their logins are
         due, and for the accounts the others are about to give to it; close the
-        unclaimed. Returns when to plan again (logins not yet due, hand-overs awaited)."""
-        plan = self.parking.plan(now, live, hot, self.mine(), dict(taken))
+        unclaimed. Returns when to plan again (logins not yet due, hand-overs awaited).
+        ``holders``: who holds ``taken``, when read with it."""
+        plan = self.parking.plan(now, live, hot, self.mine(), dict(taken), holders=holders)
         if plan.park:
             rate = self.watches.login_rate()
             log.info(

@@ -17,6 +17,15 @@ class MailReadModel(Protocol):
         """``tenant_id`` None: every tenant (workers)."""
         ...
 
+    def account_mark(self) -> int:
+        """The latest log position at which an account's row changed (0: none yet)."""
+        ...
+
+    def accounts_changed_after(self, mark: int) -> list[dict[str, Any]]:
+        """Every account (any status) whose row changed after log position ``mark``, as
+        ``accounts`` has them plus ``changedAt``, oldest change first."""
+        ...
+
     def messages(
         self,
         tenant_id: str,

@@ -53,6 +53,9 @@ class InProcessLease:
             self._held[key] = (token, now + self._ttl_seconds)
             return token
 
+    def acquire_many(self, keys: Iterable[str]) -> dict[str, str | None]:
+        return {key: self.acquire(key) for key in dict.fromkeys(keys)}
+
     def renew(self, key: str, token: str) -> bool:
         return self.renew_many({key: token})[key]
 
@@ -84,6 +87,15 @@ class InProcessLease:
             now = self._clock()
             return {
                 key: self._held[key][1] - now for key in keys if self._current(key, now) is not None
+            }
+
+    def held_by(self, keys: Iterable[str]) -> dict[str, tuple[float, str]]:
+        with self._lock:
+            now = self._clock()
+            return {
+                key: (self._held[key][1] - now, self._held[key][0].rpartition(":")[0])
+                for key in keys
+                if self._current(key, now) is not None
             }
 
     def holders(self, keys: Iterable[str]) -> dict[str, str]:

@@ -67,12 +67,22 @@ def poll_owner(account_id: str, live_workers: Collection[str]) -> str:
     return _preferred(account_id, tuple(sorted(live_workers)))
 
 
-@functools.lru_cache(maxsize=1 << 15)
+# A worker's own score of the accounts it holds, asked by each plan that gives back
+# (its own, and every holder's replayed by a joining worker at each of its ticks).
+_own_score = functools.lru_cache(maxsize=1 << 14)(score)
+
+
 def _preferred(account_id: str, workers: tuple[str, ...]) -> str:
-    # Asked for every account at every fleet tick (who polls it, for the watch report),
-    # while the live workers rarely change: a hash per account and worker each time was
-    # a tenth of a worker's CPU with 10,000 accounts.
-    return min(workers, key=_rank(account_id))
+    return _ranking(account_id, workers)[0]
+
+
+@functools.lru_cache(maxsize=1 << 15)
+def _ranking(account_id: str, workers: tuple[str, ...]) -> tuple[str, ...]:
+    # Asked for every account at every fleet tick (who polls it, for the watch report;
+    # who claims it, in every worker's plan replayed by a joining one), while the live
+    # workers rarely change: a hash per account and worker each time was a tenth of a
+    # worker's CPU with 10,000 accounts.
+    return tuple(sorted(workers, key=_rank(account_id)))
 
 
 def owns_poll(
@@ -119,7 +129,7 @@ def plan(
     """One worker's claims and releases for this tick (see the module docstring)."""
     counts = dict(live_workers)
     counts[me] = len(mine)  # our own count is fresher than our last heartbeat
-    workers = sorted(counts)
+    workers = tuple(sorted(counts))
     fair = fair_share(len(hot), len(workers))
     target = min(capacity, fair + 1 + fair // 20)
 
@@ -139,8 +149,8 @@ def plan(
     if len(keep) > limit:
 
         def worth_keeping(account_id: str) -> tuple[bool, int, str]:
-            preferred = poll_owner(account_id, workers) == me
-            return (preferred, score(account_id, me), account_id)
+            preferred = _preferred(account_id, workers) == me
+            return (preferred, _own_score(account_id, me), account_id)
 
         keep.sort(key=worth_keeping)
         release.extend(sorted(keep[: len(keep) - limit]))
@@ -150,16 +160,26 @@ def plan(
     # This worker's own room comes from the same snapshot as everyone else's (not from
     # what it keeps after this tick's releases): otherwise two workers could both count
     # the room and claim the same free account. Room freed by releases is used next tick.
+    claims = _claims(me, workers, room, sorted(hot - taken - mine)) if room[me] else ()
+    return FleetPlan(claims, tuple(release), fair, target)
+
+
+def _claims(
+    me: str, workers: tuple[str, ...], room: dict[str, int], free: list[str]
+) -> tuple[str, ...]:
+    """The greedy assignment every worker replays: each free account (in order) to its
+    highest-ranked worker with room left; this worker's share of it."""
     claims: list[str] = []
-    if room[me]:
-        for account_id in sorted(hot - taken - mine):
-            with_room = [worker for worker in workers if room[worker] > 0]
-            if not with_room:
-                break
-            worker = min(with_room, key=_rank(account_id))
-            room[worker] -= 1
-            if worker == me:
-                claims.append(account_id)
-            if room[me] == 0:
-                break
-    return FleetPlan(tuple(claims), tuple(release), fair, target)
+    with_room = sum(1 for left in room.values() if left > 0)
+    for account_id in free:
+        if not with_room:
+            break
+        worker = next(w for w in _ranking(account_id, workers) if room[w] > 0)
+        room[worker] -= 1
+        if room[worker] == 0:
+            with_room -= 1
+        if worker == me:
+            claims.append(account_id)
+        if room[me] == 0:
+            break
+    return tuple(claims)

@@ -59,6 +59,20 @@ class LeaseContract:
         assert other.acquire("acct-2") not in (None, token)
         assert lease.ttl_seconds == TTL
 
+    def test_acquire_many_takes_the_free_keys_each_with_a_token(
+        self, lease: Lease, other: Lease
+    ) -> None:
+        assert other.acquire("b") is not None
+        answers = lease.acquire_many(["a", "b", "c", "a"])
+        assert set(answers) == {"a", "b", "c"}
+        assert answers["b"] is None
+        token_a, token_c = answers["a"], answers["c"]
+        assert token_a is not None and token_c is not None and token_a != token_c
+        assert other.acquire("a") is None and other.acquire("c") is None
+        assert lease.holders(["a", "c"]) == {"a": "w1", "c": "w1"}
+        assert lease.renew("a", token_a) and lease.release("c", token_c)
+        assert lease.acquire_many([]) == {}
+
     def test_release_needs_the_holders_token(self, lease: Lease, other: Lease) -> None:
         token = lease.acquire("acct-1")
         assert token is not None
@@ -126,6 +140,14 @@ class LeaseContract:
         assert set(held) == {"x", "y"}
         assert all(0 < left <= lease.ttl_seconds for left in held.values())
         assert lease.held([]) == {}
+
+    def test_held_by_tells_how_long_and_who_in_one_read(self, lease: Lease, other: Lease) -> None:
+        assert other.acquire("x") is not None
+        found = lease.held_by(["x", "free", "x"])
+        assert set(found) == {"x"}
+        left, holder = found["x"]
+        assert 0 < left <= lease.ttl_seconds and holder == self.OTHER
+        assert lease.held_by([]) == {}
 
     def test_holders_name_who_holds_each_key(self, lease: Lease, other: Lease) -> None:
         assert lease.acquire("x") and other.acquire("y")
@@ -208,7 +230,28 @@ class TestRedisLease(LeaseContract):
         client.script_flush()
         assert lease.renew_many({"acct-1": token, "other": "x"}) == {"acct-1": True, "other": False}
         client.script_flush()
+        assert set(lease.held(["acct-1", "free"])) == {"acct-1"}
+        client.script_flush()
         assert lease.release("acct-1", token) is True
+
+    def test_a_key_without_expiry_counts_as_held_for_a_full_ttl(
+        self, lease: RedisLease, client: redis.Redis, prefix: str
+    ) -> None:
+        client.set(prefix + "lease:stray", "not a lease")  # written by hand: no expiry
+        assert lease.held(["stray", "free"]) == {"stray": TTL}
+        assert lease.held_by(["stray", "free"]) == {"stray": (TTL, "")}
+
+    def test_held_by_names_each_holder_as_holders_does(
+        self, client: redis.Redis, prefix: str
+    ) -> None:
+        names = ["w1", "host:w2", "", "w,3"]  # a colon, none, a comma: names are data
+        for i, name in enumerate(names):
+            RedisLease(client, 30.0, prefix=prefix + "lease:", holder=name).acquire(f"k{i}")
+        lease = RedisLease(client, 30.0, prefix=prefix + "lease:")
+        keys = [f"k{i}" for i in range(len(names))] + ["free"]
+        found = lease.held_by(keys)
+        assert {key: holder for key, (_, holder) in found.items()} == lease.holders(keys)
+        assert [found[f"k{i}"][1] for i in range(len(names))] == names
 
     def test_batches_larger_than_one_round_trip(self, client: redis.Redis, prefix: str) -> None:
         lease = RedisLease(client, 30.0, prefix=prefix + "lease:")  # acquiring takes a while
@@ -216,10 +259,14 @@ class TestRedisLease(LeaseContract):
         tokens = {f"acct-{i}": lease.acquire(f"acct-{i}") for i in range(count)}
         held = {key: token for key, token in tokens.items() if token is not None}
         assert len(held) == count
+        many = lease.acquire_many([f"many-{i}" for i in range(count)] + ["acct-1"])
+        assert many["acct-1"] is None
+        assert sum(token is not None for token in many.values()) == count
         items = {**held, "acct-0": "stale"}
         answers = lease.renew_many(items)
         assert answers == {key: key != "acct-0" for key in items}
         assert len(lease.held(items)) == count
+        assert len(lease.held_by(items)) == count
         assert sum(lease.release_many(held).values()) == count
 
     def test_an_unreachable_redis_raises_quickly(self, closed_port: int) -> None:

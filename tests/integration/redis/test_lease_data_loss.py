@@ -42,6 +42,7 @@ def test_no_lease_is_granted_for_a_ttl_after_redis_lost_its_data(server: RedisSe
     assert other.acquire("acct") is None, "granted while its holder may still act on it"
     newcomer = lease(server, "w3")
     assert newcomer.acquire("acct") is None, "the quiet ttl holds for every client"
+    assert other.acquire_many(["acct", "free"]) == {"acct": None, "free": None}
     assert holder.renew("acct", token) is False, "the holder learns it is gone"
 
     took = wait_for("the lease to be granted again", lambda: other.acquire("acct"), TTL * 4)
@@ -55,6 +56,7 @@ def test_a_first_start_grants_at_once(server: RedisServer) -> None:
     first = lease(server, "w1")
     assert first.acquire("acct") is not None
     assert lease(server, "w2").acquire("other") is not None
+    assert None not in lease(server, "w3").acquire_many(["a", "b"]).values()
     first.close()
 
 

@@ -98,6 +98,27 @@ def test_a_newcomer_parks_at_once_what_the_holder_will_give_back() -> None:
     assert again.handover == () and again.close == ()  # parked once
 
 
+def blind(me: str, rate: float | None) -> ParkedSessions:
+    """Parking whose lease backend holds nothing: it can know holders only if told."""
+    return ParkedSessions(me, InProcessLease(TTL), ttl=TTL, capacity=100, login_rate=lambda: rate)
+
+
+def test_holders_read_with_the_leases_are_not_read_again() -> None:
+    parking, hot, taken = joining()
+    asked = parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover
+    unread = blind("w2", 1.0)  # its lease backend knows of no holder
+    known = dict.fromkeys(hot, "w1")
+    plan = unread.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken, holders=known)
+    assert plan.handover == asked and len(asked) == 10
+    # A dead holder's lease from the same read: its orphan is parked as from a fresh read.
+    dying = setup()
+    orphans = {"a": TTL * 0.4, "b": TTL * 0.4}
+    both = dict.fromkeys(orphans, "dead")
+    assert blind("w1", None).plan(NOW, LIVE, HOT, set(), orphans, holders=both) == dying.plan(
+        NOW, LIVE, HOT, set(), orphans
+    )
+
+
 def test_a_newcomer_with_its_share_closes_what_was_not_given() -> None:
     parking, hot, taken = joining()
     for account in parking.plan(NOW, {"w1": 20, "w2": 0}, hot, set(), taken).handover:

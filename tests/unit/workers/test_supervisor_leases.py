@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -150,13 +150,14 @@ def test_a_long_claim_round_gives_way_to_the_renewals_and_goes_on_next_turn(
 ) -> None:
     sup, watches, _ = world
     monkeypatch.setattr(supervisor, "CLAIM_BUDGET", 0.05)
-    acquire = sup.owner.lease.acquire
+    monkeypatch.setattr(supervisor, "CLAIM_BATCH", 1)
+    acquire_many = sup.owner.lease.acquire_many
 
-    def slow(key: str) -> str | None:  # a loaded lease backend: a round trip takes 10 ms
+    def slow(keys: Iterable[str]) -> dict[str, str | None]:  # a round trip takes 10 ms
         time.sleep(0.01)
-        return acquire(key)
+        return acquire_many(keys)
 
-    monkeypatch.setattr(sup.owner.lease, "acquire", slow)
+    monkeypatch.setattr(sup.owner.lease, "acquire_many", slow)
     accounts = {f"a{i:02d}": info(f"a{i:02d}") for i in range(30)}
     sup.inbox.tell(DirectoryFetched(accounts))
     sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
@@ -169,6 +170,39 @@ def test_a_long_claim_round_gives_way_to_the_renewals_and_goes_on_next_turn(
         time.sleep(FLEET_COALESCE * 1.5)  # the next fleet tick is due at once
         sup.turn()
     assert sorted(watches.started) == sorted(accounts)
+
+
+def test_claims_go_a_batch_to_a_round_trip(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sup, watches, _ = world
+    monkeypatch.setattr(supervisor, "CLAIM_BATCH", 10)
+    acquire_many = sup.owner.lease.acquire_many
+    round_trips: list[list[str]] = []
+
+    def counted(keys: Iterable[str]) -> dict[str, str | None]:
+        round_trips.append(list(keys))
+        return acquire_many(round_trips[-1])
+
+    monkeypatch.setattr(sup.owner.lease, "acquire_many", counted)
+    accounts = {f"a{i:02d}": info(f"a{i:02d}") for i in range(25)}
+    sup.inbox.tell(DirectoryFetched(accounts))
+    sup.inbox.tell(SignalReceived(fakes.user_active("t1", "u1")))
+    sup.turn()
+    assert [len(keys) for keys in round_trips] == [10, 10, 5]
+    assert sorted(watches.started) == sorted(accounts)
+
+
+def test_a_claim_taken_by_another_worker_meanwhile_starts_nothing(
+    world: tuple[Supervisor, fakes.Watches, fakes.Report],
+) -> None:
+    sup, watches, _ = world
+    other = sup.owner.lease.acquire("b")  # another holder, between the plan and the claim
+    assert other is not None
+    assert sup.owner.claim_many(["a", "b"]) == ["a"]
+    assert watches.started == ["a"]
+    assert sup.owner.holds("a") and not sup.owner.holds("b")
+    assert sup.owner.claim_many(["a"]) == []  # held already: nothing to acquire
 
 
 # --- a failover: the dead worker's accounts are logged in to when the login rate says ---

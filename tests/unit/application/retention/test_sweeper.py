@@ -46,6 +46,12 @@ class Lease:
         self.token = f"tok-{self.acquired}"
         return self.token
 
+    def held_by(self, keys: Iterable[str]) -> dict[str, tuple[float, str]]:
+        return {key: (60.0, "") for key in keys if key == LEASE_KEY and self.token is not None}
+
+    def acquire_many(self, keys: Iterable[str]) -> dict[str, str | None]:
+        return {key: self.acquire(key) for key in keys}
+
     def renew(self, key: str, token: str) -> bool:
         self.renewals += 1
         return token == self.token and (self.lose_after is None or self.renewals <= self.lose_after)
