@@ -62,7 +62,7 @@ from application.mail.outbound.sent_copy import (
     committed,
     kept_message,
 )
-from application.mail.outbound.series import SERIES_LIMIT, AccountSeries, Claim
+from application.mail.outbound.series import SERIES_LIMIT, AccountSeries, Claim, Loaded
 from application.mail.ports import Credentials, MailProviderError
 from application.streams import commit, load, replay
 from domain.mail_account import MailAccount
@@ -174,12 +174,15 @@ class OutboundDelivery:
         account_id: str | None = None,
         extra_lease: float = 0.0,
         quiet: bool = False,
+        loaded: Loaded | None = None,
     ) -> Step:
         """The message with its attempt opened but not yet recorded, or what became of
         it here (a lapsed attempt resolved, a copy retried, a message canceled or
         postponed); None: nothing to do. ``quiet``: only an attempt to open, nothing
-        else done (the previous message's ``sent`` waits for this)."""
-        outbound, account = self._load(outbound_id, account_id)
+        else done (the previous message's ``sent`` waits for this). ``loaded``: its
+        stream's events and its account, read by the caller a moment ago (a series'
+        page); a claim from them that is out of date meets the store's version check."""
+        outbound, account = self._load(outbound_id, account_id, loaded)
         if account_id is not None and outbound.account_id != account_id:
             return None
         now = self.ctx.clock.now()
@@ -216,11 +219,13 @@ class OutboundDelivery:
         return Claim(outbound, account)
 
     def _load(
-        self, outbound_id: str, account_id: str | None
+        self, outbound_id: str, account_id: str | None, loaded: Loaded | None
     ) -> tuple[Outbound, MailAccount | None]:
         """The message, and its account where the caller knows it (a series): both
-        streams in one read."""
+        streams in one read, unless its page read them."""
         stream = UUID(outbound_id)
+        if loaded is not None:
+            return replay(Outbound, stream, loaded.events), loaded.account
         if account_id is None:
             return load(self.ctx.store, Outbound, stream), None
         streams = self.ctx.store.load_many([stream, UUID(account_id)])

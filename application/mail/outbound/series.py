@@ -32,17 +32,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING
+from uuid import UUID
 
 from application.errors import ConcurrencyConflict
 from application.mail.outbound.ports import DuePlace
 from application.mail.outbound.sent_copy import Kept
-from application.streams import commit
+from application.streams import commit, replay
+from domain.events import DomainEvent
 from domain.mail_account import MailAccount
 from domain.outbound import Outbound
 
@@ -53,6 +56,7 @@ log = logging.getLogger("tidings.outbound")
 SERIES_LIMIT = 100  # attempts on one account's messages before others get the thread
 SERIES_LOOKS = 1000  # candidates one series looks at (a stale read model offers sent ones)
 READ_PAGE = 16  # the account's due messages read at a time
+PAGE_FRESH = 1.0  # seconds a page's streams, read together, stand for the store's
 
 Recording = Future[tuple[bool, "Claim | None"]]
 
@@ -62,6 +66,14 @@ class Claim:
     """A message with its attempt opened (``sending``, committed or about to be)."""
 
     outbound: Outbound
+    account: MailAccount
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A message's events and its account, read with the rest of its page."""
+
+    events: list[DomainEvent]
     account: MailAccount
 
 
@@ -149,7 +161,7 @@ class AccountSeries:
                 claim = following
                 continue
             sent = claim
-            recorded, claim = delivery.record_sent(sent.outbound, following)
+            recorded, claim = self._record_sent(sent.outbound, following)
             recording = None
             if recorded and not saves:
                 delivery.save_copy(sent, outcome)
@@ -171,13 +183,19 @@ class AccountSeries:
 
         def task() -> Claim | None:
             try:
-                recording.set_result(self._delivery.record_sent(sent, following))
+                recording.set_result(self._record_sent(sent, following))
             except BaseException as error:
                 recording.set_exception(error)
                 raise
             return self._next()
 
         return recording, self._delivery.io.submit(task)
+
+    def _record_sent(self, sent: Outbound, following: Claim | None) -> tuple[bool, Claim | None]:
+        recorded, claimed = self._delivery.record_sent(sent, following)
+        if following is not None and claimed is None:
+            self._picker.forget()  # another worker is at the account's queue too
+        return recorded, claimed
 
     def _opened(self, claim: Claim | None) -> Claim | None:
         """A claim read ahead, recorded now (the previous message was not sent)."""
@@ -186,6 +204,7 @@ class AccountSeries:
         try:
             commit(self._delivery.ctx.store, claim.outbound)
         except ConcurrencyConflict:
+            self._picker.forget()
             return None
         return claim
 
@@ -197,7 +216,11 @@ class AccountSeries:
         while (outbound_id := picker.next()) is not None:
             extra = delivery.settings.imap_timeout if with_copy else 0.0
             step = delivery.prepare(
-                outbound_id, account_id=picker.account_id, extra_lease=extra, quiet=not opened
+                outbound_id,
+                account_id=picker.account_id,
+                extra_lease=extra,
+                quiet=not opened,
+                loaded=picker.loaded(outbound_id),
             )
             if not isinstance(step, Claim):
                 continue
@@ -206,6 +229,7 @@ class AccountSeries:
             try:
                 commit(delivery.ctx.store, step.outbound)
             except ConcurrencyConflict:
+                picker.forget()
                 continue
             return step
         return None
@@ -244,6 +268,7 @@ class _Picker:
         self._seen: set[str] = set()
         self._read: deque[str] = deque()
         self._place: DuePlace | None = None  # the last row read of the read model
+        self._page: dict[str, tuple[float, Loaded]] = {}  # streams read with their page
         self._lock = threading.Lock()
         self._ended = False
         self.attempts = 0
@@ -256,6 +281,19 @@ class _Picker:
         """No lane takes another message (a transient failure, an error)."""
         with self._lock:
             self._ended = True
+
+    def loaded(self, outbound_id: str) -> Loaded | None:
+        """The message's stream as its page read it, while that read is recent and no
+        claim met a newer version since (None: the caller reads it itself)."""
+        with self._lock:
+            read_at, loaded = self._page.pop(outbound_id, (0.0, None))
+        return loaded if time.monotonic() - read_at <= PAGE_FRESH else None
+
+    def forget(self) -> None:
+        """A claim met a version it did not read: what the page read may be out of date
+        too (another worker sends from this account), so each is read again alone."""
+        with self._lock:
+            self._page.clear()
 
     def next(self) -> str | None:
         """The next candidate; None after ``limit`` attempts or ``SERIES_LOOKS``
@@ -293,5 +331,20 @@ class _Picker:
             # offers them to every new series of the account).
             settled = {r for r in fresh if self._delivery.settled(r)}
             self._seen.update(settled)
-            self._read.extend(r for r in fresh if r not in settled)
+            unsettled = [r for r in fresh if r not in settled]
+            self._read.extend(unsettled)
+            self._read_page(unsettled)
         return self._read.popleft() if self._read else None
+
+    def _read_page(self, outbound_ids: list[str]) -> None:
+        """The page's streams and the account's in one statement: the series' reads of
+        its messages one by one were a statement each for the database to plan and run,
+        on the cores the SMTP servers share."""
+        if not outbound_ids:
+            return
+        account = UUID(self.account_id)
+        streams = self._delivery.ctx.store.load_many([*map(UUID, outbound_ids), account])
+        loaded_account = replay(MailAccount, account, streams[account])
+        read_at = time.monotonic()
+        for i in outbound_ids:
+            self._page[i] = (read_at, Loaded(streams[UUID(i)], loaded_account))
