@@ -62,7 +62,13 @@ from application.mail.outbound.sent_copy import (
     committed,
     kept_message,
 )
-from application.mail.outbound.series import SERIES_LIMIT, AccountSeries, Claim, Loaded
+from application.mail.outbound.series import (
+    SERIES_LIMIT,
+    AccountSeries,
+    Claim,
+    Loaded,
+    Places,
+)
 from application.mail.ports import Credentials, MailProviderError
 from application.streams import commit, load, replay
 from domain.mail_account import MailAccount
@@ -85,6 +91,7 @@ class OutboundDelivery:
         self.smtp = smtp
         self.settings = settings
         self.sent_folder = SentFolder(ctx, settings)
+        self.places = Places()  # where each account's last series left its queue
         self._credentials_seen: dict[str, tuple[int, float, Credentials]] = {}
         self._io: ThreadPoolExecutor | None = None
         self._io_lock = threading.Lock()

@@ -57,6 +57,7 @@ SERIES_LIMIT = 100  # attempts on one account's messages before others get the t
 SERIES_LOOKS = 1000  # candidates one series looks at (a stale read model offers sent ones)
 READ_PAGE = 16  # the account's due messages read at a time
 PAGE_FRESH = 1.0  # seconds a page's streams, read together, stand for the store's
+PLACE_KEPT = 5.0  # seconds the next series of an account starts where the last one was
 
 Recording = Future[tuple[bool, "Claim | None"]]
 
@@ -75,6 +76,32 @@ class Loaded:
 
     events: list[DomainEvent]
     account: MailAccount
+
+
+class Places:
+    """Where each account's last series left its queue: the next one (a series ends
+    after ``SERIES_LIMIT`` attempts and starts again) pages on from there, not from the
+    queue's start, where a lagging read model still offers every message it sent.
+    Only what it passed is skipped; a message that becomes due behind the place is the
+    scan's, as within one series."""
+
+    def __init__(self, most: int = 1024) -> None:
+        self._places: dict[str, tuple[DuePlace, float]] = {}
+        self._most = most
+        self._lock = threading.Lock()
+
+    def get(self, account_id: str) -> DuePlace | None:
+        with self._lock:
+            place, at = self._places.pop(account_id, (None, 0.0))
+        return place if time.monotonic() - at <= PLACE_KEPT else None
+
+    def keep(self, account_id: str, place: DuePlace | None) -> None:
+        if place is None:
+            return
+        with self._lock:
+            if len(self._places) >= self._most:
+                self._places.clear()
+            self._places[account_id] = (place, time.monotonic())
 
 
 class AccountSeries:
@@ -103,6 +130,7 @@ class AccountSeries:
                 lanes, self._lanes = self._lanes or [], []  # none started after this
             for lane in lanes:
                 lane.join()
+            self._delivery.places.keep(self._picker.account_id, self._picker.passed)
         return self._picker.attempts
 
     def _widen(self, account: MailAccount) -> None:
@@ -266,8 +294,9 @@ class _Picker:
         self._take = take
         self._limit = limit
         self._seen: set[str] = set()
-        self._read: deque[str] = deque()
-        self._place: DuePlace | None = None  # the last row read of the read model
+        self._read: deque[DuePlace] = deque()
+        self._place = delivery.places.get(account_id)  # the last row read of the read model
+        self.passed = self._place  # the last row handed to a lane
         self._page: dict[str, tuple[float, Loaded]] = {}  # streams read with their page
         self._lock = threading.Lock()
         self._ended = False
@@ -310,7 +339,8 @@ class _Picker:
                 return None
             if outbound_id not in self._seen:
                 self._seen.add(outbound_id)
-                return outbound_id
+                if not self._delivery.settled(outbound_id):  # a scan of a lagging model
+                    return outbound_id
         return None
 
     def _from_read_model(self) -> str | None:
@@ -326,15 +356,18 @@ class _Picker:
             if not rows:
                 break
             self._place = rows[-1]
-            fresh = [r.outbound_id for r in rows if r.outbound_id not in self._seen]
+            fresh = {r.outbound_id for r in rows if r.outbound_id not in self._seen}
             # Those this worker settled need no load to tell (a lagging read model
             # offers them to every new series of the account).
             settled = {r for r in fresh if self._delivery.settled(r)}
             self._seen.update(settled)
-            unsettled = [r for r in fresh if r not in settled]
+            unsettled = [r for r in rows if r.outbound_id in fresh and r.outbound_id not in settled]
             self._read.extend(unsettled)
-            self._read_page(unsettled)
-        return self._read.popleft() if self._read else None
+            self._read_page([r.outbound_id for r in unsettled])
+        if not self._read:
+            return None
+        self.passed = self._read.popleft()
+        return self.passed.outbound_id
 
     def _read_page(self, outbound_ids: list[str]) -> None:
         """The page's streams and the account's in one statement: the series' reads of
