@@ -14,10 +14,14 @@ transaction of message n instead of waiting behind it, on the delivery's I/O thr
   and the connection closed: that worker sends it. The same I/O task then reads n+2
   while n+1's end is answered (one hand-over to an I/O thread a message, not two).
 
-A message whose Sent copy this worker appends is recorded before the next starts (the
-copy needs its ``sent``). A series ends after a transient failure (the server's trouble
-is every next message's; a message read ahead is left to the scan) and after
-``SERIES_LIMIT`` attempts (other accounts' turn).
+The series reads the account's due messages a page at a time from the read model, and
+the page's streams with the account's in one statement; a claim prepared from that read
+meets the store's version check like any other, and after a conflict (another worker at
+the same queue) the rest are read one by one. A message whose Sent copy this worker
+appends is recorded before the next starts (the copy needs its ``sent``). A series ends
+after a transient failure (the server's trouble is every next message's; a message read
+ahead is left to the scan) and after ``SERIES_LIMIT`` attempts (other accounts' turn);
+the account's next series pages on from where it left the queue (``Places``).
 
 *Lanes.* Once the account has a second message waiting, the series runs as many lanes
 as its provider allows SMTP sessions (``OutboundDelivery.lanes``): each lane is the loop
@@ -278,7 +282,8 @@ def _confirm(recording: Recording | None) -> Callable[[], bool] | None:
 class _Picker:
     """A series' candidates: what the worker hands over (``take``), then the account's
     due messages in the read model; each at most once, to one lane, at most ``limit``
-    attempts in all (the lanes share it, under its lock)."""
+    attempts in all (the lanes share it, under its lock). A read-model page's streams
+    are read together (``loaded``), from the account's last place (``Places``)."""
 
     def __init__(
         self,
