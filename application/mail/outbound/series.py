@@ -320,8 +320,10 @@ class _Picker:
         """The message's stream as its page read it, while that read is recent and no
         claim met a newer version since (None: the caller reads it itself)."""
         with self._lock:
-            read_at, loaded = self._page.pop(outbound_id, (0.0, None))
-        return loaded if time.monotonic() - read_at <= PAGE_FRESH else None
+            read = self._page.pop(outbound_id, None)
+        if read is None or time.monotonic() - read[0] > PAGE_FRESH:
+            return None
+        return read[1]
 
     def forget(self) -> None:
         """A claim met a version it did not read: what the page read may be out of date

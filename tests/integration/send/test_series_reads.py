@@ -2,8 +2,9 @@
 the private Postfix: a page of the read model's due messages is read from the store in
 one statement with the account, not one read per message; the account's next series
 (after ``SERIES_LIMIT``) pages on from where the last one left its queue, not from its
-start, where a lagging read model still offers every message sent; two workers paging
-the same account from those reads still send each message once."""
+start, where a lagging read model still offers every message sent; a page read that
+another worker's claim made stale costs one refused claim (the rest are read again) and
+never sends that message; two workers paging one account send each message once."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 
 from application.mail.outbound import series
 from application.mail.outbound.ports import DuePlace
+from application.mail.outbound.series import Claim
+from application.streams import commit
 from tests.integration.send.conftest import MakeSender
 from tests.integration.send.test_lanes import _accepted, _lanes, _queued
 from tests.integration.send.test_send import _wait_for
@@ -114,3 +117,37 @@ def test_two_workers_paging_one_account_send_each_message_once(
     _wait_for(lambda: all(_accepted(one, i) == 1 for i in ids))
     time.sleep(0.5)  # one accepted twice would show by now
     assert [_accepted(one, i) for i in ids] == [1] * 24
+
+
+def test_a_page_read_gone_stale_is_read_again_and_the_taken_message_left(
+    make_sender: MakeSender, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(series, "PAGE_FRESH", 60.0)
+    sender = make_sender("w1", provider_limits=_lanes(1))
+    other = make_sender("w2", provider_limits=_lanes(1))
+    account, _bob, ids = _queued(sender, 6)
+    store = sender.app.ctx.store
+    reads: list[int] = []
+    load_many = store.load_many
+
+    def page_then_taken(streams: Any) -> Any:
+        streams = list(streams)
+        loaded = load_many(streams)
+        reads.append(len(streams))
+        if len(reads) == 1:  # the page is read: another worker claims its fourth now
+            step = other.delivery.prepare(ids[3])
+            assert isinstance(step, Claim)
+            commit(other.app.ctx.store, step.outbound)
+        return loaded
+
+    monkeypatch.setattr(store, "load_many", page_then_taken)
+
+    sender.delivery.run_series(account, lambda: None)
+
+    monkeypatch.undo()
+    states = [sender.outbound(i)["state"] for i in ids]
+    assert states == ["sent", "sent", "sent", "sending", "sent", "sent"]
+    assert sender.outbound(ids[3])["attempts"] == 1, "the other worker's attempt alone"
+    assert reads == [7, 2, 2], "after the conflict, the rest read one by one"
+    time.sleep(0.5)  # a message accepted would have reached the queue manager by now
+    assert _accepted(sender, ids[3]) == 0, "its end of data was withheld here"
