@@ -2,26 +2,25 @@
 the SMTP exchange (``AccountSeries``, run by ``OutboundDelivery.run_series``).
 
 Each message is claimed under the rules of a single attempt, and a message's ``sent`` is
-recorded in one write with the ``sending`` of the next. Two things overlap the SMTP
-transaction of message n instead of waiting behind it, on the delivery's I/O threads:
-
-- the read of message n+1 and its account (its attempt opened in memory, not recorded);
-- the write of n's ``sent`` with n+1's ``sending``, while n+1's MAIL, RCPT, DATA and its
-  bytes go out. The end of its data (the lone dot) waits for that write: the server
-  cannot take a message without it, so ``sending`` is still durable before the server
-  can accept, and the crash outcomes are those of the writes done one after the other.
-  When the write finds n+1 taken meanwhile (another worker's claim), the end is withheld
-  and the connection closed: that worker sends it. The same I/O task then reads n+2
-  while n+1's end is answered (one hand-over to an I/O thread a message, not two).
+recorded in one write with the ``sending`` of the next (n+1, read after n's transaction,
+its attempt opened in memory, not recorded). The lane makes that write itself (a
+``Recording``) once n+1's MAIL, RCPT, DATA and its bytes went out, while the server reads
+them; the end of its data (the lone dot) follows the write: the server cannot take a
+message without it, so ``sending`` is still durable before the server can accept, and
+the crash outcomes are those of the writes done one after the other. When the write
+finds n+1 taken meanwhile (another worker's claim), the end is withheld and the
+connection closed: that worker sends it. No other thread takes part: handing the write
+and the read to an I/O thread, and their answers back, were about a fifth of the lanes'
+CPU, more than the overlap saved once lanes share the cores with the servers.
 
 The series reads the account's due messages a page at a time from the read model, and
 the page's streams with the account's in one statement; a claim prepared from that read
 meets the store's version check like any other, and after a conflict (another worker at
 the same queue) the rest are read one by one. A message whose Sent copy this worker
 appends is recorded before the next starts (the copy needs its ``sent``). A series ends
-after a transient failure (the server's trouble is every next message's; a message read
-ahead is left to the scan) and after ``SERIES_LIMIT`` attempts (other accounts' turn);
-the account's next series pages on from where it left the queue (``Places``).
+after a transient failure (the server's trouble is every next message's) and after
+``SERIES_LIMIT`` attempts (other accounts' turn); the account's next series pages on
+from where it left the queue (``Places``).
 
 *Lanes.* Once the account has a second message waiting, the series runs as many lanes
 as its provider allows SMTP sessions (``OutboundDelivery.lanes``): each lane is the loop
@@ -34,12 +33,12 @@ taking more. A lane's claims and crash outcomes are those of a single series.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from datetime import UTC
 from typing import TYPE_CHECKING
@@ -62,8 +61,6 @@ SERIES_LOOKS = 1000  # candidates one series looks at (a stale read model offers
 READ_PAGE = 16  # the account's due messages read at a time
 PAGE_FRESH = 1.0  # seconds a page's streams, read together, stand for the store's
 PLACE_KEPT = 5.0  # seconds the next series of an account starts where the last one was
-
-Recording = Future[tuple[bool, "Claim | None"]]
 
 
 @dataclass
@@ -167,29 +164,29 @@ class AccountSeries:
         delivery, picker = self._delivery, self._picker
         claim: Claim | None = None
         recording: Recording | None = None  # the write of ``claim``'s ``sending``
-        ahead: Future[Claim | None] | None = None  # the read of the message after it
         while True:
             if claim is None:
                 claim, recording = self._next(opened=True), None
                 if claim is None:
                     return
             saves = delivery.provider_saves(claim.account)
-            ahead = ahead or self._read_ahead(with_copy=not saves)
-            outcome = delivery.submit(claim, _confirm(recording))
-            if recording is not None:
-                recording.exception()  # over (the end of data waited for it) before reuse
-            following, ahead = ahead.result(), None
+            try:
+                outcome = delivery.submit(claim, _confirm(recording))
+            finally:
+                if recording is not None:
+                    recording.settle()  # written, even where the end never asked for it
+            if outcome == "retrying":
+                picker.end()  # the server's trouble is every lane's next message's
+                return
+            picker.count_attempt()
+            following = self._next(with_copy=not saves)
             if first and following is not None:
                 self._widen(claim.account)
             if not isinstance(outcome, Kept):
-                if outcome == "retrying":
-                    picker.end()  # the server's trouble is every lane's next message's
-                    return
                 claim, recording = self._opened(following), None
                 continue
             if saves and following is not None:  # recorded while the next one goes out
-                picker.count_attempt()  # the read after it counts it
-                recording, ahead = self._record_then_read(claim.outbound, following)
+                recording = Recording(self._record_sent, claim.outbound, following)
                 claim = following
                 continue
             sent = claim
@@ -197,31 +194,6 @@ class AccountSeries:
             recording = None
             if recorded and not saves:
                 delivery.save_copy(sent, outcome)
-
-    def _read_ahead(self, *, with_copy: bool) -> Future[Claim | None]:
-        """The message after the lane's current one, read while that one goes out (its
-        attempt counted first: the read ahead counts it)."""
-        self._picker.count_attempt()
-        return self._delivery.io.submit(self._next, with_copy=with_copy)
-
-    def _record_then_read(
-        self, sent: Outbound, following: Claim
-    ) -> tuple[Recording, Future[Claim | None]]:
-        """One I/O task: ``sent`` recorded with ``following``'s claim, then the message
-        after it read. Its end of data waits for the write alone, and the server's work
-        after that end gives the read its time: a thread of its own cost a hand-over a
-        message (the two a message were a fifth of the lanes' GIL samples)."""
-        recording: Recording = Future()
-
-        def task() -> Claim | None:
-            try:
-                recording.set_result(self._record_sent(sent, following))
-            except BaseException as error:
-                recording.set_exception(error)
-                raise
-            return self._next()
-
-        return recording, self._delivery.io.submit(task)
 
     def _record_sent(self, sent: Outbound, following: Claim | None) -> tuple[bool, Claim | None]:
         recorded, claimed = self._delivery.record_sent(sent, following)
@@ -265,6 +237,45 @@ class AccountSeries:
                 continue
             return step
         return None
+
+
+class Recording:
+    """The write of a message's ``sent`` with the next message's claim, made by the lane
+    itself once that message's bytes went out, before its end of data (``result``), or
+    after its transaction where nothing asked for it (``settle``)."""
+
+    def __init__(
+        self,
+        write: Callable[[Outbound, Claim], tuple[bool, Claim | None]],
+        sent: Outbound,
+        following: Claim,
+    ) -> None:
+        self._write = write
+        self._sent = sent
+        self._following = following
+        self._outcome: tuple[bool, Claim | None] | None = None
+        self._error: BaseException | None = None
+        self._done = False
+
+    def result(self) -> tuple[bool, Claim | None]:
+        """Written once (the lane's thread alone calls it): whether ``sent`` was
+        recorded, and the next claim where it was too; raises what the write raised."""
+        if not self._done:
+            self._done = True
+            try:
+                self._outcome = self._write(self._sent, self._following)
+            except BaseException as error:
+                self._error = error
+        if self._error is not None:
+            raise self._error
+        assert self._outcome is not None
+        return self._outcome
+
+    def settle(self) -> None:
+        """Written, if the transaction ended before asking (what the write raised was
+        the transaction's to raise)."""
+        with contextlib.suppress(BaseException):
+            self.result()
 
 
 def _confirm(recording: Recording | None) -> Callable[[], bool] | None:
