@@ -19,8 +19,8 @@
 after another (those ``take`` hands over, then the read model's), each claimed under the
 same rules, over the connection the SMTP port keeps for the account
 (``application.mail.outbound.series``). A message's ``sent`` is recorded in one write
-with the ``sending`` of the next, on an I/O thread while the next message's transaction
-goes out; the end of its data waits for that write. The crash semantics are those of
+with the ``sending`` of the next, once the next message's bytes went out; the end of its
+data waits for that write. The crash semantics are those of
 two writes, since ``sent`` still follows the server's ``250`` and ``sending`` still
 precedes the end of the next DATA; a crash between the ``250`` and that write leaves the
 message ``sending``, decided by the Sent folder as above.
@@ -37,7 +37,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, timedelta
 from uuid import UUID
 
@@ -62,7 +61,13 @@ from application.mail.outbound.sent_copy import (
     committed,
     kept_message,
 )
-from application.mail.outbound.series import SERIES_LIMIT, AccountSeries, Claim
+from application.mail.outbound.series import (
+    SERIES_LIMIT,
+    AccountSeries,
+    Claim,
+    Loaded,
+    Places,
+)
 from application.mail.ports import Credentials, MailProviderError
 from application.streams import commit, load, replay
 from domain.mail_account import MailAccount
@@ -73,7 +78,6 @@ __all__ = ["SERIES_LIMIT", "DeliverySettings", "Kept", "OutboundDelivery", "is_f
 log = logging.getLogger("tidings.outbound")
 CREDENTIALS_TTL = 5.0  # seconds an account's SMTP credentials are used as read
 SETTLED_KEPT = 10_000  # ids of messages this worker settled, remembered (the newest)
-IO_THREADS = 16  # series' reads ahead and writes behind, for all series of the worker
 
 
 Step = Claim | OutboundState | None
@@ -85,9 +89,8 @@ class OutboundDelivery:
         self.smtp = smtp
         self.settings = settings
         self.sent_folder = SentFolder(ctx, settings)
+        self.places = Places()  # where each account's last series left its queue
         self._credentials_seen: dict[str, tuple[int, float, Credentials]] = {}
-        self._io: ThreadPoolExecutor | None = None
-        self._io_lock = threading.Lock()
         self._settled: OrderedDict[str, None] = OrderedDict()
         self._settled_lock = threading.Lock()
 
@@ -106,15 +109,6 @@ class OutboundDelivery:
             if len(self._settled) > SETTLED_KEPT:
                 self._settled.popitem(last=False)
 
-    @property
-    def io(self) -> ThreadPoolExecutor:
-        """The threads a series reads ahead and writes on while its SMTP goes on (made
-        once: starting a thread per message costs about as much as the write)."""
-        with self._io_lock:
-            if self._io is None:
-                self._io = ThreadPoolExecutor(IO_THREADS, thread_name_prefix="outbound-io")
-            return self._io
-
     def due(self, limit: int = 100) -> list[str]:
         return [outbound_id for outbound_id, _ in self.due_by_account(limit)]
 
@@ -131,10 +125,6 @@ class OutboundDelivery:
 
     def close(self) -> None:
         self.smtp.close()
-        with self._io_lock:
-            io, self._io = self._io, None
-        if io is not None:
-            io.shutdown(wait=True)
 
     def run(self, outbound_id: str) -> OutboundState | None:
         """One step on the message; its state after it (None: nothing done here)."""
@@ -174,12 +164,15 @@ class OutboundDelivery:
         account_id: str | None = None,
         extra_lease: float = 0.0,
         quiet: bool = False,
+        loaded: Loaded | None = None,
     ) -> Step:
         """The message with its attempt opened but not yet recorded, or what became of
         it here (a lapsed attempt resolved, a copy retried, a message canceled or
         postponed); None: nothing to do. ``quiet``: only an attempt to open, nothing
-        else done (the previous message's ``sent`` waits for this)."""
-        outbound, account = self._load(outbound_id, account_id)
+        else done (the previous message's ``sent`` waits for this). ``loaded``: its
+        stream's events and its account, read by the caller a moment ago (a series'
+        page); a claim from them that is out of date meets the store's version check."""
+        outbound, account = self._load(outbound_id, account_id, loaded)
         if account_id is not None and outbound.account_id != account_id:
             return None
         now = self.ctx.clock.now()
@@ -216,11 +209,13 @@ class OutboundDelivery:
         return Claim(outbound, account)
 
     def _load(
-        self, outbound_id: str, account_id: str | None
+        self, outbound_id: str, account_id: str | None, loaded: Loaded | None
     ) -> tuple[Outbound, MailAccount | None]:
         """The message, and its account where the caller knows it (a series): both
-        streams in one read."""
+        streams in one read, unless its page read them."""
         stream = UUID(outbound_id)
+        if loaded is not None:
+            return replay(Outbound, stream, loaded.events), loaded.account
         if account_id is None:
             return load(self.ctx.store, Outbound, stream), None
         streams = self.ctx.store.load_many([stream, UUID(account_id)])
