@@ -2,17 +2,17 @@
 
     acquire  EVALSHA set-if-free-and-not-quiet   (SET key token NX PX ttl_ms; token:
                                                   "<holder>:<16 random bytes, hex>", per
-                                                  acquisition; ``holders`` reads the name)
-    acquire_many  the same for up to 500 keys    (one epoch check for all)
+                                                  acquisition; ``holders`` reads the name;
+                                                  one epoch check for all the keys)
     renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
     release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
     held     EVALSHA pttl-of-each                (ms left; -2 = free)
     held_by  EVALSHA pttl-and-value-of-each      (a fleet tick's one read of both)
 
-Acquire_many, renew, release and held take many keys per call: one EVALSHA for up to 500 keys (the
-reply is one integer per key), so renewing the leases of thousands of watches every
-ttl/3, or reading the 8,000 leases of the others at a fleet tick, costs a few calls, not
-thousands of pipelined commands to build and parse (a pipeline of PTTLs cost 42 ms of
+Acquire, renew, release and held take many keys per call: one EVALSHA for up to 500
+keys (the reply is one integer per key), so renewing the leases of thousands of watches
+every ttl/3, or reading the 8,000 leases of the others at a fleet tick, costs a few
+calls, not thousands of pipelined commands to build and parse (a pipeline of PTTLs cost 42 ms of
 CPU for 8,000 keys, the script 16 ms).
 
 A Redis that comes back without its data (restarted without persistence, failed over to
@@ -68,27 +68,6 @@ end
 return out
 """
 
-# KEYS: the lease, the epoch marker, the quiet marker; ARGV: the token, the ttl in ms, the
-# epoch this client saw ('' for none), a new epoch, the quiet in ms should the epoch be
-# gone. Replies {epoch, 1 = taken | 0 = not}.
-ACQUIRE = """
-local epoch = redis.call('GET', KEYS[2])
-if not epoch then
-    epoch = ARGV[4]
-    redis.call('SET', KEYS[2], epoch)
-    if ARGV[3] ~= '' and tonumber(ARGV[5]) > 0 then
-        redis.call('SET', KEYS[3], '1', 'PX', ARGV[5])
-    end
-end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-    return {epoch, 0}
-end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return {epoch, 1}
-end
-return {epoch, 0}
-"""
-
 # KEYS: the leases. Replies each one's PTTL (-2: no such key, -1: no expiry).
 HELD = """
 local out = {}
@@ -98,10 +77,10 @@ end
 return out
 """
 
-# The same for many leases: KEYS: the epoch marker, the quiet marker, then the leases;
-# ARGV: the ttl in ms, the epoch this client saw, a new epoch, the quiet in ms, then one
-# token per lease. Replies {epoch, then 1 = taken | 0 = not, per lease}.
-ACQUIRE_MANY = """
+# KEYS: the epoch marker, the quiet marker, then the leases; ARGV: the ttl in ms, the
+# epoch this client saw ('' for none), a new epoch, the quiet in ms should the epoch be
+# gone, then one token per lease. Replies {epoch, then 1 = taken | 0 = not, per lease}.
+ACQUIRE = """
 local epoch = redis.call('GET', KEYS[1])
 if not epoch then
     epoch = ARGV[3]
@@ -214,18 +193,7 @@ class RedisLease:
     # --- single keys -------------------------------------------------------------------
 
     def acquire(self, key: str) -> str | None:
-        token = f"{self._holder}:{secrets.token_hex(16)}"
-        keys = [self._key(key), self._prefix + "!epoch", self._prefix + "!quiet"]
-        quiet_ms = self._quiet_ms(time.monotonic())
-        args = [token, str(self._ttl_ms), self._epoch, secrets.token_hex(8), str(quiet_ms)]
-        try:
-            reply = self._eval(ACQUIRE, keys, args)
-        except NoScriptError:
-            reply = self._eval(ACQUIRE, keys, args, reload=True)
-        if not isinstance(reply, list) or len(reply) != 2:
-            raise LeaseBackendUnavailable("unexpected reply to a lease script")
-        self._epoch = _text(reply[0])
-        return token if reply[1] == 1 else None
+        return self.acquire_many([key])[key]
 
     def renew(self, key: str, token: str) -> bool:
         return self.renew_many({key: token})[key]
@@ -239,7 +207,7 @@ class RedisLease:
             quiet_ms = self._quiet_ms(time.monotonic())
             args = [str(self._ttl_ms), self._epoch, secrets.token_hex(8), str(quiet_ms), *tokens]
             keys = ["!epoch", "!quiet", *chunk]
-            replies = self._script(ACQUIRE_MANY, keys, args, count=len(chunk) + 1)
+            replies = self._script(ACQUIRE, keys, args, count=len(chunk) + 1)
             self._epoch = _text(replies[0])
             answers.update(
                 (key, token if taken == 1 else None)
@@ -361,17 +329,6 @@ class RedisLease:
         if self._failing_since is not None:
             self._outage = (self._failing_since, time.monotonic())
             self._failing_since = None
-
-    def _eval(self, script: str, keys: list[str], args: list[str], *, reload: bool = False) -> Any:
-        sha = self._sha(script, reload=reload)
-        try:
-            answer = self._client.evalsha(sha, len(keys), *keys, *args)
-        except NoScriptError:
-            raise
-        except RedisError as error:
-            raise self._unavailable(error) from None
-        self._answered()
-        return answer
 
     def _script(
         self, script: str, keys: list[str], args: Sequence[str | int], count: int | None = -1
