@@ -82,13 +82,9 @@ class WatchOwner:
         """The accounts whose lease this worker holds."""
         return self.keeper.held_accounts()
 
-    def taken(self, accounts: Collection[str]) -> dict[str, float]:
-        """Of ``accounts``, those whose lease someone holds, with the seconds until each
-        lapses unless renewed (raises ``LeaseBackendUnavailable``)."""
-        return self.lease.held(accounts)
-
     def taken_by(self, accounts: Collection[str]) -> tuple[dict[str, float], dict[str, str]]:
-        """``taken`` and who holds each, in one read (raises ``LeaseBackendUnavailable``)."""
+        """Of ``accounts``, those whose lease someone holds, with the seconds until each
+        lapses unless renewed, and who holds each (raises ``LeaseBackendUnavailable``)."""
         found = self.lease.held_by(accounts)
         return (
             {account: left for account, (left, _) in found.items()},

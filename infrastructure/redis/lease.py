@@ -6,8 +6,8 @@
                                                   one epoch check for all the keys)
     renew    EVALSHA compare-and-pexpire         (1 = extended, 0 = not ours / gone)
     release  EVALSHA compare-and-delete          (1 = deleted,  0 = not ours / gone)
-    held     EVALSHA pttl-of-each                (ms left; -2 = free)
-    held_by  EVALSHA pttl-and-value-of-each      (a fleet tick's one read of both)
+    held_by  EVALSHA pttl-and-value-of-each      (ms left, -2 = free, and the holder;
+                                                  ``held`` is its first half)
 
 Acquire, renew, release and held take many keys per call: one EVALSHA for up to 500
 keys (the reply is one integer per key), so renewing the leases of thousands of watches
@@ -64,15 +64,6 @@ for i, key in ipairs(KEYS) do
     else
         out[i] = 0
     end
-end
-return out
-"""
-
-# KEYS: the leases. Replies each one's PTTL (-2: no such key, -1: no expiry).
-HELD = """
-local out = {}
-for i, key in ipairs(KEYS) do
-    out[i] = redis.call('PTTL', key)
 end
 return out
 """
@@ -227,19 +218,7 @@ class RedisLease:
         return self._script_many(RELEASE, items, ())
 
     def held(self, keys: Iterable[str]) -> dict[str, float]:
-        wanted = list(dict.fromkeys(keys))
-        found: dict[str, float] = {}
-        unbounded = self._ttl_ms / 1000
-        for start in range(0, len(wanted), BATCH):
-            chunk = wanted[start : start + BATCH]
-            replies = self._script(HELD, chunk, ())
-            # PTTL: -2 = no such key; -1 = no expiry (not one of ours: treat as held).
-            found.update(
-                (key, reply / 1000 if reply >= 0 else unbounded)
-                for key, reply in zip(chunk, replies, strict=True)
-                if reply != -2
-            )
-        return found
+        return {key: left for key, (left, _) in self.held_by(keys).items()}
 
     def held_by(self, keys: Iterable[str]) -> dict[str, tuple[float, str]]:
         wanted = list(dict.fromkeys(keys))
